@@ -1,0 +1,16 @@
+//go:build tools
+
+// Package tools pins the Kubernetes toolchain that hack/install-k8s-tools.sh builds.
+// It is a separate module and is never imported by condense.
+package tools
+
+import (
+	_ "helm.sh/helm/v3/cmd/helm"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
+	_ "sigs.k8s.io/kustomize/kustomize/v5"
+	_ "sigs.k8s.io/kwok/cmd/kwok"
+)
