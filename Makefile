@@ -37,6 +37,7 @@ generate:
 manifests:
 	$(TOOLS_BIN)/controller-gen crd rbac:roleName=condense-manager paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/sync-chart.sh
 
 ## verify-generated: fail when `make generate manifests` changes tracked files
 verify-generated: generate manifests
