@@ -1,0 +1,77 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxSessionIDLen is the longest accepted session id, in bytes.
+const MaxSessionIDLen = 16 << 10
+
+// MaxBlobKeyLen is the longest accepted blob key, in bytes.
+const MaxBlobKeyLen = 1024
+
+// maxVerbatimIDLen is the longest id used verbatim inside Redis keys; longer ids are hashed.
+const maxVerbatimIDLen = 128
+
+// ValidateSessionID reports whether id is acceptable as a session id. Any valid UTF-8 text of
+// 1..MaxSessionIDLen bytes without control characters is accepted, including '{', '}', ':'
+// and spaces (backends encode such ids safely). Empty ids, longer ids, invalid UTF-8 and
+// control characters (NUL, newline, tab, DEL, C1) are refused with a *SessionIDError.
+func ValidateSessionID(id string) error {
+	switch {
+	case id == "":
+		return &SessionIDError{Reason: "empty", Len: 0}
+	case len(id) > MaxSessionIDLen:
+		return &SessionIDError{Reason: fmt.Sprintf("longer than %d bytes", MaxSessionIDLen), Len: len(id)}
+	case !utf8.ValidString(id):
+		return &SessionIDError{Reason: "not valid UTF-8", Len: len(id)}
+	}
+	for i, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return &SessionIDError{Reason: fmt.Sprintf("control character U+%04X at byte %d", r, i), Len: len(id)}
+		}
+	}
+	return nil
+}
+
+// EncodeSessionID returns the form of a valid session id used inside backend keys: the id
+// itself when it is at most 128 bytes of [A-Za-z0-9._-], otherwise "~" followed by the hex
+// SHA-256 of the id. The two forms never collide (verbatim ids cannot contain '~'), and the
+// result never contains '{', '}' or ':' so it is safe inside a Redis Cluster hash tag.
+func EncodeSessionID(id string) string {
+	if len(id) <= maxVerbatimIDLen && verbatimSafe(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "~" + hex.EncodeToString(sum[:])
+}
+
+func verbatimSafe(id string) bool {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validateBlobKey(key string) error {
+	if key == "" || len(key) > MaxBlobKeyLen {
+		return invalidArg("blob key must be 1..%d bytes, got %d", MaxBlobKeyLen, len(key))
+	}
+	return nil
+}
+
+func validateDiagnostic(d Diagnostic) error {
+	if d.Key == "" {
+		return invalidArg("diagnostic with empty key (kind %q)", d.Kind)
+	}
+	if d.Kind == "" {
+		return invalidArg("diagnostic %q with empty kind", d.Key)
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+// Package store holds condense's per-session state: the pruning engine's serialized state
+// (opaque bytes, versioned by the store with compare-and-set), deduplicated diagnostics,
+// named counters, compressed blobs (original and spilled tool outputs), a per-session flush
+// lease with a fencing token, idle expiry and change notifications.
+//
+// Three implementations satisfy one contract (see package storetest): Redis (standalone,
+// Sentinel or Cluster, via go-redis UniversalClient and Lua scripts), an embedded bbolt file,
+// and an in-memory variant. Open picks one from a URL; docs/store.md documents the URL forms,
+// the key schema, round trips and memory per session.
+//
+// Errors are typed: errors.Is(err, ErrUnavailable) means the backend could not be reached or
+// answered in time (the proxy fails open on it); ErrConflict and ErrFenced report a lost
+// compare-and-set; ErrInvalidSession, ErrLeaseHeld, ErrLeaseLost and ErrNotFound cover the rest.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the session store used by the proxy, the flush orchestrator and the operator.
+// Every method is safe for concurrent use. Session ids are validated by ValidateSessionID;
+// an invalid id yields an error satisfying errors.Is(err, ErrInvalidSession) and touches nothing.
+//
+// Every successful write (Commit, AddDiagnostics, IncrStats, PutBlob, AcquireLease) and every
+// Load of an existing session refreshes the session's idle expiry; a session untouched for the
+// store's TTL disappears with everything it owns.
+type Store interface {
+	// Load returns the session's snapshot in one round trip. An unknown session yields an
+	// empty snapshot with Version 0 and a nil error.
+	Load(ctx context.Context, session string) (*Snapshot, error)
+
+	// Commit atomically replaces the session state when the stored version equals
+	// expectVersion (0 for a session never committed) and returns the new version
+	// (expectVersion+1). A mismatch returns a *ConflictError (errors.Is ErrConflict) and
+	// changes nothing. A non-zero fence must be the token of the latest lease issued for the
+	// session, otherwise a *FencedError (errors.Is ErrFenced) is returned and nothing changes;
+	// fence 0 commits without fencing. The state is opaque to the store.
+	Commit(ctx context.Context, session string, expectVersion uint64, state []byte, fence uint64) (uint64, error)
+
+	// AddDiagnostics records diagnostics, deduplicated by Diagnostic.Key: a key already
+	// recorded for the session is ignored (its first Kind and Detail are kept). Per-kind
+	// counters count distinct keys. It does not change the state version.
+	AddDiagnostics(ctx context.Context, session string, diags []Diagnostic) error
+
+	// IncrStats adds each delta to the session's named counter (missing counters start at 0)
+	// without a commit and without changing the state version.
+	IncrStats(ctx context.Context, session string, delta map[string]int64) error
+
+	// PutBlob stores data under key for the session, compressed, replacing any previous value.
+	// Keys are non-empty strings of at most MaxBlobKeyLen bytes.
+	PutBlob(ctx context.Context, session, key string, data []byte) error
+
+	// GetBlob returns the decompressed blob, or an error satisfying errors.Is(err, ErrNotFound).
+	GetBlob(ctx context.Context, session, key string) ([]byte, error)
+
+	// AcquireLease takes the session's flush lease for owner for ttl. When another owner holds
+	// an unexpired lease it returns a *LeaseHeldError (errors.Is ErrLeaseHeld). When owner
+	// already holds it, the lease is extended and keeps its token. Each newly issued lease
+	// carries a fencing token strictly greater than every token issued before for the session.
+	AcquireLease(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error)
+
+	// RenewLease extends a held lease to ttl from now. If the lease expired or another token
+	// is now current it returns an error satisfying errors.Is(err, ErrLeaseLost).
+	RenewLease(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error)
+
+	// ReleaseLease gives the lease up. Releasing a lease that is no longer held by this token
+	// (expired or taken over) returns an error satisfying errors.Is(err, ErrLeaseLost) and
+	// leaves the current holder alone.
+	ReleaseLease(ctx context.Context, lease Lease) error
+
+	// List returns every stored session with its last-seen time, version, counters and
+	// diagnostic counts, sorted by session id. It is meant for the operator, not the hot path.
+	List(ctx context.Context) ([]SessionInfo, error)
+
+	// Delete removes the session and everything it owns (state, diagnostics, counters, blobs,
+	// lease). Deleting an unknown session is not an error.
+	Delete(ctx context.Context, session string) error
+
+	// Watch subscribes to change notifications (commits, deletions, new diagnostics). The
+	// channel is closed when ctx ends or the store is closed. Notifications are hints: a slow
+	// reader may miss some (the channel is buffered and drops when full), and idle expiry is
+	// not notified, so consumers reconcile with List periodically.
+	Watch(ctx context.Context) (<-chan Event, error)
+
+	// Close releases the store's connections or files. Further calls fail.
+	Close() error
+}
+
+// Snapshot is a session's state as read by Load.
+type Snapshot struct {
+	// Session is the session id as given to Load.
+	Session string
+	// Version is the committed state version; 0 when nothing was ever committed.
+	Version uint64
+	// State is the opaque engine state of Version (nil when Version is 0).
+	State []byte
+	// Stats holds the named counters (see the Stat* names); never nil.
+	Stats map[string]int64
+	// Diagnostics holds every recorded diagnostic, sorted by Key; never nil.
+	Diagnostics []Diagnostic
+	// DiagnosticCounts counts distinct diagnostic keys per Kind; never nil.
+	DiagnosticCounts map[string]int64
+	// LastSeen is the time of the last write or load; zero for an unknown session.
+	LastSeen time.Time
+	// Lease is the current unexpired flush lease, or nil.
+	Lease *Lease
+}
+
+// Diagnostic is one noteworthy event about a session (for example a fingerprint that failed
+// to resolve), shown by the operator.
+type Diagnostic struct {
+	// Kind groups diagnostics for the per-kind counters, e.g. "resolve-failed".
+	Kind string `json:"kind"`
+	// Key deduplicates: a diagnostic whose Key is already recorded is ignored.
+	Key string `json:"key"`
+	// Detail is free human-readable text.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Lease is a per-session flush lease. Token is the fencing token to pass to Commit.
+type Lease struct {
+	// Session is the leased session id.
+	Session string
+	// Owner identifies the holder (e.g. pod name and process id).
+	Owner string
+	// Token is the fencing token, strictly increasing per session.
+	Token uint64
+	// Expires is when the lease lapses unless renewed (the backend's clock).
+	Expires time.Time
+}
+
+// SessionInfo summarizes one session for List.
+type SessionInfo struct {
+	// Session is the session id.
+	Session string
+	// LastSeen is the time of the last write or load.
+	LastSeen time.Time
+	// Version is the committed state version.
+	Version uint64
+	// StateBytes is the stored (compressed) size of the state.
+	StateBytes int64
+	// Stats holds the named counters; never nil.
+	Stats map[string]int64
+	// DiagnosticCounts counts distinct diagnostic keys per kind; never nil.
+	DiagnosticCounts map[string]int64
+}
+
+// EventKind says what changed in an Event.
+type EventKind string
+
+// Event kinds delivered by Watch.
+const (
+	// EventCommitted: a new state version was committed.
+	EventCommitted EventKind = "committed"
+	// EventDeleted: the session was deleted.
+	EventDeleted EventKind = "deleted"
+	// EventDiagnostics: at least one new diagnostic key was recorded.
+	EventDiagnostics EventKind = "diagnostics"
+)
+
+// Event is one change notification from Watch.
+type Event struct {
+	// Kind is what happened.
+	Kind EventKind `json:"kind"`
+	// Session is the affected session id.
+	Session string `json:"session"`
+	// Version is the state version after the change (0 for deletions).
+	Version uint64 `json:"version,omitempty"`
+}
+
+// Well-known counter names for IncrStats; any other name is allowed too.
+const (
+	StatRequests             = "requests"
+	StatBytesBefore          = "bytesBefore"
+	StatBytesAfter           = "bytesAfter"
+	StatTokensBefore         = "tokensBefore"
+	StatTokensAfter          = "tokensAfter"
+	StatFlushes              = "flushes"
+	StatCacheReadTokens      = "cacheReadTokens"
+	StatCacheWriteTokens     = "cacheWriteTokens"
+	StatSummarizerCostMicros = "summarizerCostMicros"
+)
+
+// DefaultTTL is the idle expiry used when the store URL sets none: a session untouched for
+// this long is removed with everything it owns.
+const DefaultTTL = 7 * 24 * time.Hour
