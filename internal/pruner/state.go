@@ -1,0 +1,411 @@
+package pruner
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StateVersion is the schema version MarshalBinary writes and UnmarshalBinary accepts
+// (docs/state.md).
+const StateVersion = 1
+
+// Fingerprint locates one message of a transcript: a content hash plus an ordinal among the
+// messages of the same role class with that hash (see docs/engine.md). It mirrors
+// identity.Fingerprint.
+type Fingerprint struct {
+	// Hash is the message content hash.
+	Hash string `json:"h"`
+	// Ordinal distinguishes messages with equal content.
+	Ordinal int `json:"o"`
+}
+
+// Record is one indexed tool-result occurrence. Its full result text and full arguments are
+// not kept in the state: they live in blobs (BlobKeyResult, BlobKeyArgs).
+type Record struct {
+	// Key is the occurrence key (identity.OccurrenceKey).
+	Key string `json:"key"`
+	// ID is the provider tool-call id.
+	ID string `json:"id"`
+	// Tool is the tool name.
+	Tool string `json:"tool"`
+	// Ref is the short ref "tN"; empty for spilled records (they are recovered by key or id).
+	Ref string `json:"ref,omitempty"`
+	// Path is the call's "path" argument when it was a string (for the protection re-check).
+	Path string `json:"path,omitempty"`
+	// HasPath says Path was present.
+	HasPath bool `json:"hasPath,omitempty"`
+	// ArgsExcerpt is the compact argument JSON, cut at 200 UTF-16 units plus "...".
+	ArgsExcerpt string `json:"args,omitempty"`
+	// IsError is the result's error flag.
+	IsError bool `json:"isError,omitempty"`
+	// Chars is the result text length in UTF-16 code units.
+	Chars int `json:"chars"`
+	// Bytes is the result text length in UTF-8 bytes.
+	Bytes int `json:"bytes"`
+	// Hash is the content hash of (tool, normalized result text).
+	Hash string `json:"hash"`
+	// Turn is the assistant ordinal of the call's turn at capture; -1 for backfilled records.
+	Turn int `json:"turn"`
+	// Spilled marks a result moved out of context whole (no summary, no tN).
+	Spilled bool `json:"spilled,omitempty"`
+	// Preview is a spilled result's UTF-8-safe head preview.
+	Preview string `json:"preview,omitempty"`
+	// Backfilled marks a record indexed by an uncovered chain's deterministic compression.
+	Backfilled bool `json:"backfilled,omitempty"`
+}
+
+// Summary is one per-batch summary.
+type Summary struct {
+	// ID is the batch id it answered.
+	ID string `json:"id"`
+	// Keys are the occurrence keys it covers, in label order.
+	Keys []string `json:"keys"`
+	// Refs are the tN refs allocated to Keys, position for position.
+	Refs []string `json:"refs"`
+	// Tools are the tool names, position for position.
+	Tools []string `json:"tools"`
+	// Text is the decorated summary with its footer.
+	Text string `json:"text"`
+	// Anchor is the fingerprint (among assistant messages) of the last assistant message of the
+	// transcript the flush was planned on; the summary is shown right after its turn.
+	Anchor Fingerprint `json:"anchor"`
+	// Turn is the assistant ordinal of the batch's last turn.
+	Turn int `json:"turn"`
+}
+
+// Chain is one compressed chain (reference §2.6).
+type Chain struct {
+	// Block is "bN".
+	Block string `json:"block"`
+	// Start is the fingerprint of the chain's opening user prompt (among user prompts).
+	Start Fingerprint `json:"start"`
+	// Final is the fingerprint of the closing text-only assistant (among final assistants).
+	Final Fingerprint `json:"final"`
+	// DroppedIDs are the bare middle ids (diagnostic cross-check only).
+	DroppedIDs []string `json:"droppedIds"`
+	// DroppedKeys are the occurrence keys of the middle results.
+	DroppedKeys []string `json:"droppedKeys,omitempty"`
+	// ProtectedIDs are middle ids whose output is relocated verbatim.
+	ProtectedIDs []string `json:"protectedIds,omitempty"`
+	// ToolRefs are the tN refs listed in the synthetic message's tools attribute.
+	ToolRefs []string `json:"toolRefs"`
+	// CompressedAt is the flush time.
+	CompressedAt time.Time `json:"compressedAt"`
+	// RangeSummary is the fused or deterministic body; empty means the per-batch
+	// summaries are concatenated at render.
+	RangeSummary string `json:"rangeSummary,omitempty"`
+	// BodySource is "deterministic" for uncovered chains, else empty.
+	BodySource string `json:"bodySource,omitempty"`
+}
+
+// Frontier is the last attempted flush boundary (reference §5.4).
+type Frontier struct {
+	// Assistant fingerprints (among tool-using assistant messages) the turn of the last
+	// processed call.
+	Assistant Fingerprint `json:"assistant"`
+	// LastKey is the occurrence key of the last processed call.
+	LastKey string `json:"lastKey"`
+	// LastTool is its tool name.
+	LastTool string `json:"lastTool"`
+	// Turn is its assistant ordinal.
+	Turn int `json:"turn"`
+	// Batches, Calls, RawChars and SummaryChars describe the flush that set the frontier.
+	Batches      int `json:"batches"`
+	Calls        int `json:"calls"`
+	RawChars     int `json:"rawChars"`
+	SummaryChars int `json:"summaryChars"`
+	// Outcome is "summarized", "skipped-oversized", "skipped-deduped" or "skipped-trivial".
+	Outcome string `json:"outcome"`
+	// At is the flush time.
+	At time.Time `json:"at"`
+}
+
+// Stats are cumulative counters (read by the operator).
+type Stats struct {
+	// Flushes counts committed flushes that processed at least one batch or chain.
+	Flushes int64 `json:"flushes"`
+	// SummarizerCalls counts summarizer outputs consumed (batch and range).
+	SummarizerCalls int64 `json:"summarizerCalls"`
+	// BatchesSummarized counts per-batch summaries stored.
+	BatchesSummarized int64 `json:"batchesSummarized"`
+	// ResultsSummarized counts records indexed under a summary.
+	ResultsSummarized int64 `json:"resultsSummarized"`
+	// Deduped counts dedup aliases created.
+	Deduped int64 `json:"deduped"`
+	// Spilled counts spilled records.
+	Spilled int64 `json:"spilled"`
+	// SkippedTrivial and SkippedOversized count skipped batches.
+	SkippedTrivial   int64 `json:"skippedTrivial"`
+	SkippedOversized int64 `json:"skippedOversized"`
+	// ChainsCompressed counts chain entries; RangesSummarized the fused ones.
+	ChainsCompressed int64 `json:"chainsCompressed"`
+	RangesSummarized int64 `json:"rangesSummarized"`
+	// RawChars and SummaryChars sum the UTF-16 sizes of summarized results and their summaries.
+	RawChars     int64 `json:"rawChars"`
+	SummaryChars int64 `json:"summaryChars"`
+	// InputTokens, OutputTokens and CostUSD are summarizer spend, added by the caller.
+	InputTokens  int64   `json:"inputTokens"`
+	OutputTokens int64   `json:"outputTokens"`
+	CostUSD      float64 `json:"costUSD"`
+}
+
+// DiagnosticCounters counts reported diagnostics per kind and remembers the dedup keys seen.
+type DiagnosticCounters struct {
+	// Counts maps a DiagnosticKind to how many distinct diagnostics of it were recorded.
+	Counts map[DiagnosticKind]int `json:"counts,omitempty"`
+	// Seen holds "<kind>:<key>" for every recorded diagnostic.
+	Seen map[string]bool `json:"seen,omitempty"`
+}
+
+// State is a session's persisted engine state. States are values: PlanFlush and Render never
+// modify one; Commit and WithDiagnostics return a new State. A State is safe for concurrent
+// readers once built.
+type State struct {
+	// Version is StateVersion.
+	Version int `json:"version"`
+	// Records maps occurrence key to record.
+	Records map[string]*Record `json:"records,omitempty"`
+	// Aliases maps a duplicate occurrence key to its original's key.
+	Aliases map[string]string `json:"aliases,omitempty"`
+	// Hashes maps a content hash to the first non-backfilled record that produced it.
+	Hashes map[string]string `json:"hashes,omitempty"`
+	// Summaries are the per-batch summaries in commit order.
+	Summaries []*Summary `json:"summaries,omitempty"`
+	// Chains are the compressed chains in commit order.
+	Chains []*Chain `json:"chains,omitempty"`
+	// Skipped holds occurrence keys attempted but left verbatim (trivial or oversized batch).
+	Skipped map[string]bool `json:"skipped,omitempty"`
+	// Frontier is the last attempted boundary; nil before the first flush.
+	Frontier *Frontier `json:"frontier,omitempty"`
+	// NextRef is the next tN number (starts at 1).
+	NextRef int `json:"nextRef"`
+	// NextBlock is the next bN number (starts at 1).
+	NextBlock int `json:"nextBlock"`
+	// NextSummary numbers batch ids.
+	NextSummary int `json:"nextSummary"`
+	// Diagnostics are the diagnostic counters and dedup set.
+	Diagnostics DiagnosticCounters `json:"diagnostics"`
+	// Stats are cumulative counters.
+	Stats Stats `json:"stats"`
+
+	byID  map[string][]string // bare id -> keys (records and aliases), sorted
+	byRef map[string]string   // tN -> key
+	refOf map[string]string   // key (record or alias) -> tN
+}
+
+// NewState returns an empty state.
+func NewState() *State {
+	s := &State{Version: StateVersion, NextRef: 1, NextBlock: 1, NextSummary: 1}
+	s.rebuild()
+	return s
+}
+
+// Empty reports whether the state holds nothing that affects rendering.
+func (s *State) Empty() bool {
+	return s == nil || (len(s.Records) == 0 && len(s.Aliases) == 0 && len(s.Summaries) == 0 && len(s.Chains) == 0)
+}
+
+// MarshalBinary encodes the state as JSON (schema in docs/state.md).
+func (s *State) MarshalBinary() ([]byte, error) {
+	return json.Marshal(s)
+}
+
+// StateError reports a state blob that cannot be decoded.
+type StateError struct {
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Error implements error.
+func (e *StateError) Error() string { return "pruner: bad state: " + e.Msg }
+
+// UnmarshalBinary decodes a state written by MarshalBinary. An empty input yields an empty
+// state. It returns a *StateError for malformed data or an unknown version.
+func (s *State) UnmarshalBinary(data []byte) error {
+	var n State
+	if len(data) != 0 {
+		if err := json.Unmarshal(data, &n); err != nil {
+			return &StateError{Msg: err.Error()}
+		}
+		if n.Version != StateVersion {
+			return &StateError{Msg: fmt.Sprintf("version %d, want %d", n.Version, StateVersion)}
+		}
+	} else {
+		n = State{Version: StateVersion}
+	}
+	if n.NextRef < 1 {
+		n.NextRef = 1
+	}
+	if n.NextBlock < 1 {
+		n.NextBlock = 1
+	}
+	if n.NextSummary < 1 {
+		n.NextSummary = 1
+	}
+	for k, r := range n.Records {
+		if r == nil {
+			return &StateError{Msg: "nil record " + strconv.Quote(k)}
+		}
+		r.Key = k
+	}
+	*s = n
+	s.rebuild()
+	return nil
+}
+
+// rebuild recomputes the derived lookup maps.
+func (s *State) rebuild() {
+	s.byID = make(map[string][]string, len(s.Records)+len(s.Aliases))
+	s.byRef = make(map[string]string, len(s.Records))
+	s.refOf = make(map[string]string, len(s.Records)+len(s.Aliases))
+	for k, r := range s.Records {
+		s.byID[r.ID] = append(s.byID[r.ID], k)
+		if r.Ref != "" {
+			s.byRef[r.Ref] = k
+			s.refOf[k] = r.Ref
+		}
+	}
+	for dup, orig := range s.Aliases {
+		id := bareID(dup)
+		s.byID[id] = append(s.byID[id], dup)
+		if ref, ok := s.refOf[orig]; ok {
+			s.refOf[dup] = ref
+		}
+	}
+	for _, ks := range s.byID {
+		sort.Strings(ks)
+	}
+}
+
+// clone returns a deep-enough copy for Commit: maps and slices are copied, records and
+// summaries (immutable once stored) are shared.
+func (s *State) clone() *State {
+	n := *s
+	n.Records = make(map[string]*Record, len(s.Records))
+	for k, v := range s.Records {
+		n.Records[k] = v
+	}
+	n.Aliases = copyMap(s.Aliases)
+	n.Hashes = copyMap(s.Hashes)
+	n.Skipped = copyMap(s.Skipped)
+	n.Summaries = append([]*Summary(nil), s.Summaries...)
+	n.Chains = append([]*Chain(nil), s.Chains...)
+	if s.Frontier != nil {
+		f := *s.Frontier
+		n.Frontier = &f
+	}
+	n.Diagnostics = DiagnosticCounters{Counts: copyMap(s.Diagnostics.Counts), Seen: copyMap(s.Diagnostics.Seen)}
+	return &n
+}
+
+func copyMap[K comparable, V any](m map[K]V) map[K]V {
+	n := make(map[K]V, len(m))
+	for k, v := range m {
+		n[k] = v
+	}
+	return n
+}
+
+// bareID returns the provider id part of an occurrence key ("<id>#<hash>").
+func bareID(key string) string {
+	if i := strings.LastIndexByte(key, '#'); i > 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// IsSummarized reports whether an occurrence key is indexed or a dedup alias (strict: never
+// falls back to a bare id).
+func (s *State) IsSummarized(key string) bool {
+	if _, ok := s.Records[key]; ok {
+		return true
+	}
+	_, ok := s.Aliases[key]
+	return ok
+}
+
+// Resolve maps a tN ref, an occurrence key, a dedup alias or a bare id with exactly one
+// occurrence to the record's key; ok is false when unknown or ambiguous (fail closed).
+func (s *State) Resolve(x string) (key string, ok bool) {
+	if _, ok := s.Records[x]; ok {
+		return x, true
+	}
+	if o, ok := s.Aliases[x]; ok {
+		return o, true
+	}
+	if k, ok := s.byRef[x]; ok {
+		return k, true
+	}
+	if ks := s.byID[x]; len(ks) == 1 {
+		return s.Resolve(ks[0])
+	}
+	return "", false
+}
+
+// Record returns the record a ref, key, alias or unambiguous id resolves to, or nil.
+func (s *State) Record(x string) *Record {
+	if k, ok := s.Resolve(x); ok {
+		return s.Records[k]
+	}
+	return nil
+}
+
+// RefOf returns the tN ref of an occurrence key or alias, or "".
+func (s *State) RefOf(key string) string { return s.refOf[key] }
+
+// KeysForID returns every occurrence key (records and aliases) recorded under a bare id.
+func (s *State) KeysForID(id string) []string { return s.byID[id] }
+
+// summaryCovering returns the summaries sharing any key with keys, in commit order.
+func (s *State) summaryCovering(keys map[string]bool) []*Summary {
+	var out []*Summary
+	for _, sm := range s.Summaries {
+		for _, k := range sm.Keys {
+			if keys[k] {
+				out = append(out, sm)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// toolRefs returns the tN of each key that has one, in order, without duplicates.
+func (s *State) toolRefs(keys []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if r := s.refOf[k]; r != "" && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WithDiagnostics records diagnostics in a copy of the state: it returns the new state and the
+// diagnostics not seen before (those to persist). The receiver is unchanged.
+func (s *State) WithDiagnostics(ds []Diagnostic) (*State, []Diagnostic) {
+	var fresh []Diagnostic
+	dup := map[string]bool{}
+	for _, d := range ds {
+		if !s.Diagnostics.Seen[d.seenKey()] && !dup[d.seenKey()] {
+			dup[d.seenKey()] = true
+			fresh = append(fresh, d)
+		}
+	}
+	if len(fresh) == 0 {
+		return s, nil
+	}
+	n := s.clone()
+	for _, d := range fresh {
+		n.Diagnostics.Seen[d.seenKey()] = true
+		n.Diagnostics.Counts[d.Kind]++
+	}
+	n.rebuild()
+	return n, fresh
+}
