@@ -1,0 +1,266 @@
+package cost
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tidwall/gjson"
+)
+
+// WireFormat is the request body format a Prompt is built from.
+type WireFormat uint8
+
+const (
+	// Anthropic is the Anthropic Messages API request body.
+	Anthropic WireFormat = iota
+	// OpenAI is the OpenAI Chat Completions request body.
+	OpenAI
+)
+
+// BreakpointMode says where the cache model takes Anthropic cache breakpoints from.
+type BreakpointMode uint8
+
+const (
+	// BreakpointsAuto uses the client's cache_control markers when the request has any, and
+	// otherwise places the markers pi and Claude Code place: on the last tool, the last system
+	// block and the last block of the last message. Transcripts do not record cache_control, so
+	// rebuilt requests usually need this to be billed the way the agent was billed.
+	BreakpointsAuto BreakpointMode = iota
+	// BreakpointsClient uses only the request's own cache_control markers.
+	BreakpointsClient
+)
+
+// ErrBody reports a request body the cost model cannot read.
+var ErrBody = errors.New("cost: unreadable request body")
+
+// PromptOptions configures FromBody.
+type PromptOptions struct {
+	// Format is the body's wire format.
+	Format WireFormat
+	// Estimator estimates tokens (DefaultEstimator when nil).
+	Estimator Estimator
+	// Breakpoints selects where Anthropic breakpoints come from.
+	Breakpoints BreakpointMode
+}
+
+// FromBody flattens a request body into a Prompt: tools, then system, then one segment per
+// message content block (OpenAI: per content part and tool call). Segment keys hash the block's
+// JSON without its cache_control member plus the message role and position, so moving a
+// breakpoint does not change the prefix but editing a block does. Time and Output are left for
+// the caller to fill.
+func FromBody(body []byte, o PromptOptions) (Prompt, error) {
+	if !gjson.ValidBytes(body) {
+		return Prompt{}, fmt.Errorf("%w: invalid JSON", ErrBody)
+	}
+	est := o.Estimator
+	if est == nil {
+		est = DefaultEstimator
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return Prompt{}, fmt.Errorf("%w: not a JSON object", ErrBody)
+	}
+	b := builder{est: est}
+	p := Prompt{Model: root.Get("model").String()}
+	msgs := root.Get("messages")
+	if !msgs.IsArray() {
+		return Prompt{}, fmt.Errorf("%w: no messages array", ErrBody)
+	}
+	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
+		b.add(0x54, true, t, est.Text(t.Raw)+est.Overhead("block"))
+		return true
+	})
+	lastTool := len(b.segs) - 1
+	lastSystem := -1
+	if o.Format == Anthropic {
+		sys := root.Get("system")
+		switch {
+		case sys.Type == gjson.String:
+			b.add(0x53, true, sys, est.Text(sys.Str)+est.Overhead("message"))
+		case sys.IsArray():
+			first := true
+			sys.ForEach(func(_, blk gjson.Result) bool {
+				b.add(0x53, first, blk, b.blockTokens(blk))
+				first = false
+				return true
+			})
+		}
+		if len(b.segs)-1 > lastTool {
+			lastSystem = len(b.segs) - 1
+		}
+	}
+	var err error
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		role := m.Get("role").String()
+		rk := roleKey(role)
+		first := true
+		add := func(v gjson.Result, tokens int) {
+			if first {
+				tokens += est.Overhead("message")
+			}
+			b.add(rk, first, v, tokens)
+			first = false
+		}
+		content := m.Get("content")
+		switch {
+		case content.Type == gjson.String:
+			add(content, est.Text(content.Str))
+		case content.IsArray():
+			content.ForEach(func(_, blk gjson.Result) bool {
+				if o.Format == OpenAI {
+					add(blk, b.partTokens(blk))
+				} else {
+					add(blk, b.blockTokens(blk))
+				}
+				return true
+			})
+		case content.Exists() && content.Type != gjson.Null:
+			err = fmt.Errorf("%w: message content is neither a string nor an array", ErrBody)
+			return false
+		}
+		if o.Format == OpenAI {
+			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+				f := tc.Get("function")
+				add(tc, est.Text(f.Get("name").Str)+est.Text(f.Get("arguments").Str)+est.Overhead("block"))
+				return true
+			})
+		}
+		if first { // empty message: still framing
+			add(m, 0)
+		}
+		return true
+	})
+	if err != nil {
+		return Prompt{}, err
+	}
+	if o.Format == Anthropic && o.Breakpoints == BreakpointsAuto && !b.anyBreakpoint {
+		for _, i := range []int{lastTool, lastSystem, len(b.segs) - 1} {
+			if i >= 0 {
+				b.segs[i].Breakpoint = true
+			}
+		}
+	}
+	p.Segments = b.segs
+	return p, nil
+}
+
+type builder struct {
+	est           Estimator
+	segs          []Segment
+	anyBreakpoint bool
+}
+
+func roleKey(role string) byte {
+	switch role {
+	case "user":
+		return 'u'
+	case "assistant":
+		return 'a'
+	case "system":
+		return 's'
+	case "developer":
+		return 'd'
+	case "tool":
+		return 't'
+	}
+	return '?'
+}
+
+// add appends a segment for the JSON value v (a block, part, tool or string).
+func (b *builder) add(kind byte, first bool, v gjson.Result, tokens int) {
+	var seg Segment
+	d := xxhash.New()
+	hdr := [2]byte{kind, 0}
+	if first {
+		hdr[1] = 1
+	}
+	d.Write(hdr[:])
+	cc := gjson.Result{}
+	if v.IsObject() {
+		cc = v.Get("cache_control")
+	}
+	if cc.Exists() && cc.Type != gjson.Null {
+		seg.Breakpoint = true
+		b.anyBreakpoint = true
+		if cc.Get("ttl").Str == "1h" {
+			seg.TTL = TTL1h
+		}
+	}
+	if v.IsObject() {
+		// Hash the members without cache_control: the marker is not content.
+		v.ForEach(func(k, val gjson.Result) bool {
+			if k.Str != "cache_control" {
+				d.WriteString(k.Raw)
+				d.WriteString(val.Raw)
+			}
+			return true
+		})
+	} else {
+		d.WriteString(v.Raw)
+	}
+	seg.Key = d.Sum64()
+	seg.Tokens = tokens
+	b.segs = append(b.segs, seg)
+}
+
+// blockTokens estimates an Anthropic content block.
+func (b *builder) blockTokens(blk gjson.Result) int {
+	est := b.est
+	n := est.Overhead("block")
+	switch blk.Get("type").Str {
+	case "text":
+		return n + est.Text(blk.Get("text").Str)
+	case "thinking":
+		return n + est.Text(blk.Get("thinking").Str)
+	case "redacted_thinking":
+		return n + est.Text(blk.Get("data").Str)
+	case "tool_use", "server_tool_use":
+		return n + est.Text(blk.Get("name").Str) + est.Text(blk.Get("input").Raw)
+	case "tool_result", "web_search_tool_result":
+		c := blk.Get("content")
+		if c.Type == gjson.String {
+			return n + est.Text(c.Str)
+		}
+		c.ForEach(func(_, inner gjson.Result) bool {
+			n += b.blockTokens(inner)
+			return true
+		})
+		return n
+	case "image":
+		src := blk.Get("source")
+		return n + est.Image(src.Get("media_type").Str, src.Get("data").Str)
+	case "document":
+		src := blk.Get("source")
+		switch src.Get("type").Str {
+		case "text":
+			return n + est.Text(src.Get("data").Str)
+		case "base64":
+			return n + est.Document(src.Get("media_type").Str, src.Get("data").Str)
+		}
+		return n + est.Text(src.Raw)
+	}
+	return n + est.Text(blk.Raw)
+}
+
+// partTokens estimates an OpenAI content part.
+func (b *builder) partTokens(part gjson.Result) int {
+	est := b.est
+	n := est.Overhead("block")
+	switch part.Get("type").Str {
+	case "text", "input_text", "output_text", "refusal":
+		t := part.Get("text")
+		if !t.Exists() {
+			t = part.Get("refusal")
+		}
+		return n + est.Text(t.Str)
+	case "image_url":
+		url := part.Get("image_url.url").Str
+		if meta, data, ok := strings.Cut(url, ";base64,"); ok && strings.HasPrefix(meta, "data:") {
+			return n + est.Image(strings.TrimPrefix(meta, "data:"), data)
+		}
+		return n + est.Image("", "")
+	}
+	return n + est.Text(part.Raw)
+}
