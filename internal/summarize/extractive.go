@@ -71,7 +71,7 @@ func (x Extractive) maxErr() int {
 }
 
 // errorLine matches lines worth keeping as error evidence.
-var errorLine = regexp.MustCompile(`(?i)\b(error|errors|exception|fatal|panic|failed|failure|traceback|denied|not found|no such file|cannot|undefined|segmentation fault|exit (code|status) [1-9])\b`)
+var errorLine = regexp.MustCompile(`(?i)\b(error|errors|exception|fatal|panic|fail|failed|failure|fails|traceback|denied|not found|no such file|cannot|undefined|segmentation fault|exit (code|status) [1-9])\b`)
 
 func (x Extractive) batch(assistant string, calls []Call) string {
 	var b strings.Builder
@@ -204,8 +204,13 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// clip cuts s to n runes, marking the cut with "…".
+// labelLike matches text that the engine would take for a [[N:tool]] label.
+var labelLike = regexp.MustCompile(`\[\[(\d+:)`)
+
+// clip cuts s to n runes, marking the cut with "…", and defuses label-like tokens so quoted
+// text never carries a [[N:tool]] label of its own.
 func clip(s string, n int) string {
+	s = labelLike.ReplaceAllString(s, "[ [$1")
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -241,7 +246,7 @@ func ParseBatchPrompt(prompt string) (assistant string, calls []Call) {
 		return "", nil
 	}
 	if pre := body[:starts[0][0]]; strings.HasPrefix(pre, "Assistant said: ") {
-		assistant = strings.TrimSuffix(strings.TrimPrefix(pre, "Assistant said: "), "\n")
+		assistant = strings.TrimRight(strings.TrimPrefix(pre, "Assistant said: "), "\n")
 	}
 	for i, m := range starts {
 		end := len(body)

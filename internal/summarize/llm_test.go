@@ -1,0 +1,354 @@
+package summarize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/upstreamfake"
+)
+
+func newLLM(t *testing.T, f Format, base string, th Thinking, idle, total time.Duration) *LLM {
+	t.Helper()
+	if f == OpenAI {
+		base += "/v1"
+	}
+	l, err := NewLLM(LLMOptions{
+		Endpoint:     Endpoint{Format: f, BaseURL: base, Model: "claude-sonnet-4-5", APIKey: "sk-test"},
+		Thinking:     th,
+		IdleTimeout:  idle,
+		TotalTimeout: total,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func batchReq(id string) *Request {
+	return &Request{ID: id, System: "be brief", Prompt: "summarize\n\n<tool-call-batch>\n[[1:bash]] Tool: bash({\"command\":\"ls\"})\nResult (OK): a\nb\n</tool-call-batch>"}
+}
+
+func TestAnthropicRequestShapePerThinking(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	cases := []struct {
+		th        Thinking
+		thinking  string // expected raw thinking member, "" = absent
+		maxTokens int64
+	}{
+		{ThinkingDefault, "", 4096},
+		{ThinkingOff, `{"type":"disabled"}`, 4096},
+		{ThinkingMinimal, `{"type":"enabled","budget_tokens":1024}`, 4096 + 1024},
+		{ThinkingLow, `{"type":"enabled","budget_tokens":2048}`, 4096 + 2048},
+		{ThinkingMedium, `{"type":"enabled","budget_tokens":8192}`, 4096 + 8192},
+		{ThinkingHigh, `{"type":"enabled","budget_tokens":16384}`, 4096 + 16384},
+		{ThinkingXHigh, `{"type":"enabled","budget_tokens":32768}`, 4096 + 32768},
+	}
+	for _, c := range cases {
+		t.Run(string(c.th)+"_", func(t *testing.T) {
+			up.Reset()
+			up.Enqueue(upstreamfake.Reply{Thinking: "hmm", Text: "- [[1:bash]] listed", Usage: upstreamfake.Usage{InputTokens: 1000, OutputTokens: 100, CacheReadTokens: 50, CacheCreationTokens: 10}})
+			l := newLLM(t, Anthropic, up.URL, c.th, time.Second, 5*time.Second)
+			res, err := l.Summarize(context.Background(), batchReq("b1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != "- [[1:bash]] listed" {
+				t.Fatalf("text %q", res.Text)
+			}
+			want := Usage{InputTokens: 1000, OutputTokens: 100, CacheReadTokens: 50, CacheCreationTokens: 10, Calls: 1}
+			got := res.Usage
+			got.CostUSD = 0
+			if got != want {
+				t.Fatalf("usage %+v want %+v", got, want)
+			}
+			// claude-sonnet-4-5: $3/M input, $15/M output, read 0.1×, write 1.25×
+			wantCost := (1000*3 + 100*15 + 50*0.3 + 10*3.75) / 1e6
+			if d := res.Usage.CostUSD - wantCost; d > 1e-12 || d < -1e-12 {
+				t.Fatalf("cost %v want %v", res.Usage.CostUSD, wantCost)
+			}
+			r, _ := up.Last()
+			if r.Path != "/v1/messages" || r.Header.Get("x-api-key") != "sk-test" || r.Header.Get("anthropic-version") != "2023-06-01" {
+				t.Fatalf("path %s headers %v", r.Path, r.Header)
+			}
+			b := gjson.ParseBytes(r.Body)
+			if got := b.Get("thinking").Raw; got != c.thinking {
+				t.Fatalf("thinking %s want %s", got, c.thinking)
+			}
+			if b.Get("max_tokens").Int() != c.maxTokens || !b.Get("stream").Bool() || b.Get("model").String() != "claude-sonnet-4-5" {
+				t.Fatalf("body %s", r.Body)
+			}
+			if b.Get("system").String() != "be brief" || b.Get("messages.#").Int() != 1 || b.Get("messages.0.role").String() != "user" ||
+				!strings.Contains(b.Get("messages.0.content").String(), "[[1:bash]]") {
+				t.Fatalf("body %s", r.Body)
+			}
+		})
+	}
+}
+
+func TestOpenAIRequestShapePerThinking(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	cases := []struct {
+		th     Thinking
+		effort string
+		max    int64
+	}{
+		{ThinkingDefault, "", 4096},
+		{ThinkingOff, "none", 4096},
+		{ThinkingMinimal, "minimal", 4096 + 1024},
+		{ThinkingLow, "low", 4096 + 2048},
+		{ThinkingMedium, "medium", 4096 + 8192},
+		{ThinkingHigh, "high", 4096 + 16384},
+		{ThinkingXHigh, "xhigh", 4096 + 32768},
+	}
+	for _, c := range cases {
+		t.Run(string(c.th)+"_", func(t *testing.T) {
+			up.Reset()
+			up.Enqueue(upstreamfake.Reply{Text: "- [[1:bash]] listed files", Usage: upstreamfake.Usage{InputTokens: 700, OutputTokens: 30, CacheReadTokens: 300}})
+			l := newLLM(t, OpenAI, up.URL, c.th, time.Second, 5*time.Second)
+			res, err := l.Summarize(context.Background(), batchReq("b1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Text != "- [[1:bash]] listed files" {
+				t.Fatalf("text %q", res.Text)
+			}
+			// The fake reports prompt_tokens = uncached + cached; we keep them apart.
+			if res.Usage.InputTokens != 700 || res.Usage.CacheReadTokens != 300 || res.Usage.OutputTokens != 30 {
+				t.Fatalf("usage %+v", res.Usage)
+			}
+			r, _ := up.Last()
+			if r.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-test" {
+				t.Fatalf("path %s headers %v", r.Path, r.Header)
+			}
+			b := gjson.ParseBytes(r.Body)
+			eff := b.Get("reasoning_effort")
+			if c.effort == "" && eff.Exists() || c.effort != "" && eff.String() != c.effort {
+				t.Fatalf("reasoning_effort %s want %q", eff.Raw, c.effort)
+			}
+			if b.Get("max_completion_tokens").Int() != c.max || !b.Get("stream").Bool() || !b.Get("stream_options.include_usage").Bool() {
+				t.Fatalf("body %s", r.Body)
+			}
+			if b.Get("messages.0.role").String() != "system" || b.Get("messages.1.role").String() != "user" || b.Get("thinking").Exists() {
+				t.Fatalf("body %s", r.Body)
+			}
+		})
+	}
+}
+
+func TestIdleTimeoutIsTyped(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	for _, f := range []Format{Anthropic, OpenAI} {
+		t.Run(string(f)+"/stall-mid-stream", func(t *testing.T) {
+			up.Enqueue(upstreamfake.Reply{Text: "some long summary text here", ChunkDelay: 400 * time.Millisecond})
+			l := newLLM(t, f, up.URL, ThinkingOff, 100*time.Millisecond, 0)
+			_, err := l.Summarize(context.Background(), batchReq("b"))
+			if !errors.Is(err, ErrIdleTimeout) || KindOf(err) != KindIdleTimeout {
+				t.Fatalf("err = %v", err)
+			}
+			if !strings.Contains(err.Error(), "stalled") {
+				t.Fatalf("message %q", err)
+			}
+		})
+		t.Run(string(f)+"/no-headers", func(t *testing.T) {
+			up.Enqueue(upstreamfake.Reply{Text: "x", Delay: 400 * time.Millisecond})
+			l := newLLM(t, f, up.URL, ThinkingOff, 100*time.Millisecond, 0)
+			_, err := l.Summarize(context.Background(), batchReq("b"))
+			if !errors.Is(err, ErrIdleTimeout) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestTotalTimeoutIsTyped(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	for _, f := range []Format{Anthropic, OpenAI} {
+		t.Run(string(f), func(t *testing.T) {
+			// Events keep arriving every 60ms (well inside the 1s idle window) but the whole
+			// stream takes longer than the 150ms ceiling.
+			up.Enqueue(upstreamfake.Reply{Thinking: "thinking hard", Text: "a summary that streams slowly", ChunkDelay: 60 * time.Millisecond})
+			l := newLLM(t, f, up.URL, ThinkingOff, time.Second, 150*time.Millisecond)
+			_, err := l.Summarize(context.Background(), batchReq("b"))
+			if !errors.Is(err, ErrTotalTimeout) || errors.Is(err, ErrIdleTimeout) {
+				t.Fatalf("err = %v", err)
+			}
+			if !strings.Contains(err.Error(), "ceiling") {
+				t.Fatalf("message %q", err)
+			}
+		})
+	}
+}
+
+func TestEventsKeepIdleTimerAlive(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	// ~12 events 40ms apart: the stream lasts ~500ms, far longer than the 150ms idle window.
+	up.Enqueue(upstreamfake.Reply{Thinking: "let me think about it", Text: "- [[1:bash]] ok", ChunkDelay: 40 * time.Millisecond})
+	l := newLLM(t, Anthropic, up.URL, ThinkingLow, 150*time.Millisecond, 0)
+	res, err := l.Summarize(context.Background(), batchReq("b"))
+	if err != nil || res.Text != "- [[1:bash]] ok" {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+}
+
+func TestFailureClassification(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	sse := func(s string) upstreamfake.Reply {
+		return upstreamfake.Reply{Raw: []byte(s), ContentType: "text/event-stream"}
+	}
+	cases := []struct {
+		name  string
+		f     Format
+		reply upstreamfake.Reply
+		kind  ErrorKind
+		code  int
+	}{
+		{"401", Anthropic, upstreamfake.Reply{Status: 401, ErrorType: "authentication_error", ErrorMessage: "invalid x-api-key"}, KindAuth, 401},
+		{"529", Anthropic, upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}, KindTransient, 529},
+		{"429-openai", OpenAI, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
+		{"empty-text", Anthropic, upstreamfake.Reply{Text: " \n"}, KindUnusable, 0},
+		{"max-tokens", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"cut\"}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":9}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), KindUnusable, 0},
+		{"length-openai", OpenAI, sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\"},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n"), KindUnusable, 0},
+		{"stream-error-event", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"), KindTransient, 0},
+		{"truncated-stream", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"half\"}}\n\n"), KindTransient, 0},
+		{"malformed-json", OpenAI, sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"\n\n"), KindTransient, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			up.Enqueue(c.reply)
+			l := newLLM(t, c.f, up.URL, ThinkingOff, time.Second, 5*time.Second)
+			_, err := l.Summarize(context.Background(), batchReq("b"))
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != c.kind || e.Status != c.code {
+				t.Fatalf("err = %#v (%v), want kind %v status %d", err, err, c.kind, c.code)
+			}
+		})
+	}
+	t.Run("no-key", func(t *testing.T) {
+		l, _ := NewLLM(LLMOptions{Endpoint: Endpoint{Format: Anthropic, BaseURL: up.URL, Model: "m"}})
+		if _, err := l.Summarize(context.Background(), batchReq("b")); !errors.Is(err, ErrAuth) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("empty-prompt", func(t *testing.T) {
+		l := newLLM(t, Anthropic, up.URL, ThinkingOff, 0, 0)
+		if _, err := l.Summarize(context.Background(), &Request{ID: "x"}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("bad-thinking", func(t *testing.T) {
+		if _, err := ParseThinking("extreme"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+}
+
+func TestCallerCancellationIsNotATimeout(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	up.Enqueue(upstreamfake.Reply{Text: "slow", Delay: 300 * time.Millisecond})
+	l := newLLM(t, Anthropic, up.URL, ThinkingOff, 2*time.Second, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := l.Summarize(ctx, batchReq("b"))
+	if !errors.Is(err, context.DeadlineExceeded) || KindOf(err) != 0 {
+		t.Fatalf("err = %v", err)
+	}
+	pre, c2 := context.WithCancel(context.Background())
+	c2()
+	if _, err := l.Summarize(pre, batchReq("b")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestRunParallelBounded runs 8 batches with parallelism 3 against the fake upstream and
+// checks every outcome and that the number of requests in flight peaked at exactly 3.
+func TestRunParallelBounded(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	up.SetResponder(func(r upstreamfake.Recorded) upstreamfake.Reply {
+		id := gjson.GetBytes(r.Body, "messages.0.content").String()
+		return upstreamfake.Reply{Text: "summary of " + id, Delay: 80 * time.Millisecond} // calls overlap
+	})
+	l := newLLM(t, Anthropic, up.URL, ThinkingOff, 2*time.Second, 10*time.Second)
+	var reqs []*Request
+	for i := 0; i < 8; i++ {
+		reqs = append(reqs, &Request{ID: fmt.Sprintf("b%d", i), Prompt: fmt.Sprintf("p%d", i)})
+	}
+	cs := &concurrencySpy{s: l}
+	out := Run(context.Background(), cs, reqs, 3)
+	for i, o := range out {
+		if o.Err != nil || o.ID != fmt.Sprintf("b%d", i) || o.Result.Text != fmt.Sprintf("summary of p%d", i) {
+			t.Fatalf("outcome %d: %+v", i, o)
+		}
+	}
+	if p := cs.peak.Load(); p != 3 {
+		t.Fatalf("peak in flight %d, want 3", p)
+	}
+}
+
+func TestRunStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := Run(ctx, Extractive{}, []*Request{{ID: "a", Prompt: "x"}, {ID: "b", Prompt: "y"}}, 1)
+	for _, o := range out {
+		if !errors.Is(o.Err, context.Canceled) {
+			t.Fatalf("%+v", o)
+		}
+	}
+}
+
+func TestHeadersPassThrough(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: Anthropic, BaseURL: up.URL + "/", Model: "m",
+		Header: http.Header{"Authorization": {"Bearer client-token"}, "Anthropic-Beta": {"x-1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Summarize(context.Background(), batchReq("b")); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := up.Last()
+	if r.Header.Get("Authorization") != "Bearer client-token" || r.Header.Get("anthropic-beta") != "x-1" || r.Header.Get("x-api-key") != "" {
+		t.Fatalf("headers %v", r.Header)
+	}
+}
+
+// concurrencySpy records how many Summarize calls of the real summarizer s overlap.
+type concurrencySpy struct {
+	s        Summarizer
+	inflight atomic.Int32
+	peak     atomic.Int32
+}
+
+func (c *concurrencySpy) Summarize(ctx context.Context, r *Request) (*Result, error) {
+	n := c.inflight.Add(1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	defer c.inflight.Add(-1)
+	return c.s.Summarize(ctx, r)
+}
