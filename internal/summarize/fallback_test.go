@@ -59,7 +59,9 @@ func TestFallbackEnterStickyProbeRecover(t *testing.T) {
 	r := newFBRig(t, time.Second)
 	ctx := context.Background()
 	r.primary.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply { return overloaded })
-	r.session.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply { return upstreamfake.Reply{Text: "- [[1:bash]] from session"} })
+	r.session.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Text: "- [[1:bash]] from session"}
+	})
 
 	// 1. primary fails, the session model rescues: one enter event.
 	res, err := r.fb.Summarize(ctx, r.req())
@@ -114,7 +116,9 @@ func TestFallbackEnterStickyProbeRecover(t *testing.T) {
 	}
 
 	// 4. primary healthy again: the next probe recovers.
-	r.primary.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply { return upstreamfake.Reply{Text: "- [[1:bash]] from primary"} })
+	r.primary.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Text: "- [[1:bash]] from primary"}
+	})
 	r.advance(DefaultProbeCooldown)
 	res, err = r.fb.Summarize(ctx, r.req())
 	if err != nil || res.Fallback || res.Text != "- [[1:bash]] from primary" {

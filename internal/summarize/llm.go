@@ -28,7 +28,7 @@ const (
 
 // Endpoint is one model on one provider.
 type Endpoint struct {
-	Format  Format `json:"format"`
+	Format Format `json:"format"`
 	// BaseURL is the provider base URL as in the config's upstreams: Anthropic without the
 	// version path (https://api.anthropic.com, calls go to {base}/v1/messages), OpenAI with it
 	// (https://api.openai.com/v1, calls go to {base}/chat/completions).
