@@ -1,0 +1,251 @@
+// Package wire is the provider wire model: it parses Anthropic Messages and OpenAI Chat
+// Completions request bodies into one transcript model (ordered messages of typed content
+// blocks, system prompt, tools) while keeping the raw bytes of every message, block and
+// top-level member.
+//
+// Serialization is byte-faithful: an unmodified request serializes to its input slice
+// itself, and in a modified request every untouched message, block and top-level member
+// keeps its exact bytes and order. Modified objects keep their other members byte-for-byte;
+// only the changed member's value is re-encoded. Arrays that are re-emitted reuse the
+// original separators and whitespace by position.
+//
+// Parsed values are immutable: change them with the copy-on-write With… methods, which
+// return new values and leave the receiver untouched, so values can be shared between
+// requests and goroutines. The exported fields of Request (Model, Stream, System, Tools,
+// Messages) may also be reassigned on a request the caller owns; serialization compares
+// them with what was parsed.
+package wire
+
+import "fmt"
+
+// Format is a provider wire format.
+type Format uint8
+
+const (
+	// Anthropic is the Anthropic Messages API request format.
+	Anthropic Format = iota + 1
+	// OpenAI is the OpenAI Chat Completions request format.
+	OpenAI
+)
+
+// String returns "anthropic" or "openai".
+func (f Format) String() string {
+	switch f {
+	case Anthropic:
+		return "anthropic"
+	case OpenAI:
+		return "openai"
+	}
+	return fmt.Sprintf("Format(%d)", uint8(f))
+}
+
+// Role is a message role: "user", "assistant", "system", "developer", "tool", or any other
+// raw value found in the request.
+type Role string
+
+// Well-known roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
+	RoleDeveloper Role = "developer"
+	RoleTool      Role = "tool"
+)
+
+// Kind classifies a content block.
+type Kind uint8
+
+// Block kinds. Anything the model does not know is KindUnknown and is kept raw.
+const (
+	KindUnknown Kind = iota
+	KindText
+	KindImage
+	KindDocument
+	KindThinking
+	KindRedactedThinking
+	KindToolUse
+	KindToolResult
+	KindServerToolUse
+	KindWebSearchToolResult
+)
+
+var kindNames = [...]string{"unknown", "text", "image", "document", "thinking", "redacted_thinking",
+	"tool_use", "tool_result", "server_tool_use", "web_search_tool_result"}
+
+// String returns the kind's name in Anthropic spelling ("tool_use", ...).
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Request is a parsed provider request body.
+type Request struct {
+	Format   Format
+	Model    string     // the "model" member ("" when absent)
+	Stream   bool       // the "stream" member
+	System   []*Block   // Anthropic top-level system (string form = one text block); OpenAI: nil
+	Tools    []*Tool    // the "tools" array
+	Messages []*Message // the "messages" array
+
+	body     []byte
+	objEnd   int     // offset just past the top-level object in body
+	obj      *object // top-level object (differs from body after WithField)
+	fieldMod bool    // obj was changed by WithField
+	msgsArr  *array
+	sysArr   *array
+	toolsArr *array
+	sysStr   bool // system was a JSON string
+
+	origModel    string
+	origStream   bool
+	origSystem   []*Block
+	origTools    []*Tool
+	origMessages []*Message
+}
+
+// Message is one entry of the messages array.
+type Message struct {
+	Role Role
+	// Blocks is the content. OpenAI assistant: text parts then one KindToolUse block per
+	// tool_calls entry; OpenAI tool message: exactly one KindToolResult block (ID =
+	// tool_call_id) whose raw bytes are the whole message object.
+	Blocks []*Block
+	// StringContent is true when content was a JSON string (then Blocks holds one KindText
+	// block, or for an OpenAI tool message the result block has ContentString).
+	StringContent bool
+
+	f           Format
+	obj         *object
+	constructed bool
+	contentArr  *array
+	callsArr    *array // OpenAI tool_calls
+	hasContent  bool
+}
+
+// Block is one content block (Anthropic) or content part / tool call / tool message
+// (OpenAI).
+type Block struct {
+	Kind      Kind
+	Type      string // the raw "type" value
+	Text      string // text / thinking text
+	Signature string // thinking signature
+	// ID is the tool_use / server_tool_use / OpenAI tool_call id; for results, the id they
+	// answer (tool_use_id, tool_call_id).
+	ID string
+	// Name is the tool name. For tool results it is filled at parse time from the nearest
+	// preceding tool call with the same id in the same request ("" when there is none).
+	Name string
+	// Input is the tool_use input JSON as sent (OpenAI: the decoded arguments string).
+	Input   []byte
+	IsError bool
+	// Content is the tool_result content (string form = one text block, ContentString).
+	Content       []*Block
+	ContentString bool
+	CacheControl  []byte // raw cache_control JSON, nil when absent
+
+	f          Format
+	obj        *object // nil for string-form blocks
+	str        []byte  // JSON string literal of a string-form text block
+	fn         *object // OpenAI tool call: the "function" object
+	contentArr *array  // tool_result content array separators
+}
+
+// Tool is one entry of the tools array.
+type Tool struct {
+	Name string // tool name ("name", or OpenAI "function.name"; "" when absent)
+
+	f   Format
+	raw []byte
+}
+
+// Raw returns the tool's JSON bytes.
+func (t *Tool) Raw() []byte { return t.raw }
+
+// Raw returns the original body.
+func (r *Request) Raw() []byte { return r.body }
+
+// Raw returns the message's JSON bytes; nil for messages made by NewTextMessage.
+func (m *Message) Raw() []byte {
+	if m.constructed {
+		return nil
+	}
+	return m.obj.raw
+}
+
+// Bytes returns the JSON bytes this message serializes to (for every message, including
+// constructed ones).
+func (m *Message) Bytes() []byte { return m.obj.raw }
+
+// Format returns the wire format the message belongs to.
+func (m *Message) Format() Format { return m.f }
+
+// Raw returns the block's JSON bytes: the block object, the JSON string of a string-form
+// text block, the tool_calls entry of an OpenAI tool call, or the whole message object of
+// an OpenAI tool result.
+func (b *Block) Raw() []byte {
+	if b.obj != nil {
+		return b.obj.raw
+	}
+	return b.str
+}
+
+// Format returns the wire format the block belongs to.
+func (b *Block) Format() Format { return b.f }
+
+// IsStringForm reports whether the block is the JSON-string form of text content (a string
+// message content or string tool_result content) rather than a block object.
+func (b *Block) IsStringForm() bool { return b.obj == nil }
+
+// ResultText returns the text parts of a tool result's content joined with "\n".
+func (b *Block) ResultText() string {
+	switch len(b.Content) {
+	case 0:
+		return ""
+	case 1:
+		if b.Content[0].Kind == KindText {
+			return b.Content[0].Text
+		}
+		return ""
+	}
+	n := 0
+	for _, c := range b.Content {
+		if c.Kind == KindText {
+			n += len(c.Text) + 1
+		}
+	}
+	buf := make([]byte, 0, n)
+	first := true
+	for _, c := range b.Content {
+		if c.Kind != KindText {
+			continue
+		}
+		if !first {
+			buf = append(buf, '\n')
+		}
+		first = false
+		buf = append(buf, c.Text...)
+	}
+	return string(buf)
+}
+
+// appendElem appends the block as an array element (a string-form block becomes a text
+// block object).
+func (b *Block) appendElem(dst []byte) []byte {
+	if b.obj != nil {
+		return append(dst, b.obj.raw...)
+	}
+	dst = append(dst, `{"type":"text","text":`...)
+	dst = append(dst, b.str...)
+	return append(dst, '}')
+}
+
+// textObject returns the block object form of a string-form text block.
+func textObject(lit []byte) *object {
+	raw := make([]byte, 0, len(lit)+24)
+	raw = append(raw, `{"type":"text","text":`...)
+	raw = append(raw, lit...)
+	raw = append(raw, '}')
+	return &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 21, v: 22, e: 22 + len(lit)}}}
+}

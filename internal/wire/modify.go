@@ -1,0 +1,232 @@
+package wire
+
+import "fmt"
+
+// NewTextBlock returns a text block {"type":"text","text":…} (the same shape is a text
+// content part in OpenAI format).
+func NewTextBlock(f Format, text string) *Block {
+	return &Block{f: f, Kind: KindText, Type: "text", Text: text, obj: textObject(quote(text))}
+}
+
+// NewTextMessage returns a message {"role":…,"content":"text"} with string content. Its
+// Raw is nil; Bytes returns its encoding.
+func NewTextMessage(f Format, role Role, text string) *Message {
+	lit := quote(text)
+	rl := quote(string(role))
+	raw := make([]byte, 0, len(lit)+len(rl)+22)
+	raw = append(raw, `{"role":`...)
+	raw = append(raw, rl...)
+	v := len(raw) + len(`,"content":`)
+	raw = append(raw, `,"content":`...)
+	raw = append(raw, lit...)
+	raw = append(raw, '}')
+	obj := &object{raw: raw, members: []member{
+		{k: 1, ke: 7, v: 8, e: 8 + len(rl)},
+		{k: 9 + len(rl), ke: 18 + len(rl), v: v, e: v + len(lit)},
+	}}
+	m := &Message{Role: role, StringContent: true, f: f, obj: obj, constructed: true, hasContent: true}
+	sb := stringBlock(f, obj.raw[v:v+len(lit):v+len(lit)])
+	if f == OpenAI && role == RoleTool {
+		sb = &Block{f: f, Kind: KindToolResult, Type: "tool", obj: obj, Content: []*Block{sb}, ContentString: true}
+	}
+	m.Blocks = []*Block{sb}
+	return m
+}
+
+// NewTool parses one tools-array entry. raw must be a JSON object; the name is read from
+// "name" (or OpenAI "function.name").
+func NewTool(f Format, raw []byte) (*Tool, error) {
+	i := skipWS(raw, 0)
+	if i >= len(raw) {
+		return nil, synErr(i, "empty tool")
+	}
+	if raw[i] != '{' {
+		if err := validJSON(raw); err != nil {
+			return nil, err
+		}
+		return nil, &SchemaError{Offset: int64(i), Path: "tool", Msg: "expected object, found " + jsonType(raw[i])}
+	}
+	obj, end, err := parseObjectAt(raw, i, 1, nil)
+	if err != nil {
+		return nil, err
+	}
+	if j := skipWS(raw, end); j != len(raw) {
+		return nil, synErr(j, "unexpected data after tool object")
+	}
+	name, err := toolName(f, obj)
+	if err != nil {
+		if se, ok := err.(*SchemaError); ok {
+			se.Offset += int64(i)
+			se.Path = "tool" + se.Path
+		}
+		return nil, err
+	}
+	return &Tool{Name: name, f: f, raw: obj.raw}, nil
+}
+
+// WithBlocks returns a copy of the message with new content; every other member keeps its
+// bytes. A single string-form text block is written as string content; other blocks are
+// written as an array reusing the original separators. For OpenAI, KindToolUse blocks go to
+// "tool_calls" (removed when there are none) and the rest to "content"; for an OpenAI tool
+// message the single KindToolResult block supplies content and tool_call_id.
+func (m *Message) WithBlocks(b []*Block) *Message {
+	nm := &Message{Role: m.Role, Blocks: b, f: m.f, contentArr: m.contentArr, callsArr: m.callsArr, hasContent: true}
+	if m.f == OpenAI {
+		return m.openAIWithBlocks(nm, b)
+	}
+	val, str := contentValue(m.contentArr, b)
+	nm.StringContent = str
+	nm.obj = m.obj.with("content", val)
+	return nm
+}
+
+// contentValue encodes blocks as a content value.
+func contentValue(arr *array, b []*Block) (val []byte, isString bool) {
+	if len(b) == 1 && b[0].obj == nil && b[0].str != nil && b[0].str[0] == '"' {
+		return b[0].str, true
+	}
+	n := 2
+	for _, x := range b {
+		n += len(x.Raw()) + 24
+	}
+	return appendList(make([]byte, 0, n), arr, len(b), func(dst []byte, i int) []byte {
+		return b[i].appendElem(dst)
+	}), false
+}
+
+func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
+	if m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult {
+		r := b[0]
+		if r.obj != nil && r.obj.find("role") >= 0 {
+			nm.obj = r.obj
+		} else {
+			val, _ := contentValue(r.contentArr, r.Content)
+			nm.obj = m.obj.with("content", val)
+			if r.ID != "" {
+				nm.obj = nm.obj.with("tool_call_id", quote(r.ID))
+			}
+		}
+		nm.StringContent = r.ContentString
+		return nm
+	}
+	var parts, calls []*Block
+	for _, x := range b {
+		if x.Kind == KindToolUse {
+			calls = append(calls, x)
+		} else {
+			parts = append(parts, x)
+		}
+	}
+	obj := m.obj
+	switch {
+	case len(parts) > 0:
+		val, str := contentValue(m.contentArr, parts)
+		nm.StringContent = str
+		obj = obj.with("content", val)
+	case len(calls) > 0:
+		obj = obj.with("content", []byte("null"))
+	case m.hasContent:
+		obj = obj.with("content", []byte(`""`))
+		nm.StringContent = true
+	}
+	if len(calls) > 0 {
+		n := 2
+		for _, c := range calls {
+			n += len(c.Raw()) + 1
+		}
+		val := appendList(make([]byte, 0, n), m.callsArr, len(calls), func(dst []byte, i int) []byte {
+			return append(dst, calls[i].Raw()...)
+		})
+		obj = obj.with("tool_calls", val)
+	} else {
+		obj = obj.without("tool_calls")
+	}
+	nm.obj = obj
+	return nm
+}
+
+// clone returns a shallow copy of b with obj replaced.
+func (b *Block) clone(obj *object) *Block {
+	nb := *b
+	nb.obj = obj
+	nb.str = nil
+	return &nb
+}
+
+// objectForm returns the block object (building one for a string-form text block).
+func (b *Block) objectForm() *object {
+	if b.obj != nil {
+		return b.obj
+	}
+	return textObject(b.str)
+}
+
+// WithResultText returns a copy of a tool result block whose content is the string text;
+// every other member (tool_use_id, is_error, cache_control, unknown keys) keeps its bytes
+// and position. For blocks that are not KindToolResult it returns b itself.
+func (b *Block) WithResultText(text string) *Block {
+	if b.Kind != KindToolResult || b.obj == nil {
+		return b
+	}
+	lit := quote(text)
+	nb := b.clone(b.obj.with("content", lit))
+	mi := nb.obj.find("content")
+	v := nb.obj.members[mi]
+	nb.Content = []*Block{stringBlock(b.f, nb.obj.raw[v.v:v.e:v.e])}
+	nb.ContentString = true
+	nb.contentArr = nil
+	return nb
+}
+
+// WithInput returns a copy of a tool call with new input: for Anthropic input must be a
+// JSON value and replaces "input"; for OpenAI input is the arguments text and is written
+// as the JSON string "function.arguments". It returns b itself for blocks that are not
+// tool calls or (Anthropic) when input is not valid JSON; SetInput reports that error.
+func (b *Block) WithInput(input []byte) *Block {
+	nb, err := b.SetInput(input)
+	if err != nil {
+		return b
+	}
+	return nb
+}
+
+// SetInput is WithInput returning an error instead of ignoring an unusable input.
+func (b *Block) SetInput(input []byte) (*Block, error) {
+	if (b.Kind != KindToolUse && b.Kind != KindServerToolUse) || b.obj == nil {
+		return nil, fmt.Errorf("wire: SetInput on a %s block", b.Kind)
+	}
+	if b.f == OpenAI {
+		fn := b.fn
+		if fn == nil {
+			fn = &object{raw: []byte("{}")}
+		}
+		nfn := fn.with("arguments", quote(string(input)))
+		nb := b.clone(b.obj.with("function", nfn.raw))
+		nb.fn = nfn
+		nb.Input = append([]byte(nil), input...)
+		return nb, nil
+	}
+	if err := validJSON(input); err != nil {
+		return nil, err
+	}
+	nb := b.clone(b.obj.with("input", input))
+	mi := nb.obj.find("input")
+	nb.Input = nb.obj.raw[nb.obj.members[mi].v:nb.obj.members[mi].e]
+	return nb, nil
+}
+
+// WithCacheControl returns a copy of the block with cache_control set to raw (a JSON
+// value), or removed when raw is nil. A string-form text block becomes a text block object.
+func (b *Block) WithCacheControl(raw []byte) *Block {
+	obj := b.objectForm()
+	var nb *Block
+	if raw == nil {
+		nb = b.clone(obj.without("cache_control"))
+		nb.CacheControl = nil
+	} else {
+		nb = b.clone(obj.with("cache_control", raw))
+		mi := nb.obj.find("cache_control")
+		nb.CacheControl = nb.obj.raw[nb.obj.members[mi].v:nb.obj.members[mi].e]
+	}
+	return nb
+}

@@ -1,0 +1,198 @@
+package wire
+
+import "bytes"
+
+// member is one object member; offsets are relative to the owning object's raw bytes:
+// raw[k:ke] is the quoted key, raw[v:e] the value.
+type member struct {
+	k, ke, v, e int
+}
+
+// object is a JSON object kept as its raw bytes plus an index of its members.
+type object struct {
+	raw     []byte
+	members []member
+}
+
+// keyEq reports whether the member's key equals name (decoding escapes when present).
+func (o *object) keyEq(m member, name string) bool {
+	lit := o.raw[m.k:m.ke]
+	body := lit[1 : len(lit)-1]
+	if len(body) == len(name) && string(body) == name {
+		return true
+	}
+	if !hasBackslash(body) {
+		return false
+	}
+	return unquote(lit) == name
+}
+
+// find returns the index of the last member named name, or -1.
+func (o *object) find(name string) int {
+	for i := len(o.members) - 1; i >= 0; i-- {
+		if o.keyEq(o.members[i], name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// get returns the raw value of the last member named name.
+func (o *object) get(name string) ([]byte, bool) {
+	i := o.find(name)
+	if i < 0 {
+		return nil, false
+	}
+	m := o.members[i]
+	return o.raw[m.v:m.e], true
+}
+
+// with returns a copy of the object with member name set to the raw JSON value val
+// (replaced in place, keeping its key bytes and position, or appended at the end). All
+// other bytes are kept.
+func (o *object) with(name string, val []byte) *object {
+	i := o.find(name)
+	if i >= 0 {
+		m := o.members[i]
+		out := make([]byte, 0, len(o.raw)-(m.e-m.v)+len(val))
+		out = append(out, o.raw[:m.v]...)
+		out = append(out, val...)
+		out = append(out, o.raw[m.e:]...)
+		delta := len(val) - (m.e - m.v)
+		ms := make([]member, len(o.members))
+		copy(ms, o.members)
+		ms[i].e += delta
+		for j := i + 1; j < len(ms); j++ {
+			ms[j].k += delta
+			ms[j].ke += delta
+			ms[j].v += delta
+			ms[j].e += delta
+		}
+		return &object{raw: out, members: ms}
+	}
+	// Append before the closing brace.
+	var pos int
+	var prefix []byte
+	if n := len(o.members); n > 0 {
+		pos = o.members[n-1].e
+		prefix = []byte{','}
+	} else {
+		pos = bytes.LastIndexByte(o.raw, '}')
+	}
+	key := quote(name)
+	ins := make([]byte, 0, len(prefix)+len(key)+1+len(val))
+	ins = append(ins, prefix...)
+	ins = append(ins, key...)
+	ins = append(ins, ':')
+	ins = append(ins, val...)
+	out := make([]byte, 0, len(o.raw)+len(ins))
+	out = append(out, o.raw[:pos]...)
+	out = append(out, ins...)
+	out = append(out, o.raw[pos:]...)
+	ms := make([]member, len(o.members), len(o.members)+1)
+	copy(ms, o.members)
+	k := pos + len(prefix)
+	ms = append(ms, member{k: k, ke: k + len(key), v: k + len(key) + 1, e: k + len(ins) - len(prefix)})
+	return &object{raw: out, members: ms}
+}
+
+// without returns a copy of the object without any member named name (the object itself
+// when there is none).
+func (o *object) without(name string) *object {
+	cur := o
+	for {
+		i := cur.find(name)
+		if i < 0 {
+			return cur
+		}
+		ms := cur.members
+		var from, to int
+		switch {
+		case i > 0: // drop ",<ws>key:value" after the previous member
+			from, to = ms[i-1].e, ms[i].e
+		case len(ms) > 1: // first member: drop "key:value,<ws>"
+			from, to = ms[0].k, ms[1].k
+		default:
+			from, to = ms[0].k, ms[0].e
+		}
+		out := make([]byte, 0, len(cur.raw)-(to-from))
+		out = append(out, cur.raw[:from]...)
+		out = append(out, cur.raw[to:]...)
+		delta := to - from
+		nm := make([]member, 0, len(ms)-1)
+		nm = append(nm, ms[:i]...)
+		for _, m := range ms[i+1:] {
+			m.k -= delta
+			m.ke -= delta
+			m.v -= delta
+			m.e -= delta
+			nm = append(nm, m)
+		}
+		cur = &object{raw: out, members: nm}
+	}
+}
+
+// span is the position of one array element inside the array's raw bytes.
+type span struct{ s, e int }
+
+// array is a JSON array kept as its raw bytes plus element positions, so a re-emitted array
+// can reuse the original separators and whitespace.
+type array struct {
+	raw   []byte
+	spans []span
+}
+
+// appendList appends a JSON array of n elements to dst, using the separators of the
+// original array a (when non-nil) where it has them, and "," elsewhere.
+func appendList(dst []byte, a *array, n int, elem func(dst []byte, i int) []byte) []byte {
+	if n == 0 {
+		return append(dst, '[', ']')
+	}
+	hasOrig := a != nil && len(a.spans) > 0
+	dst = append(dst, '[')
+	if hasOrig {
+		dst = append(dst, a.raw[1:a.spans[0].s]...)
+	}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			if hasOrig && i < len(a.spans) {
+				dst = append(dst, a.raw[a.spans[i-1].e:a.spans[i].s]...)
+			} else {
+				dst = append(dst, ',')
+			}
+		}
+		dst = elem(dst, i)
+	}
+	if hasOrig {
+		dst = append(dst, a.raw[a.spans[len(a.spans)-1].e:len(a.raw)-1]...)
+	}
+	return append(dst, ']')
+}
+
+// parseObjectAt indexes the object at d[i] == '{' (validating nested values with scanValue
+// unless fn handles them). fn may be nil; it receives the member's index.
+func parseObjectAt(d []byte, i, depth int, fn func(o *object, idx int, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
+	o := &object{}
+	start := i
+	var ms [8]member
+	o.members = ms[:0]
+	end, err := scanObject(d, i, depth, func(ks, ke, vs int) (int, error) {
+		var ve int
+		var err error
+		if fn != nil {
+			ve, err = fn(o, len(o.members), ks, ke, vs)
+		} else {
+			ve, err = scanValue(d, vs, depth)
+		}
+		if err != nil {
+			return 0, err
+		}
+		o.members = append(o.members, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
+		return ve, nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	o.raw = d[start:end:end]
+	return o, end, nil
+}

@@ -1,0 +1,661 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Parse parses a request body of format f. Malformed input yields an error matching
+// ErrInvalid: *SyntaxError (with the byte offset) for bytes that are not JSON, *SchemaError
+// for JSON of the wrong shape. Parse never panics and never modifies body; the returned
+// request refers to body, which the caller must not modify afterwards.
+func Parse(f Format, body []byte) (*Request, error) {
+	if f != Anthropic && f != OpenAI {
+		return nil, fmt.Errorf("wire: unknown format %d", uint8(f))
+	}
+	p := &parser{d: body, f: f}
+	return p.request()
+}
+
+type parser struct {
+	d []byte
+	f Format
+}
+
+func (p *parser) schemaErr(off int, path, format string, args ...any) error {
+	return &SchemaError{Offset: int64(off), Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+func keyIs(d []byte, ks, ke int, name string) bool {
+	body := d[ks+1 : ke-1]
+	if len(body) == len(name) && string(body) == name {
+		return true
+	}
+	return hasBackslash(body) && unquote(d[ks:ke]) == name
+}
+
+func isSchema(err error) bool {
+	var se *SchemaError
+	return errors.As(err, &se)
+}
+
+// wrongType validates the value at vs and returns a SchemaError naming the expected type
+// (or the syntax error when the value is not even JSON).
+func (p *parser) wrongType(vs, depth int, path, want string) error {
+	if _, err := scanValue(p.d, vs, depth); err != nil {
+		return err
+	}
+	return p.schemaErr(vs, path, "expected %s, found %s", want, jsonType(p.d[vs]))
+}
+
+func jsonType(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+func (p *parser) request() (*Request, error) {
+	d := p.d
+	i := skipWS(d, 0)
+	if i >= len(d) {
+		return nil, synErr(i, "empty body")
+	}
+	if d[i] != '{' {
+		return nil, p.wrongType(i, 0, "$", "object")
+	}
+	r := &Request{Format: p.f, body: d}
+	var err error
+	obj, end, err := parseObjectAt(d, i, 1, func(o *object, idx, ks, ke, vs int) (int, error) {
+		switch {
+		case keyIs(d, ks, ke, "model"):
+			if vs < len(d) && d[vs] == '"' {
+				e, _, err := scanString(d, vs)
+				if err != nil {
+					return 0, err
+				}
+				r.Model = unquote(d[vs:e])
+				return e, nil
+			}
+			return 0, p.wrongType(vs, 1, "model", "string")
+		case keyIs(d, ks, ke, "stream"):
+			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f') {
+				e, err := scanValue(d, vs, 1)
+				if err != nil {
+					return 0, err
+				}
+				r.Stream = d[vs] == 't'
+				return e, nil
+			}
+			return 0, p.wrongType(vs, 1, "stream", "boolean")
+		case keyIs(d, ks, ke, "messages"):
+			if vs >= len(d) || d[vs] != '[' {
+				return 0, p.wrongType(vs, 1, "messages", "array")
+			}
+			r.Messages = nil
+			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
+				path := "messages[" + strconv.Itoa(idx) + "]"
+				if d[es] != '{' {
+					return 0, p.wrongType(es, 2, path, "object")
+				}
+				var m *Message
+				var e int
+				var err error
+				if p.f == Anthropic {
+					m, e, err = p.anthropicMessage(es, 3, path)
+				} else {
+					m, e, err = p.openAIMessage(es, 3, path)
+				}
+				if err != nil {
+					return 0, err
+				}
+				r.Messages = append(r.Messages, m)
+				return e, nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			r.msgsArr = arr
+			return end, nil
+		case keyIs(d, ks, ke, "tools"):
+			if vs >= len(d) || d[vs] != '[' {
+				return 0, p.wrongType(vs, 1, "tools", "array")
+			}
+			r.Tools = nil
+			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
+				path := "tools[" + strconv.Itoa(idx) + "]"
+				if d[es] != '{' {
+					return 0, p.wrongType(es, 2, path, "object")
+				}
+				t, e, err := p.tool(es, 3, path)
+				if err != nil {
+					return 0, err
+				}
+				r.Tools = append(r.Tools, t)
+				return e, nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			r.toolsArr = arr
+			return end, nil
+		case p.f == Anthropic && keyIs(d, ks, ke, "system"):
+			switch {
+			case vs < len(d) && d[vs] == '"':
+				e, _, err := scanString(d, vs)
+				if err != nil {
+					return 0, err
+				}
+				r.System = []*Block{stringBlock(p.f, d[vs:e:e])}
+				r.sysStr = true
+				r.sysArr = nil
+				return e, nil
+			case vs < len(d) && d[vs] == '[':
+				blocks, arr, end, err := p.blockList(vs, 2, "system", true)
+				if err != nil {
+					return 0, err
+				}
+				r.System, r.sysArr, r.sysStr = blocks, arr, false
+				return end, nil
+			}
+			return 0, p.wrongType(vs, 1, "system", "string or array")
+		}
+		return scanValue(d, vs, 1)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j := skipWS(d, end); j != len(d) {
+		return nil, synErr(j, "unexpected data after top-level value")
+	}
+	r.obj = obj
+	r.objEnd = end
+	fillResultNames(r.Messages)
+	r.origModel, r.origStream = r.Model, r.Stream
+	r.origSystem, r.origTools, r.origMessages = r.System, r.Tools, r.Messages
+	return r, nil
+}
+
+// fillResultNames sets Name on tool result blocks from the nearest preceding tool call
+// with the same id.
+func fillResultNames(msgs []*Message) {
+	names := map[string]string{}
+	for _, m := range msgs {
+		for _, b := range m.Blocks {
+			switch b.Kind {
+			case KindToolUse, KindServerToolUse:
+				if b.ID != "" {
+					names[b.ID] = b.Name
+				}
+			case KindToolResult, KindWebSearchToolResult:
+				if b.Name == "" {
+					b.Name = names[b.ID]
+				}
+			}
+		}
+	}
+}
+
+// list parses the array at d[i] == '[' calling fn per element and records element spans.
+func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
+	a := &array{}
+	end, err := scanArray(p.d, i, depth, func(idx, es int) (int, error) {
+		e, err := fn(idx, es)
+		if err != nil {
+			return 0, err
+		}
+		a.spans = append(a.spans, span{s: es - i, e: e - i})
+		return e, nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	a.raw = p.d[i:end:end]
+	return a, end, nil
+}
+
+// blockList parses an array of content blocks. In strict mode a non-object element or a
+// block with a schema error fails; otherwise such elements become KindUnknown blocks and
+// the first schema error is returned together with a valid result.
+func (p *parser) blockList(i, depth int, path string, strict bool) ([]*Block, *array, int, error) {
+	var blocks []*Block
+	var deferred error
+	arr, end, err := p.list(i, depth, func(idx, es int) (int, error) {
+		bp := path + "[" + strconv.Itoa(idx) + "]"
+		if p.d[es] != '{' {
+			e, err := scanValue(p.d, es, depth)
+			if err != nil {
+				return 0, err
+			}
+			if deferred == nil {
+				deferred = p.schemaErr(es, bp, "content block must be an object, found %s", jsonType(p.d[es]))
+			}
+			if strict {
+				return 0, deferred
+			}
+			blocks = append(blocks, &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown})
+			return e, nil
+		}
+		b, e, err := p.block(es, depth+1, bp)
+		if err != nil {
+			if !isSchema(err) {
+				return 0, err
+			}
+			if deferred == nil {
+				deferred = err
+			}
+			if strict {
+				return 0, err
+			}
+		}
+		blocks = append(blocks, b)
+		return e, nil
+	})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return blocks, arr, end, deferred
+}
+
+func stringBlock(f Format, lit []byte) *Block {
+	return &Block{f: f, Kind: KindText, Type: "text", Text: unquote(lit), str: lit}
+}
+
+var anthropicKinds = map[string]Kind{
+	"text": KindText, "image": KindImage, "document": KindDocument, "thinking": KindThinking,
+	"redacted_thinking": KindRedactedThinking, "tool_use": KindToolUse, "tool_result": KindToolResult,
+	"server_tool_use": KindServerToolUse, "web_search_tool_result": KindWebSearchToolResult,
+}
+
+var openAIKinds = map[string]Kind{"text": KindText, "image_url": KindImage, "file": KindDocument}
+
+// block parses the block object at d[i] == '{'. On a *SchemaError the returned end offset is
+// valid and the block is a KindUnknown block holding the raw bytes.
+func (p *parser) block(i, depth int, path string) (*Block, int, error) {
+	d := p.d
+	b := &Block{f: p.f}
+	var contentBlocks []*Block
+	var contentArr *array
+	var contentErr error
+	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+		if p.f == Anthropic && vs < len(d) && d[vs] == '[' && keyIs(d, ks, ke, "content") {
+			blocks, arr, e, err := p.blockList(vs, depth+1, path+".content", false)
+			if err != nil && !isSchema(err) {
+				return 0, err
+			}
+			contentBlocks, contentArr, contentErr = blocks, arr, err
+			return e, nil
+		}
+		return scanValue(d, vs, depth)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	b.obj = obj
+	fail := func(err error) (*Block, int, error) {
+		return &Block{f: p.f, obj: obj, Kind: KindUnknown}, end, err
+	}
+	// str returns the decoded string member name; ok is false when absent.
+	str := func(name string) (string, bool, error) {
+		mi := obj.find(name)
+		if mi < 0 {
+			return "", false, nil
+		}
+		m := obj.members[mi]
+		v := obj.raw[m.v:m.e]
+		if v[0] != '"' {
+			return "", false, p.schemaErr(i+m.v, path+"."+name, "expected string, found %s", jsonType(v[0]))
+		}
+		return unquote(v), true, nil
+	}
+	typ, ok, err := str("type")
+	if err != nil {
+		return fail(err)
+	}
+	if !ok {
+		return fail(p.schemaErr(i, path, "content block has no \"type\""))
+	}
+	b.Type = typ
+	if p.f == Anthropic {
+		b.Kind = anthropicKinds[typ]
+	} else {
+		b.Kind = openAIKinds[typ]
+	}
+	if cc, ok := obj.get("cache_control"); ok {
+		b.CacheControl = cc
+	}
+	switch b.Kind {
+	case KindText:
+		if b.Text, _, err = str("text"); err != nil {
+			return fail(err)
+		}
+	case KindThinking:
+		if b.Text, _, err = str("thinking"); err != nil {
+			return fail(err)
+		}
+		if b.Signature, _, err = str("signature"); err != nil {
+			return fail(err)
+		}
+	case KindToolUse, KindServerToolUse:
+		if b.ID, _, err = str("id"); err != nil {
+			return fail(err)
+		}
+		if b.Name, _, err = str("name"); err != nil {
+			return fail(err)
+		}
+		if in, ok := obj.get("input"); ok {
+			b.Input = in
+		}
+	case KindToolResult, KindWebSearchToolResult:
+		if b.ID, _, err = str("tool_use_id"); err != nil {
+			return fail(err)
+		}
+		if b.Kind == KindWebSearchToolResult {
+			break
+		}
+		if mi := obj.find("is_error"); mi >= 0 {
+			m := obj.members[mi]
+			switch obj.raw[m.v] {
+			case 't':
+				b.IsError = true
+			case 'f':
+			default:
+				return fail(p.schemaErr(i+m.v, path+".is_error", "expected boolean, found %s", jsonType(obj.raw[m.v])))
+			}
+		}
+		if mi := obj.find("content"); mi >= 0 {
+			m := obj.members[mi]
+			v := obj.raw[m.v:m.e:m.e]
+			switch v[0] {
+			case '"':
+				b.Content = []*Block{stringBlock(p.f, v)}
+				b.ContentString = true
+			case '[':
+				if contentErr != nil {
+					return fail(contentErr)
+				}
+				b.Content, b.contentArr = contentBlocks, contentArr
+			case 'n':
+			default:
+				return fail(p.schemaErr(i+m.v, path+".content", "expected string or array, found %s", jsonType(v[0])))
+			}
+		}
+	}
+	return b, end, nil
+}
+
+func (p *parser) anthropicMessage(i, depth int, path string) (*Message, int, error) {
+	d := p.d
+	m := &Message{f: p.f}
+	var roleSeen bool
+	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+		switch {
+		case keyIs(d, ks, ke, "role"):
+			if d[vs] != '"' {
+				return 0, p.wrongType(vs, depth, path+".role", "string")
+			}
+			e, _, err := scanString(d, vs)
+			if err != nil {
+				return 0, err
+			}
+			m.Role = Role(unquote(d[vs:e]))
+			roleSeen = true
+			return e, nil
+		case keyIs(d, ks, ke, "content"):
+			m.hasContent = true
+			switch d[vs] {
+			case '"':
+				e, _, err := scanString(d, vs)
+				if err != nil {
+					return 0, err
+				}
+				m.Blocks = []*Block{stringBlock(p.f, d[vs:e:e])}
+				m.StringContent = true
+				m.contentArr = nil
+				return e, nil
+			case '[':
+				blocks, arr, e, err := p.blockList(vs, depth+1, path+".content", true)
+				if err != nil {
+					return 0, err
+				}
+				m.Blocks, m.contentArr, m.StringContent = blocks, arr, false
+				return e, nil
+			}
+			return 0, p.wrongType(vs, depth, path+".content", "string or array")
+		}
+		return scanValue(d, vs, depth)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if !roleSeen {
+		return nil, 0, p.schemaErr(i, path, "message has no \"role\"")
+	}
+	m.obj = obj
+	return m, end, nil
+}
+
+func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error) {
+	d := p.d
+	m := &Message{f: p.f}
+	var roleSeen bool
+	var parts, calls []*Block
+	var contentStr []byte
+	var toolCallID string
+	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+		switch {
+		case keyIs(d, ks, ke, "role"):
+			if d[vs] != '"' {
+				return 0, p.wrongType(vs, depth, path+".role", "string")
+			}
+			e, _, err := scanString(d, vs)
+			if err != nil {
+				return 0, err
+			}
+			m.Role = Role(unquote(d[vs:e]))
+			roleSeen = true
+			return e, nil
+		case keyIs(d, ks, ke, "content"):
+			m.hasContent = true
+			parts, contentStr, m.StringContent, m.contentArr = nil, nil, false, nil
+			switch d[vs] {
+			case '"':
+				e, _, err := scanString(d, vs)
+				if err != nil {
+					return 0, err
+				}
+				contentStr = d[vs:e:e]
+				m.StringContent = true
+				return e, nil
+			case '[':
+				blocks, arr, e, err := p.blockList(vs, depth+1, path+".content", true)
+				if err != nil {
+					return 0, err
+				}
+				parts, m.contentArr = blocks, arr
+				return e, nil
+			case 'n':
+				return scanLiteral(d, vs, "null")
+			}
+			return 0, p.wrongType(vs, depth, path+".content", "string, array or null")
+		case keyIs(d, ks, ke, "tool_calls"):
+			calls = nil
+			switch d[vs] {
+			case '[':
+				arr, e, err := p.list(vs, depth+1, func(idx, es int) (int, error) {
+					cp := path + ".tool_calls[" + strconv.Itoa(idx) + "]"
+					if d[es] != '{' {
+						return 0, p.wrongType(es, depth+1, cp, "object")
+					}
+					b, e, err := p.toolCall(es, depth+2, cp)
+					if err != nil {
+						return 0, err
+					}
+					calls = append(calls, b)
+					return e, nil
+				})
+				if err != nil {
+					return 0, err
+				}
+				m.callsArr = arr
+				return e, nil
+			case 'n':
+				return scanLiteral(d, vs, "null")
+			}
+			return 0, p.wrongType(vs, depth, path+".tool_calls", "array or null")
+		case keyIs(d, ks, ke, "tool_call_id"):
+			if d[vs] != '"' {
+				return 0, p.wrongType(vs, depth, path+".tool_call_id", "string")
+			}
+			e, _, err := scanString(d, vs)
+			if err != nil {
+				return 0, err
+			}
+			toolCallID = unquote(d[vs:e])
+			return e, nil
+		}
+		return scanValue(d, vs, depth)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if !roleSeen {
+		return nil, 0, p.schemaErr(i, path, "message has no \"role\"")
+	}
+	m.obj = obj
+	if contentStr != nil {
+		parts = []*Block{stringBlock(p.f, contentStr)}
+	}
+	if m.Role == RoleTool {
+		b := &Block{f: p.f, Kind: KindToolResult, Type: "tool", ID: toolCallID, obj: obj,
+			Content: parts, ContentString: contentStr != nil, contentArr: m.contentArr}
+		if cc, ok := obj.get("cache_control"); ok {
+			b.CacheControl = cc
+		}
+		m.Blocks = []*Block{b}
+		return m, end, nil
+	}
+	m.Blocks = append(parts, calls...)
+	return m, end, nil
+}
+
+// toolCall parses one OpenAI tool_calls entry.
+func (p *parser) toolCall(i, depth int, path string) (*Block, int, error) {
+	d := p.d
+	b := &Block{f: p.f, Kind: KindToolUse}
+	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+		if keyIs(d, ks, ke, "function") && d[vs] == '{' {
+			fn, e, err := parseObjectAt(d, vs, depth+1, nil)
+			if err != nil {
+				return 0, err
+			}
+			b.fn = fn
+			return e, nil
+		}
+		return scanValue(d, vs, depth)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	b.obj = obj
+	getStr := func(o *object, name, p2 string) (string, error) {
+		mi := o.find(name)
+		if mi < 0 {
+			return "", nil
+		}
+		m := o.members[mi]
+		v := o.raw[m.v:m.e]
+		if v[0] != '"' {
+			return "", p.schemaErr(i, p2, "expected string, found %s", jsonType(v[0]))
+		}
+		return unquote(v), nil
+	}
+	if b.ID, err = getStr(obj, "id", path+".id"); err != nil {
+		return nil, 0, err
+	}
+	if b.Type, err = getStr(obj, "type", path+".type"); err != nil {
+		return nil, 0, err
+	}
+	if b.fn != nil && obj.find("function") == lastFunction(obj, d, i) {
+		if b.Name, err = getStr(b.fn, "name", path+".function.name"); err != nil {
+			return nil, 0, err
+		}
+		if v, ok := b.fn.get("arguments"); ok {
+			if v[0] == '"' {
+				b.Input = unquoteBytes(v)
+			} else {
+				b.Input = v
+			}
+		}
+	} else if mi := obj.find("function"); mi >= 0 {
+		return nil, 0, p.schemaErr(i+obj.members[mi].v, path+".function", "expected object, found %s", jsonType(obj.raw[obj.members[mi].v]))
+	}
+	if cc, ok := obj.get("cache_control"); ok {
+		b.CacheControl = cc
+	}
+	return b, end, nil
+}
+
+// lastFunction returns the index of the last "function" member when its value is an
+// object (the one b.fn was parsed from), or -2.
+func lastFunction(o *object, d []byte, base int) int {
+	mi := o.find("function")
+	if mi >= 0 && o.raw[o.members[mi].v] == '{' {
+		return mi
+	}
+	return -2
+}
+
+func (p *parser) tool(i, depth int, path string) (*Tool, int, error) {
+	obj, end, err := parseObjectAt(p.d, i, depth, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	t := &Tool{f: p.f, raw: obj.raw}
+	name, err := toolName(p.f, obj)
+	if err != nil {
+		var se *SchemaError
+		if errors.As(err, &se) {
+			se.Offset += int64(i)
+			se.Path = path + se.Path
+		}
+		return nil, 0, err
+	}
+	t.Name = name
+	return t, end, nil
+}
+
+// toolName extracts a tool's name; schema error offsets are relative to obj.
+func toolName(f Format, obj *object) (string, error) {
+	if v, ok := obj.get("name"); ok {
+		if v[0] != '"' {
+			return "", &SchemaError{Offset: int64(obj.members[obj.find("name")].v), Path: ".name", Msg: "expected string, found " + jsonType(v[0])}
+		}
+		return unquote(v), nil
+	}
+	if f == OpenAI {
+		if v, ok := obj.get("function"); ok && v[0] == '{' {
+			fn, _, err := parseObjectAt(v, 0, 1, nil)
+			if err != nil {
+				return "", err
+			}
+			if n, ok := fn.get("name"); ok {
+				if n[0] != '"' {
+					return "", &SchemaError{Offset: int64(obj.members[obj.find("function")].v), Path: ".function.name", Msg: "expected string, found " + jsonType(n[0])}
+				}
+				return unquote(n), nil
+			}
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,455 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// MaxDepth is the deepest nesting of JSON arrays and objects Parse accepts; deeper input is
+// rejected with a *SyntaxError instead of exhausting the stack.
+const MaxDepth = 512
+
+// ErrInvalid is matched (errors.Is) by every error Parse and NewTool return for malformed
+// input: *SyntaxError for bytes that are not JSON, *SchemaError for JSON of the wrong shape.
+var ErrInvalid = errors.New("wire: invalid request")
+
+// SyntaxError reports bytes that are not valid JSON (or not valid UTF-8 inside a string).
+type SyntaxError struct {
+	Offset int64  // byte offset in the body where the problem was detected
+	Msg    string // what was wrong
+}
+
+// Error implements error.
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("wire: invalid JSON at byte %d: %s", e.Offset, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *SyntaxError) Is(target error) bool { return target == ErrInvalid }
+
+// SchemaError reports valid JSON whose shape does not fit the provider format, for example
+// a message that is not an object or a "role" that is not a string.
+type SchemaError struct {
+	Offset int64  // byte offset of the offending value in the body
+	Path   string // JSON path of the value, e.g. "messages[3].content[0].type"
+	Msg    string // what was wrong
+}
+
+// Error implements error.
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("wire: %s at byte %d: %s", e.Path, e.Offset, e.Msg)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *SchemaError) Is(target error) bool { return target == ErrInvalid }
+
+func synErr(off int, format string, args ...any) error {
+	return &SyntaxError{Offset: int64(off), Msg: fmt.Sprintf(format, args...)}
+}
+
+// isWS reports JSON insignificant whitespace.
+func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+func skipWS(d []byte, i int) int {
+	for i < len(d) && isWS(d[i]) {
+		i++
+	}
+	return i
+}
+
+const (
+	lo8 = 0x0101010101010101
+	hi8 = 0x8080808080808080
+)
+
+// scanString validates the JSON string starting at d[i] == '"' and returns the offset just
+// past its closing quote and whether it contains escapes.
+func scanString(d []byte, i int) (end int, escaped bool, err error) {
+	start := i
+	i++
+	for {
+		// Fast path: skip 8 plain ASCII bytes at a time.
+		for i+8 <= len(d) {
+			x := binary.LittleEndian.Uint64(d[i:])
+			q := x ^ (lo8 * '"')
+			b := x ^ (lo8 * '\\')
+			special := ((x - lo8*0x20) & ^x) | ((q - lo8) & ^q) | ((b - lo8) & ^b) | x
+			if special&hi8 != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(d) {
+			return 0, false, synErr(start, "unterminated string")
+		}
+		c := d[i]
+		switch {
+		case c == '"':
+			return i + 1, escaped, nil
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(d) {
+				return 0, false, synErr(start, "unterminated string")
+			}
+			switch d[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(d) {
+					return 0, false, synErr(i, "truncated \\u escape")
+				}
+				for k := i + 2; k < i+6; k++ {
+					if unhex(d[k]) < 0 {
+						return 0, false, synErr(k, "invalid hex digit in \\u escape")
+					}
+				}
+				i += 6
+			default:
+				return 0, false, synErr(i, "invalid escape character %q", d[i+1])
+			}
+		case c < 0x20:
+			return 0, false, synErr(i, "control character 0x%02x in string", c)
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, false, synErr(i, "invalid UTF-8 in string")
+			}
+			i += size
+		}
+	}
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// scanNumber validates a JSON number starting at d[i].
+func scanNumber(d []byte, i int) (int, error) {
+	start := i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	if i >= len(d) {
+		return 0, synErr(start, "truncated number")
+	}
+	switch {
+	case d[i] == '0':
+		i++
+	case '1' <= d[i] && d[i] <= '9':
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+		}
+	default:
+		return 0, synErr(i, "invalid number")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		n := i
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return 0, synErr(i, "expected digit after decimal point")
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		n := i
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return 0, synErr(i, "expected digit in exponent")
+		}
+	}
+	return i, nil
+}
+
+func scanLiteral(d []byte, i int, lit string) (int, error) {
+	if len(d)-i < len(lit) || string(d[i:i+len(lit)]) != lit {
+		return 0, synErr(i, "invalid literal, expected %s", lit)
+	}
+	return i + len(lit), nil
+}
+
+// scanValue validates the JSON value starting at d[i] (no leading whitespace) and returns
+// the offset just past it.
+func scanValue(d []byte, i, depth int) (int, error) {
+	if i >= len(d) {
+		return 0, synErr(i, "unexpected end of input, expected a value")
+	}
+	switch c := d[i]; c {
+	case '"':
+		end, _, err := scanString(d, i)
+		return end, err
+	case '{':
+		return scanObject(d, i, depth+1, nil)
+	case '[':
+		return scanArray(d, i, depth+1, nil)
+	case 't':
+		return scanLiteral(d, i, "true")
+	case 'f':
+		return scanLiteral(d, i, "false")
+	case 'n':
+		return scanLiteral(d, i, "null")
+	default:
+		if c == '-' || ('0' <= c && c <= '9') {
+			return scanNumber(d, i)
+		}
+		return 0, synErr(i, "invalid character %q looking for beginning of value", c)
+	}
+}
+
+// memberFunc is called for each object member with the offsets of its key and value
+// (absolute in d). It must return the end offset of the value (validating it); a nil
+// memberFunc validates values with scanValue.
+type memberFunc func(keyStart, keyEnd, valStart int) (valEnd int, err error)
+
+// scanObject validates the object at d[i] == '{'. When fn is non-nil it parses each value.
+func scanObject(d []byte, i, depth int, fn memberFunc) (int, error) {
+	if depth > MaxDepth {
+		return 0, synErr(i, "nesting deeper than %d", MaxDepth)
+	}
+	i = skipWS(d, i+1)
+	if i < len(d) && d[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(d) {
+			return 0, synErr(i, "unexpected end of input in object")
+		}
+		if d[i] != '"' {
+			return 0, synErr(i, "invalid character %q looking for object key", d[i])
+		}
+		ks := i
+		ke, _, err := scanString(d, i)
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(d, ke)
+		if i >= len(d) || d[i] != ':' {
+			return 0, synErr(i, "expected ':' after object key")
+		}
+		i = skipWS(d, i+1)
+		if fn != nil {
+			i, err = fn(ks, ke, i)
+		} else {
+			i, err = scanValue(d, i, depth)
+		}
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(d, i)
+		if i >= len(d) {
+			return 0, synErr(i, "unexpected end of input in object")
+		}
+		switch d[i] {
+		case ',':
+			i = skipWS(d, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return 0, synErr(i, "invalid character %q after object member", d[i])
+		}
+	}
+}
+
+// elemFunc is called for each array element at valStart; it returns the element's end.
+type elemFunc func(idx, valStart int) (valEnd int, err error)
+
+// scanArray validates the array at d[i] == '['. When fn is non-nil it parses each element.
+func scanArray(d []byte, i, depth int, fn elemFunc) (int, error) {
+	if depth > MaxDepth {
+		return 0, synErr(i, "nesting deeper than %d", MaxDepth)
+	}
+	i = skipWS(d, i+1)
+	if i < len(d) && d[i] == ']' {
+		return i + 1, nil
+	}
+	for idx := 0; ; idx++ {
+		var err error
+		if fn != nil {
+			if i >= len(d) {
+				return 0, synErr(i, "unexpected end of input in array")
+			}
+			i, err = fn(idx, i)
+		} else {
+			i, err = scanValue(d, i, depth)
+		}
+		if err != nil {
+			return 0, err
+		}
+		i = skipWS(d, i)
+		if i >= len(d) {
+			return 0, synErr(i, "unexpected end of input in array")
+		}
+		switch d[i] {
+		case ',':
+			i = skipWS(d, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return 0, synErr(i, "invalid character %q after array element", d[i])
+		}
+	}
+}
+
+// unquote decodes a validated JSON string literal (including quotes).
+func unquote(lit []byte) string {
+	s := lit[1 : len(lit)-1]
+	if !hasBackslash(s) {
+		return string(s)
+	}
+	return string(unescape(make([]byte, 0, len(s)), s))
+}
+
+// unquoteBytes is unquote returning bytes.
+func unquoteBytes(lit []byte) []byte {
+	s := lit[1 : len(lit)-1]
+	if !hasBackslash(s) {
+		return append([]byte(nil), s...)
+	}
+	return unescape(make([]byte, 0, len(s)), s)
+}
+
+func hasBackslash(s []byte) bool {
+	for _, c := range s {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// unescape appends the decoded form of the validated string body s to dst.
+func unescape(dst, s []byte) []byte {
+	for len(s) > 0 {
+		j := 0
+		for j < len(s) && s[j] != '\\' {
+			j++
+		}
+		dst = append(dst, s[:j]...)
+		s = s[j:]
+		if len(s) == 0 {
+			break
+		}
+		switch s[1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := rune(hex4(s[2:6]))
+			s = s[6:]
+			if utf16.IsSurrogate(r) {
+				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
+					if r2 := utf16.DecodeRune(r, rune(hex4(s[2:6]))); r2 != utf8.RuneError {
+						dst = utf8.AppendRune(dst, r2)
+						s = s[6:]
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, s[1])
+		}
+		s = s[2:]
+	}
+	return dst
+}
+
+func hex4(b []byte) int {
+	return unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3])
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendQuoted appends s as a JSON string literal. Invalid UTF-8 becomes U+FFFD.
+func appendQuoted[T string | []byte](dst []byte, s T) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		var r rune
+		var size int
+		switch v := any(s).(type) {
+		case string:
+			r, size = utf8.DecodeRuneInString(v[i:])
+		case []byte:
+			r, size = utf8.DecodeRune(v[i:])
+		}
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// quote returns s as a JSON string literal.
+func quote(s string) []byte { return appendQuoted(make([]byte, 0, len(s)+2), s) }
+
+// validJSON reports whether raw is exactly one JSON value (surrounding whitespace allowed).
+func validJSON(raw []byte) error {
+	i := skipWS(raw, 0)
+	end, err := scanValue(raw, i, 0)
+	if err != nil {
+		return err
+	}
+	if j := skipWS(raw, end); j != len(raw) {
+		return synErr(j, "unexpected data after top-level value")
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/condense-dev/condense/internal/testutil/corpus"
+)
+
+const anthropicSample = `{
+  "model": "claude-sonnet-4-5",
+  "max_tokens": 1024,
+  "system": [{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],
+  "tools": [{"name":"bash","description":"run","input_schema":{"type":"object"}}, {"type":"web_search_20250305","name":"web_search"}],
+  "x-unknown": {"keep": [1, 2.5e3, null]},
+  "messages": [
+    {"role":"user","content":"hi there"},
+    {"role":"assistant","content":[
+      {"type":"thinking","thinking":"hmm","signature":"sig=="},
+      {"type":"redacted_thinking","data":"abc"},
+      {"type":"text","text":"I'll look"},
+      {"type":"tool_use","id":"toolu_1","name":"bash","input":{"cmd":"ls -la","n":1}},
+      {"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"go"}},
+      {"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://x","title":"t"}]},
+      {"type":"mcp_tool_use","id":"m1","weird":true}
+    ]},
+    {"role":"user","content":[
+      {"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"exit 1\nno such file","cache_control":{"type":"ephemeral"},"zz":"keep"},
+      {"type":"text","text":"and \u00e9\ud83d\ude00"},
+      {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBOR"}},
+      {"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"}}
+    ]},
+    {"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"read","input":{}}]},
+    {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"line1"},{"type":"image","source":{}},{"type":"text","text":"line2"}]}]}
+  ],
+  "stream": true,
+  "metadata": {"user_id": "u"}
+}
+`
+
+const openAISample = `{"model":"gpt-5","messages":[
+ {"role":"system","content":"be brief"},
+ {"role":"developer","content":[{"type":"text","text":"dev"}]},
+ {"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:x"}},{"type":"file","file":{"file_id":"f"}},{"type":"input_audio","input_audio":{"data":"a","format":"wav"}}]},
+ {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"cmd\": \"ls\"}"}},{"id":"call_2","type":"function","function":{"name":"read","arguments":"{}"}}],"refusal":null},
+ {"role":"tool","tool_call_id":"call_1","content":"a.txt\nb.txt","x":1},
+ {"role":"tool","tool_call_id":"call_2","content":[{"type":"text","text":"p1"},{"type":"text","text":"p2"}]},
+ {"role":"assistant","content":"done"},
+ {"role":"function","name":"legacy","content":"kept"}
+],"tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}],"stream":false,"temperature":0.2}`
+
+func mustParse(t *testing.T, f Format, s string) *Request {
+	t.Helper()
+	r, err := Parse(f, []byte(s))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return r
+}
+
+func TestParseAnthropicModel(t *testing.T) {
+	r := mustParse(t, Anthropic, anthropicSample)
+	if r.Model != "claude-sonnet-4-5" || !r.Stream || r.Format != Anthropic {
+		t.Fatalf("model/stream: %q %v", r.Model, r.Stream)
+	}
+	if len(r.System) != 1 || r.System[0].Text != "sys" || string(r.System[0].CacheControl) != `{"type":"ephemeral"}` {
+		t.Fatalf("system: %+v", r.System)
+	}
+	if len(r.Tools) != 2 || r.Tools[0].Name != "bash" || r.Tools[1].Name != "web_search" {
+		t.Fatalf("tools: %+v", r.Tools)
+	}
+	if len(r.Messages) != 5 {
+		t.Fatalf("messages: %d", len(r.Messages))
+	}
+	m0 := r.Messages[0]
+	if m0.Role != RoleUser || !m0.StringContent || len(m0.Blocks) != 1 || m0.Blocks[0].Text != "hi there" || string(m0.Blocks[0].Raw()) != `"hi there"` {
+		t.Fatalf("m0: %+v", m0)
+	}
+	a := r.Messages[1].Blocks
+	wantKinds := []Kind{KindThinking, KindRedactedThinking, KindText, KindToolUse, KindServerToolUse, KindWebSearchToolResult, KindUnknown}
+	if len(a) != len(wantKinds) {
+		t.Fatalf("assistant blocks %d", len(a))
+	}
+	for i, k := range wantKinds {
+		if a[i].Kind != k {
+			t.Errorf("block %d kind %v want %v", i, a[i].Kind, k)
+		}
+	}
+	if a[0].Text != "hmm" || a[0].Signature != "sig==" {
+		t.Errorf("thinking %+v", a[0])
+	}
+	if a[3].ID != "toolu_1" || a[3].Name != "bash" || string(a[3].Input) != `{"cmd":"ls -la","n":1}` {
+		t.Errorf("tool_use %+v", a[3])
+	}
+	if a[5].ID != "srvtoolu_1" || a[5].Name != "web_search" {
+		t.Errorf("web search result %+v", a[5])
+	}
+	if a[6].Type != "mcp_tool_use" || string(a[6].Raw()) != `{"type":"mcp_tool_use","id":"m1","weird":true}` {
+		t.Errorf("unknown %+v", a[6])
+	}
+	u := r.Messages[2].Blocks
+	tr := u[0]
+	if tr.Kind != KindToolResult || tr.ID != "toolu_1" || !tr.IsError || !tr.ContentString || tr.ResultText() != "exit 1\nno such file" || tr.Name != "bash" {
+		t.Errorf("tool_result %+v", tr)
+	}
+	if u[1].Text != "and é😀" {
+		t.Errorf("escaped text %q", u[1].Text)
+	}
+	if u[2].Kind != KindImage || u[3].Kind != KindDocument {
+		t.Errorf("image/document kinds %v %v", u[2].Kind, u[3].Kind)
+	}
+	tr2 := r.Messages[4].Blocks[0]
+	if tr2.ContentString || len(tr2.Content) != 3 || tr2.ResultText() != "line1\nline2" || tr2.Name != "read" {
+		t.Errorf("array tool_result %+v %q", tr2, tr2.ResultText())
+	}
+	if v, ok := r.Field("x-unknown"); !ok || string(v) != `{"keep": [1, 2.5e3, null]}` {
+		t.Errorf("Field: %s %v", v, ok)
+	}
+	if _, ok := r.Field("nope"); ok {
+		t.Error("Field of absent key")
+	}
+}
+
+func TestParseOpenAIModel(t *testing.T) {
+	r := mustParse(t, OpenAI, openAISample)
+	if r.Model != "gpt-5" || r.Stream || r.System != nil || len(r.Tools) != 1 || r.Tools[0].Name != "bash" {
+		t.Fatalf("top: %+v", r)
+	}
+	roles := []Role{"system", "developer", "user", "assistant", "tool", "tool", "assistant", "function"}
+	if len(r.Messages) != len(roles) {
+		t.Fatalf("messages %d", len(r.Messages))
+	}
+	for i, ro := range roles {
+		if r.Messages[i].Role != ro {
+			t.Errorf("role %d = %q", i, r.Messages[i].Role)
+		}
+	}
+	u := r.Messages[2].Blocks
+	if len(u) != 4 || u[0].Kind != KindText || u[1].Kind != KindImage || u[2].Kind != KindDocument || u[3].Kind != KindUnknown {
+		t.Errorf("user parts %+v", u)
+	}
+	a := r.Messages[3]
+	if len(a.Blocks) != 2 || a.Blocks[0].Kind != KindToolUse || a.Blocks[0].ID != "call_1" || a.Blocks[0].Name != "bash" || string(a.Blocks[0].Input) != `{"cmd": "ls"}` {
+		t.Fatalf("assistant tool calls %+v", a.Blocks)
+	}
+	tm := r.Messages[4]
+	if len(tm.Blocks) != 1 || tm.Blocks[0].Kind != KindToolResult || tm.Blocks[0].ID != "call_1" || tm.Blocks[0].ResultText() != "a.txt\nb.txt" || !tm.StringContent || tm.Blocks[0].Name != "bash" {
+		t.Fatalf("tool message %+v", tm.Blocks[0])
+	}
+	if !bytes.Equal(tm.Blocks[0].Raw(), tm.Raw()) {
+		t.Error("OpenAI tool result raw must be the message object")
+	}
+	if got := r.Messages[5].Blocks[0].ResultText(); got != "p1\np2" {
+		t.Errorf("parts result %q", got)
+	}
+	if r.Messages[6].Blocks[0].Text != "done" {
+		t.Error("assistant text")
+	}
+}
+
+func TestRoundTripUnmodified(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    Format
+		body string
+	}{
+		{"anthropic", Anthropic, anthropicSample},
+		{"openai", OpenAI, openAISample},
+		{"minimal", Anthropic, `{}`},
+		{"ws", OpenAI, " \n{ \"messages\" : [ ] } \n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := []byte(tc.body)
+			r, err := Parse(tc.f, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := r.Bytes()
+			if r.Modified() || !bytes.Equal(out, body) || &out[0] != &body[0] {
+				t.Fatalf("unmodified request must return the input slice itself")
+			}
+			if got := r.AppendTo([]byte("x")); string(got) != "x"+tc.body {
+				t.Fatalf("AppendTo: %s", got)
+			}
+			// Re-emitting every list with the same elements yields identical bytes.
+			msgs := make([]*Message, len(r.Messages))
+			for i, m := range r.Messages {
+				msgs[i] = m.WithBlocks(m.Blocks)
+			}
+			r2 := r.WithMessages(msgs)
+			if len(msgs) > 0 && !r2.Modified() {
+				t.Fatal("WithMessages with new messages must be modified")
+			}
+			if got := r2.Bytes(); !bytes.Equal(got, body) {
+				t.Fatalf("rebuild differs:\n%s\n---\n%s", got, body)
+			}
+		})
+	}
+}
+
+func TestReplaceOneToolResultChangesOnlyThatBlock(t *testing.T) {
+	r := mustParse(t, Anthropic, anthropicSample)
+	m := r.Messages[2]
+	old := m.Blocks[0]
+	nb := old.WithResultText("[pruned]")
+	want := strings.Replace(string(old.Raw()), `"exit 1\nno such file"`, `"[pruned]"`, 1)
+	if string(nb.Raw()) != want {
+		t.Fatalf("block: %s\nwant %s", nb.Raw(), want)
+	}
+	if string(old.Raw()) == want || old.ResultText() != "exit 1\nno such file" {
+		t.Fatal("receiver was modified")
+	}
+	if !nb.IsError || string(nb.CacheControl) != `{"type":"ephemeral"}` || nb.ResultText() != "[pruned]" {
+		t.Fatalf("fields: %+v", nb)
+	}
+	blocks := append([]*Block{nb}, m.Blocks[1:]...)
+	msgs := append([]*Message(nil), r.Messages...)
+	msgs[2] = m.WithBlocks(blocks)
+	r2 := r.WithMessages(msgs)
+	got := r2.Bytes()
+	wantBody := strings.Replace(anthropicSample, string(old.Raw()), want, 1)
+	if string(got) != wantBody {
+		t.Fatalf("request:\n%s\nwant\n%s", got, wantBody)
+	}
+	if !bytes.Equal(r.Bytes(), []byte(anthropicSample)) {
+		t.Fatal("original request changed")
+	}
+	// Reparse: the model follows.
+	r3, err := Parse(Anthropic, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r3.Messages[2].Blocks[0].ResultText() != "[pruned]" {
+		t.Fatal("reparse")
+	}
+}
+
+func TestOpenAIModifications(t *testing.T) {
+	r := mustParse(t, OpenAI, openAISample)
+	tm := r.Messages[4]
+	nb := tm.Blocks[0].WithResultText("gone")
+	nm := tm.WithBlocks([]*Block{nb})
+	if string(nm.Raw()) != `{"role":"tool","tool_call_id":"call_1","content":"gone","x":1}` {
+		t.Fatalf("tool message: %s", nm.Raw())
+	}
+	a := r.Messages[3]
+	call := a.Blocks[0].WithInput([]byte(`{"cmd":"pwd"}`))
+	if string(call.Input) != `{"cmd":"pwd"}` {
+		t.Fatal(string(call.Input))
+	}
+	na := a.WithBlocks([]*Block{call, a.Blocks[1]})
+	wantA := `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"pwd\"}"}},{"id":"call_2","type":"function","function":{"name":"read","arguments":"{}"}}],"refusal":null}`
+	if string(na.Raw()) != wantA {
+		t.Fatalf("assistant:\n%s\nwant\n%s", na.Raw(), wantA)
+	}
+	// Dropping all tool calls removes the member; text goes to content.
+	nt := a.WithBlocks([]*Block{NewTextBlock(OpenAI, "x")})
+	if string(nt.Raw()) != `{"role":"assistant","content":[{"type":"text","text":"x"}],"refusal":null}` {
+		t.Fatalf("no calls: %s", nt.Raw())
+	}
+	msgs := append([]*Message(nil), r.Messages...)
+	msgs[4] = nm
+	msgs = append(msgs, NewTextMessage(OpenAI, RoleUser, "more \"quoted\"\n"))
+	r2 := r.WithMessages(msgs)
+	got := string(r2.Bytes())
+	want := strings.Replace(openAISample, `"content":"a.txt\nb.txt"`, `"content":"gone"`, 1)
+	want = strings.Replace(want, `"content":"kept"}`+"\n]", `"content":"kept"},{"role":"user","content":"more \"quoted\"\n"}`+"\n]", 1)
+	if got != want {
+		t.Fatalf("request:\n%s\nwant\n%s", got, want)
+	}
+	if _, err := Parse(OpenAI, []byte(got)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTopLevelModifications(t *testing.T) {
+	r := mustParse(t, Anthropic, `{"model":"a", "system":"s","stream":false,"z":[1]}`)
+	r2 := r.WithField("z", []byte(`{"q":2}`)).WithField("new", []byte(`"v"`))
+	if got := string(r2.Bytes()); got != `{"model":"a", "system":"s","stream":false,"z":{"q":2},"new":"v"}` {
+		t.Fatalf("WithField: %s", got)
+	}
+	if r.WithField("z", []byte(`{bad`)) != r {
+		t.Fatal("invalid raw must leave the request unchanged")
+	}
+	if _, err := r.SetField("z", []byte(`{bad`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("SetField error: %v", err)
+	}
+	r3 := r.WithSystem(nil)
+	r3.Model = "b"
+	r3.Stream = true
+	if got := string(r3.Bytes()); got != `{"model":"b", "stream":true,"z":[1]}` {
+		t.Fatalf("system removed: %s", got)
+	}
+	r4 := r.WithSystem([]*Block{r.System[0], NewTextBlock(Anthropic, "more").WithCacheControl([]byte(`{"type":"ephemeral"}`))})
+	if got := string(r4.Bytes()); got != `{"model":"a", "system":[{"type":"text","text":"s"},{"type":"text","text":"more","cache_control":{"type":"ephemeral"}}],"stream":false,"z":[1]}` {
+		t.Fatalf("system blocks: %s", got)
+	}
+	r5, err := r.SetField("model", []byte(`"m2"`))
+	if err != nil || r5.Model != "m2" || string(r5.Bytes()) != `{"model":"m2", "system":"s","stream":false,"z":[1]}` {
+		t.Fatalf("SetField model: %v %s", err, r5.Bytes())
+	}
+	tl, err := NewTool(Anthropic, []byte(`{"name":"t","input_schema":{}}`))
+	if err != nil || tl.Name != "t" {
+		t.Fatal(err)
+	}
+	r6 := r.WithTools([]*Tool{tl})
+	if got := string(r6.Bytes()); got != `{"model":"a", "system":"s","stream":false,"z":[1],"tools":[{"name":"t","input_schema":{}}]}` {
+		t.Fatalf("tools added: %s", got)
+	}
+}
+
+func TestBlockModifiersKeepOtherMembers(t *testing.T) {
+	r := mustParse(t, Anthropic, anthropicSample)
+	tu := r.Messages[1].Blocks[3]
+	nb := tu.WithInput([]byte(`{"cmd":"pwd"}`))
+	if string(nb.Raw()) != `{"type":"tool_use","id":"toolu_1","name":"bash","input":{"cmd":"pwd"}}` || string(nb.Input) != `{"cmd":"pwd"}` {
+		t.Fatalf("WithInput: %s", nb.Raw())
+	}
+	if tu.WithInput([]byte(`{`)) != tu {
+		t.Fatal("invalid input must be refused")
+	}
+	if _, err := tu.SetInput([]byte(`{`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("SetInput err %v", err)
+	}
+	tr := r.Messages[2].Blocks[0]
+	nc := tr.WithCacheControl(nil)
+	if string(nc.Raw()) != `{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"exit 1\nno such file","zz":"keep"}` || nc.CacheControl != nil {
+		t.Fatalf("remove cache_control: %s", nc.Raw())
+	}
+	s := r.Messages[0].Blocks[0].WithCacheControl([]byte(`{"type":"ephemeral"}`))
+	if string(s.Raw()) != `{"type":"text","text":"hi there","cache_control":{"type":"ephemeral"}}` {
+		t.Fatalf("string block cache_control: %s", s.Raw())
+	}
+	first := mustParse(t, Anthropic, `{"messages":[{"role":"user","content":[{"cache_control":{},"type":"text","text":"a"}]}]}`).Messages[0].Blocks[0]
+	if got := string(first.WithCacheControl(nil).Raw()); got != `{"type":"text","text":"a"}` {
+		t.Fatalf("remove first member: %s", got)
+	}
+}
+
+func TestCorpusRoundTrip(t *testing.T) {
+	n := 0
+	for _, p := range corpus.Files(t) {
+		base := filepath.Base(p)
+		if !strings.HasPrefix(base, "ccspot_") && !strings.HasPrefix(base, "cccodemie_") {
+			continue
+		}
+		body := claudeCodeRequest(t, p)
+		r, err := Parse(Anthropic, body)
+		if err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+		if !bytes.Equal(r.Bytes(), body) {
+			t.Fatalf("%s: round trip differs", base)
+		}
+		// Replace the first tool result: only that block's bytes change.
+		for mi, m := range r.Messages {
+			for bi, b := range m.Blocks {
+				if b.Kind != KindToolResult {
+					continue
+				}
+				nb := b.WithResultText("[pruned]")
+				blocks := append([]*Block(nil), m.Blocks...)
+				blocks[bi] = nb
+				msgs := append([]*Message(nil), r.Messages...)
+				msgs[mi] = m.WithBlocks(blocks)
+				got := r.WithMessages(msgs).Bytes()
+				off := bytes.Index(body, b.Raw())
+				want := append(append(append([]byte(nil), body[:off]...), nb.Raw()...), body[off+len(b.Raw()):]...)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s: replacing message %d block %d changed other bytes", base, mi, bi)
+				}
+				goto done
+			}
+		}
+	done:
+		n++
+	}
+	t.Logf("%d corpus requests round-tripped", n)
+}
