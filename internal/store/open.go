@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Open connects to the store named by rawURL:
+//
+//	redis://[user:pass@]host:port[/db][?opts]      standalone Redis (rediss:// for TLS, unix:///path.sock)
+//	redis+sentinel://[user:pass@]sentinel:port[?master_name=NAME&addr=sentinel2:port...]
+//	redis+cluster://host:port[?addr=host2:port&addr=host3:port...]   (rediss+cluster:// for TLS)
+//	bolt:PATH  or  bolt:  (the default path, DefaultBoltPath)
+//	memory:
+//
+// Every form accepts ttl=DURATION (idle expiry, Go duration syntax, 0 disables it; default
+// DefaultTTL); Redis forms also accept prefix=NAME (key prefix, default "condense") and the
+// go-redis option parameters (dial_timeout, pool_size, ...). Redis clients are created with
+// context deadlines honoured and command retries disabled (a retried commit could report a
+// conflict for its own success). A Redis server that cannot be reached yields an error
+// satisfying errors.Is(err, ErrUnavailable).
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok {
+		return nil, invalidArg("store URL %q has no scheme", rawURL)
+	}
+	switch scheme {
+	case "memory":
+		q, err := queryOf(rest)
+		if err != nil {
+			return nil, err
+		}
+		ttl, err := takeTTL(q)
+		if err != nil {
+			return nil, err
+		}
+		if err := noExtra(q); err != nil {
+			return nil, err
+		}
+		return NewMemory(ttl), nil
+	case "bolt":
+		path, query, _ := strings.Cut(rest, "?")
+		path = strings.TrimPrefix(path, "//")
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return nil, invalidArg("store URL query: %v", err)
+		}
+		ttl, err := takeTTL(q)
+		if err != nil {
+			return nil, err
+		}
+		if err := noExtra(q); err != nil {
+			return nil, err
+		}
+		if path == "" {
+			if path, err = DefaultBoltPath(); err != nil {
+				return nil, err
+			}
+		}
+		return OpenBolt(path, ttl)
+	case "redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
+		return openRedis(ctx, rawURL)
+	default:
+		return nil, invalidArg("unknown store URL scheme %q (want redis, rediss, redis+sentinel, redis+cluster, bolt or memory)", scheme)
+	}
+}
+
+func queryOf(rest string) (url.Values, error) {
+	_, query, _ := strings.Cut(rest, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, invalidArg("store URL query: %v", err)
+	}
+	return q, nil
+}
+
+func takeTTL(q url.Values) (time.Duration, error) {
+	v := q.Get("ttl")
+	q.Del("ttl")
+	if v == "" {
+		return DefaultTTL, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, invalidArg("ttl %q is not a non-negative duration", v)
+	}
+	return d, nil
+}
+
+func noExtra(q url.Values) error {
+	for k := range q {
+		return invalidArg("unknown store URL option %q", k)
+	}
+	return nil
+}
+
+func openRedis(ctx context.Context, rawURL string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, invalidArg("store URL: %v", err)
+	}
+	q := u.Query()
+	ttl, err := takeTTL(q)
+	if err != nil {
+		return nil, err
+	}
+	prefix := q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	base, mode, _ := strings.Cut(u.Scheme, "+")
+	u.Scheme = base
+	var rdb redis.UniversalClient
+	switch mode {
+	case "":
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, invalidArg("redis URL: %v", err)
+		}
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialTimeout)
+		rdb = redis.NewClient(o)
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, invalidArg("redis sentinel URL: %v", err)
+		}
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialTimeout)
+		rdb = redis.NewFailoverClient(o)
+	case "cluster":
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, invalidArg("redis cluster URL: %v", err)
+		}
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialTimeout)
+		rdb = redis.NewClusterClient(o)
+	default:
+		return nil, invalidArg("unknown redis mode %q", mode)
+	}
+	s, err := NewRedisStore(ctx, rdb, prefix, ttl)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func tune(ctxTimeout *bool, retries *int, dial *time.Duration) {
+	*ctxTimeout = true
+	if *retries == 0 {
+		*retries = -1
+	}
+	if *dial == 0 {
+		*dial = 2 * time.Second
+	}
+}
+
+// Describe returns rawURL with any password replaced by "xxxxx", for logs.
+func Describe(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return rawURL
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return fmt.Sprint(u)
+}

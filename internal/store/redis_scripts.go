@@ -1,0 +1,141 @@
+package store
+
+import "github.com/redis/go-redis/v9"
+
+// Every script receives the session's keys in the same order (see redisKeys): meta, counters,
+// diagnostics, diagnostic kinds, blobs, lease. They share one hash tag, so the scripts run on
+// one Cluster slot. Numbers that may exceed 14 significant digits are formatted with %d
+// (Lua's tostring would print them in exponent form).
+const luaPrelude = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function touch(id, ttl, now)
+  redis.call('HSET', KEYS[1], 'id', id, 'seen', string.format('%d', now))
+  if ttl ~= '0' then
+    for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  end
+end
+local function check_id(id)
+  local stored = redis.call('HGET', KEYS[1], 'id')
+  if stored and stored ~= id then
+    return redis.error_reply('ERR condense: session key collision')
+  end
+  return nil
+end
+`
+
+// load: ARGV id, ttl. Returns {} for an unknown session, otherwise
+// {version, state, seen, counters, diagnostics, kinds, lease, lease_pttl}.
+var scriptLoad = redis.NewScript(luaPrelude + `
+local m = redis.call('HMGET', KEYS[1], 'id', 'v', 's')
+if not m[1] then return {} end
+if m[1] ~= ARGV[1] then return redis.error_reply('ERR condense: session key collision') end
+local now = now_ms()
+touch(ARGV[1], ARGV[2], now)
+return {m[2] or '0', m[3] or '', string.format('%d', now),
+  redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[4]),
+  redis.call('GET', KEYS[6]) or '', redis.call('PTTL', KEYS[6])}
+`)
+
+// commit: ARGV id, expect, fence, state, ttl, channel.
+// Returns {1, newVersion} | {0, storedVersion} (conflict) | {-1, currentToken} (fenced).
+var scriptCommit = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+local cur = redis.call('HGET', KEYS[1], 'v') or '0'
+if cur ~= ARGV[2] then return {0, cur} end
+if ARGV[3] ~= '0' then
+  local f = redis.call('HGET', KEYS[1], 'f') or '0'
+  if f ~= ARGV[3] then return {-1, f} end
+end
+local nv = redis.call('HINCRBY', KEYS[1], 'v', 1)
+redis.call('HSET', KEYS[1], 's', ARGV[4])
+touch(ARGV[1], ARGV[5], now_ms())
+redis.call('PUBLISH', ARGV[6], 'c' .. string.format('%d', nv) .. ':' .. ARGV[1])
+return {1, string.format('%d', nv)}
+`)
+
+// diagnostics: ARGV id, ttl, channel, then triples (key, kind, payload). Returns the number added.
+var scriptDiag = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+local added = 0
+for i = 4, #ARGV, 3 do
+  if redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 2]) == 1 then
+    redis.call('HINCRBY', KEYS[4], ARGV[i + 1], 1)
+    added = added + 1
+  end
+end
+touch(ARGV[1], ARGV[2], now_ms())
+if added > 0 then
+  redis.call('PUBLISH', ARGV[3], 'd' .. (redis.call('HGET', KEYS[1], 'v') or '0') .. ':' .. ARGV[1])
+end
+return added
+`)
+
+// stats: ARGV id, ttl, then pairs (name, delta).
+var scriptStats = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+touch(ARGV[1], ARGV[2], now_ms())
+return 1
+`)
+
+// putblob: ARGV id, ttl, key, value.
+var scriptPutBlob = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+redis.call('HSET', KEYS[5], ARGV[3], ARGV[4])
+touch(ARGV[1], ARGV[2], now_ms())
+return 1
+`)
+
+// acquire: ARGV id, ttl, owner, lease ms. The lease value is "<token> <owner>".
+// Returns {1, token, expiresMs} | {0, token, owner, expiresMs} (held by another owner).
+var scriptAcquire = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+local now = now_ms()
+local cur = redis.call('GET', KEYS[6])
+if cur then
+  local sp = string.find(cur, ' ', 1, true)
+  local tok, own = string.sub(cur, 1, sp - 1), string.sub(cur, sp + 1)
+  if own ~= ARGV[3] then
+    return {0, tok, own, string.format('%d', now + redis.call('PTTL', KEYS[6]))}
+  end
+  redis.call('PEXPIRE', KEYS[6], ARGV[4])
+  touch(ARGV[1], ARGV[2], now)
+  return {1, tok, string.format('%d', now + tonumber(ARGV[4]))}
+end
+local f = tonumber(redis.call('HGET', KEYS[1], 'f') or '0')
+local t = redis.call('TIME')
+local tok = math.max(f + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local ts = string.format('%d', tok)
+redis.call('HSET', KEYS[1], 'f', ts)
+redis.call('SET', KEYS[6], ts .. ' ' .. ARGV[3], 'PX', ARGV[4])
+touch(ARGV[1], ARGV[2], now)
+return {1, ts, string.format('%d', now + tonumber(ARGV[4]))}
+`)
+
+// renew: ARGV value ("<token> <owner>"), lease ms. Returns expiresMs or 0 when lost.
+var scriptRenew = redis.NewScript(luaPrelude + `
+if redis.call('GET', KEYS[6]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[6], ARGV[2])
+return string.format('%d', now_ms() + tonumber(ARGV[2]))
+`)
+
+// release: ARGV value. Returns 1 when released, 0 when the lease was not held by that value.
+var scriptRelease = redis.NewScript(`
+if redis.call('GET', KEYS[6]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[6])
+return 1
+`)
+
+// delete: ARGV id, channel. Returns the number of keys removed.
+var scriptDelete = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+local n = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+if n > 0 then redis.call('PUBLISH', ARGV[2], 'x0:' .. ARGV[1]) end
+return n
+`)
+
+var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptPutBlob,
+	scriptAcquire, scriptRenew, scriptRelease, scriptDelete}
