@@ -1,0 +1,530 @@
+// Package upstreamfake is a local stand-in for the paid LLM providers. It speaks the
+// Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) and the OpenAI Chat
+// Completions API (POST /v1/chat/completions), streaming (SSE) and not, replies from a script
+// of scripted turns (text, thinking, tool calls — including context_tree_query calls —, usage,
+// provider-shaped errors, raw bodies) and records every request it receives so tests can assert
+// on exactly what a proxy forwarded.
+//
+// It is the only fake in the test suite: everything else is run for real.
+package upstreamfake
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Format names the wire format of a request, derived from its path.
+type Format string
+
+const (
+	// Anthropic is the Messages API (/v1/messages, /v1/messages/count_tokens).
+	Anthropic Format = "anthropic"
+	// OpenAI is the Chat Completions API (/v1/chat/completions).
+	OpenAI Format = "openai"
+	// Other is any other path; it is answered with 404 unless a Reply says otherwise.
+	Other Format = "other"
+)
+
+// ToolCall is one tool call the scripted model makes.
+type ToolCall struct {
+	// ID is the provider tool call id; empty means one is generated.
+	ID string
+	// Name is the tool name, for example "bash" or "context_tree_query".
+	Name string
+	// Input is the JSON object of arguments; empty means {}.
+	Input string
+}
+
+// Usage is the token usage the scripted model reports.
+type Usage struct {
+	// InputTokens is the uncached prompt token count; zero means estimated from the body size.
+	InputTokens int
+	// OutputTokens is the completion token count; zero means estimated from the reply.
+	OutputTokens int
+	// CacheReadTokens is reported as cache_read_input_tokens / prompt_tokens_details.cached_tokens.
+	CacheReadTokens int
+	// CacheCreationTokens is reported as cache_creation_input_tokens (Anthropic only).
+	CacheCreationTokens int
+}
+
+// Reply is one scripted model turn. With Status ≥ 400 it is an error response in the
+// provider's error shape; with Raw set, Raw is sent as the body verbatim.
+type Reply struct {
+	// Thinking, when non-empty, is sent as a thinking block before the text (Anthropic only).
+	Thinking string
+	// Text is the assistant text; may be empty when ToolCalls is not.
+	Text string
+	// ToolCalls are the tool calls, after the text.
+	ToolCalls []ToolCall
+	// Usage is the reported usage.
+	Usage Usage
+	// Status, when ≥ 400, makes this an error response with ErrorType and ErrorMessage.
+	Status int
+	// ErrorType is the provider error type ("overloaded_error", "rate_limit_error", ...).
+	ErrorType string
+	// ErrorMessage is the error message.
+	ErrorMessage string
+	// Raw, when non-nil, is sent verbatim with Status (default 200) and ContentType.
+	Raw []byte
+	// ContentType goes with Raw; default application/json.
+	ContentType string
+	// Header holds extra response headers.
+	Header http.Header
+	// Delay is slept before the response starts.
+	Delay time.Duration
+	// ChunkDelay is slept between streamed events.
+	ChunkDelay time.Duration
+}
+
+// Recorded is one request the fake received.
+type Recorded struct {
+	// Seq is the 1-based arrival order.
+	Seq int
+	// Method is the HTTP method.
+	Method string
+	// Path is the URL path.
+	Path string
+	// RawQuery is the URL query string.
+	RawQuery string
+	// Header is a copy of the request headers.
+	Header http.Header
+	// Body is the exact request body.
+	Body []byte
+	// Format is derived from Path.
+	Format Format
+}
+
+// Stream reports whether the request asked for a streamed response.
+func (r Recorded) Stream() bool { return gjson.GetBytes(r.Body, "stream").Bool() }
+
+// Responder chooses the reply to a request when the script queue is empty.
+type Responder func(req Recorded) Reply
+
+// Server is a running fake upstream. Its zero value is not usable; call Start.
+type Server struct {
+	// URL is the base URL (http://127.0.0.1:port), without a trailing slash.
+	URL string
+
+	srv       *httptest.Server
+	mu        sync.Mutex
+	queue     []Reply
+	responder Responder
+	reqs      []Recorded
+	seq       int
+	idn       int
+	record    bool
+}
+
+// Start starts a fake upstream on a free loopback port. The default responder answers
+// every request with a short final text reply ("ok").
+func Start() *Server {
+	s := &Server{record: true}
+	s.responder = func(Recorded) Reply { return Reply{Text: "ok"} }
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	return s
+}
+
+// Close stops the server and closes its connections.
+func (s *Server) Close() { s.srv.Close() }
+
+// SetRecording turns request recording on or off (load tests turn it off to save memory).
+func (s *Server) SetRecording(on bool) {
+	s.mu.Lock()
+	s.record = on
+	s.mu.Unlock()
+}
+
+// Enqueue appends scripted replies; each request to a model endpoint consumes the next one.
+// count_tokens and unknown paths never consume replies.
+func (s *Server) Enqueue(r ...Reply) {
+	s.mu.Lock()
+	s.queue = append(s.queue, r...)
+	s.mu.Unlock()
+}
+
+// Pending returns the number of scripted replies not yet consumed.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+// SetResponder sets the function that answers model requests when the queue is empty.
+func (s *Server) SetResponder(f Responder) {
+	s.mu.Lock()
+	s.responder = f
+	s.mu.Unlock()
+}
+
+// Requests returns a copy of every recorded request, in arrival order.
+func (s *Server) Requests() []Recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Recorded(nil), s.reqs...)
+}
+
+// Last returns the most recent recorded request and false when there is none.
+func (s *Server) Last() (Recorded, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reqs) == 0 {
+		return Recorded{}, false
+	}
+	return s.reqs[len(s.reqs)-1], true
+}
+
+// Reset forgets recorded requests and scripted replies.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.reqs, s.queue = nil, nil
+	s.mu.Unlock()
+}
+
+func formatOf(path string) Format {
+	switch {
+	case strings.HasSuffix(path, "/v1/messages"), strings.HasSuffix(path, "/v1/messages/count_tokens"):
+		return Anthropic
+	case strings.HasSuffix(path, "/v1/chat/completions"):
+		return OpenAI
+	}
+	return Other
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	rec := Recorded{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Format: formatOf(r.URL.Path)}
+	s.mu.Lock()
+	s.seq++
+	rec.Seq = s.seq
+	if s.record {
+		s.reqs = append(s.reqs, rec)
+	}
+	s.mu.Unlock()
+
+	if rec.Format == Anthropic && strings.HasSuffix(rec.Path, "/count_tokens") {
+		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"input_tokens":%d}`, estimateTokens(len(body))))
+		return
+	}
+	if rec.Format == Other || r.Method != http.MethodPost {
+		writeJSON(w, http.StatusNotFound, fmt.Sprintf(`{"type":"error","error":{"type":"not_found_error","message":"fake upstream: no route for %s %s"}}`, r.Method, jsonEscape(r.URL.Path)))
+		return
+	}
+	if !json.Valid(body) {
+		s.writeError(w, rec.Format, Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "fake upstream: request body is not valid JSON"})
+		return
+	}
+
+	s.mu.Lock()
+	var rep Reply
+	if len(s.queue) > 0 {
+		rep = s.queue[0]
+		s.queue = s.queue[1:]
+	} else {
+		rep = s.responder(rec)
+	}
+	s.mu.Unlock()
+
+	if rep.Delay > 0 {
+		time.Sleep(rep.Delay)
+	}
+	for k, vs := range rep.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	switch {
+	case rep.Raw != nil:
+		ct := rep.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		st := rep.Status
+		if st == 0 {
+			st = 200
+		}
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(st)
+		_, _ = w.Write(rep.Raw)
+	case rep.Status >= 400:
+		s.writeError(w, rec.Format, rep)
+	default:
+		s.fillIDs(&rep)
+		model := gjson.GetBytes(body, "model").String()
+		if rep.Usage.InputTokens == 0 {
+			rep.Usage.InputTokens = estimateTokens(len(body))
+		}
+		if rep.Usage.OutputTokens == 0 {
+			n := len(rep.Text) + len(rep.Thinking)
+			for _, c := range rep.ToolCalls {
+				n += len(c.Input) + len(c.Name)
+			}
+			rep.Usage.OutputTokens = estimateTokens(n)
+		}
+		stream := rec.Stream()
+		switch {
+		case rec.Format == Anthropic && stream:
+			s.streamAnthropic(w, model, rep)
+		case rec.Format == Anthropic:
+			writeJSON(w, 200, string(AnthropicMessage(s.nextID("msg_"), model, rep)))
+		case stream:
+			s.streamOpenAI(w, model, rep, gjson.GetBytes(body, "stream_options.include_usage").Bool())
+		default:
+			writeJSON(w, 200, string(OpenAICompletion(s.nextID("chatcmpl-"), model, rep)))
+		}
+	}
+}
+
+func (s *Server) nextID(prefix string) string {
+	s.mu.Lock()
+	s.idn++
+	n := s.idn
+	s.mu.Unlock()
+	return fmt.Sprintf("%sfake%06d", prefix, n)
+}
+
+func (s *Server) fillIDs(rep *Reply) {
+	calls := make([]ToolCall, len(rep.ToolCalls))
+	copy(calls, rep.ToolCalls)
+	for i := range calls {
+		if calls[i].ID == "" {
+			calls[i].ID = s.nextID("toolu_")
+		}
+		if strings.TrimSpace(calls[i].Input) == "" {
+			calls[i].Input = "{}"
+		}
+	}
+	rep.ToolCalls = calls
+}
+
+func estimateTokens(n int) int { return n/4 + 1 }
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+func jsonEscape(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, f Format, rep Reply) {
+	typ := rep.ErrorType
+	if typ == "" {
+		typ = "api_error"
+	}
+	if f == OpenAI {
+		writeJSON(w, rep.Status, fmt.Sprintf(`{"error":{"message":%s,"type":%s,"param":null,"code":null}}`, jsonString(rep.ErrorMessage), jsonString(typ)))
+		return
+	}
+	writeJSON(w, rep.Status, fmt.Sprintf(`{"type":"error","error":{"type":%s,"message":%s},"request_id":%s}`, jsonString(typ), jsonString(rep.ErrorMessage), jsonString(s.nextID("req_"))))
+}
+
+// stopReason returns the Anthropic stop_reason of a reply.
+func stopReason(rep Reply) string {
+	if len(rep.ToolCalls) > 0 {
+		return "tool_use"
+	}
+	return "end_turn"
+}
+
+// AnthropicMessage renders a Reply as a non-streaming Messages API response body.
+func AnthropicMessage(id, model string, rep Reply) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"id":%s,"type":"message","role":"assistant","model":%s,"content":[`, jsonString(id), jsonString(model))
+	n := 0
+	sep := func() {
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+	}
+	if rep.Thinking != "" {
+		sep()
+		fmt.Fprintf(&b, `{"type":"thinking","thinking":%s,"signature":%s}`, jsonString(rep.Thinking), jsonString(signature(rep.Thinking)))
+	}
+	if rep.Text != "" {
+		sep()
+		fmt.Fprintf(&b, `{"type":"text","text":%s}`, jsonString(rep.Text))
+	}
+	for _, c := range rep.ToolCalls {
+		sep()
+		fmt.Fprintf(&b, `{"type":"tool_use","id":%s,"name":%s,"input":%s}`, jsonString(c.ID), jsonString(c.Name), c.Input)
+	}
+	fmt.Fprintf(&b, `],"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":%d}}`,
+		stopReason(rep), rep.Usage.InputTokens, rep.Usage.CacheCreationTokens, rep.Usage.CacheReadTokens, rep.Usage.OutputTokens)
+	return b.Bytes()
+}
+
+func signature(s string) string { return fmt.Sprintf("fakesig%08x", len(s)*2654435761&0xffffffff) }
+
+// OpenAICompletion renders a Reply as a non-streaming Chat Completions response body.
+func OpenAICompletion(id, model string, rep Reply) []byte {
+	var b bytes.Buffer
+	content := "null"
+	if rep.Text != "" {
+		content = jsonString(rep.Text)
+	}
+	fmt.Fprintf(&b, `{"id":%s,"object":"chat.completion","created":%d,"model":%s,"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null`,
+		jsonString(id), time.Now().Unix(), jsonString(model), content)
+	finish := "stop"
+	if len(rep.ToolCalls) > 0 {
+		finish = "tool_calls"
+		b.WriteString(`,"tool_calls":[`)
+		for i, c := range rep.ToolCalls {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":%s,"type":"function","function":{"name":%s,"arguments":%s}}`, jsonString(c.ID), jsonString(c.Name), jsonString(c.Input))
+		}
+		b.WriteByte(']')
+	}
+	fmt.Fprintf(&b, `},"logprobs":null,"finish_reason":%q}],"usage":%s}`, finish, openAIUsage(rep.Usage))
+	return b.Bytes()
+}
+
+func openAIUsage(u Usage) string {
+	prompt := u.InputTokens + u.CacheReadTokens
+	return fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}`,
+		prompt, u.OutputTokens, prompt+u.OutputTokens, u.CacheReadTokens)
+}
+
+// sse writes events and flushes after each one.
+type sse struct {
+	w     http.ResponseWriter
+	f     http.Flusher
+	delay time.Duration
+}
+
+func newSSE(w http.ResponseWriter, delay time.Duration) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(200)
+	f, _ := w.(http.Flusher)
+	return &sse{w: w, f: f, delay: delay}
+}
+
+func (s *sse) event(name, data string) {
+	if name != "" {
+		fmt.Fprintf(s.w, "event: %s\n", name)
+	}
+	fmt.Fprintf(s.w, "data: %s\n\n", data)
+	if s.f != nil {
+		s.f.Flush()
+	}
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+}
+
+// chunks splits s into up to three pieces so deltas are really incremental.
+func chunks(s string) []string {
+	if len(s) < 3 {
+		return []string{s}
+	}
+	a, b := len(s)/3, 2*len(s)/3
+	// keep UTF-8 sequences whole
+	for a > 0 && s[a]&0xC0 == 0x80 {
+		a--
+	}
+	for b > a && s[b]&0xC0 == 0x80 {
+		b--
+	}
+	out := []string{}
+	for _, p := range []string{s[:a], s[a:b], s[b:]} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply) {
+	e := newSSE(w, rep.ChunkDelay)
+	e.event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":%s,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}}}`,
+		jsonString(s.nextID("msg_")), jsonString(model), rep.Usage.InputTokens, rep.Usage.CacheCreationTokens, rep.Usage.CacheReadTokens))
+	idx := 0
+	if rep.Thinking != "" {
+		e.event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"thinking","thinking":"","signature":""}}`, idx))
+		for _, p := range chunks(rep.Thinking) {
+			e.event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"thinking_delta","thinking":%s}}`, idx, jsonString(p)))
+		}
+		e.event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"signature_delta","signature":%s}}`, idx, jsonString(signature(rep.Thinking))))
+		e.event("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, idx))
+		idx++
+	}
+	e.event("ping", `{"type": "ping"}`)
+	if rep.Text != "" {
+		e.event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}`, idx))
+		for _, p := range chunks(rep.Text) {
+			e.event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}`, idx, jsonString(p)))
+		}
+		e.event("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, idx))
+		idx++
+	}
+	for _, c := range rep.ToolCalls {
+		e.event("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%s,"name":%s,"input":{}}}`, idx, jsonString(c.ID), jsonString(c.Name)))
+		for _, p := range chunks(c.Input) {
+			e.event("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, idx, jsonString(p)))
+		}
+		e.event("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, idx))
+		idx++
+	}
+	e.event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":%d}}`, stopReason(rep), rep.Usage.OutputTokens))
+	e.event("message_stop", `{"type":"message_stop"}`)
+}
+
+func (s *Server) streamOpenAI(w http.ResponseWriter, model string, rep Reply, includeUsage bool) {
+	e := newSSE(w, rep.ChunkDelay)
+	id := s.nextID("chatcmpl-")
+	created := time.Now().Unix()
+	head := fmt.Sprintf(`{"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[`, jsonString(id), created, jsonString(model))
+	tail := `]}`
+	if includeUsage {
+		tail = `],"usage":null}`
+	}
+	e.event("", head+`{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}`+tail)
+	for _, p := range chunks(rep.Text) {
+		if p == "" {
+			continue
+		}
+		e.event("", head+fmt.Sprintf(`{"index":0,"delta":{"content":%s},"logprobs":null,"finish_reason":null}`, jsonString(p))+tail)
+	}
+	for i, c := range rep.ToolCalls {
+		e.event("", head+fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"id":%s,"type":"function","function":{"name":%s,"arguments":""}}]},"logprobs":null,"finish_reason":null}`, i, jsonString(c.ID), jsonString(c.Name))+tail)
+		for _, p := range chunks(c.Input) {
+			e.event("", head+fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]},"logprobs":null,"finish_reason":null}`, i, jsonString(p))+tail)
+		}
+	}
+	finish := "stop"
+	if len(rep.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	e.event("", head+fmt.Sprintf(`{"index":0,"delta":{},"logprobs":null,"finish_reason":%q}`, finish)+tail)
+	if includeUsage {
+		e.event("", head+`],"usage":`+openAIUsage(rep.Usage)+`}`)
+	}
+	e.event("", "[DONE]")
+}

@@ -1,0 +1,128 @@
+package upstreamfake
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
+)
+
+func anthropicClient(s *Server) anthropic.Client {
+	return anthropic.NewClient(aoption.WithBaseURL(s.URL), aoption.WithAPIKey("test-key"), aoption.WithMaxRetries(0))
+}
+
+func openaiClient(s *Server) openai.Client {
+	return openai.NewClient(ooption.WithBaseURL(s.URL+"/v1/"), ooption.WithAPIKey("test-key"), ooption.WithMaxRetries(0))
+}
+
+func anthropicParams() anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{
+		Model:     "claude-test",
+		MaxTokens: 100,
+		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))},
+	}
+}
+
+func TestAnthropicSDKNonStreamingToolCall(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Text: "looking", ToolCalls: []ToolCall{{ID: "toolu_1", Name: "bash", Input: `{"cmd":"ls"}`}}, Usage: Usage{InputTokens: 10, CacheReadTokens: 7}})
+	msg, err := ac(s).Messages.New(context.Background(), anthropicParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 2 || msg.Content[0].Text != "looking" || msg.Content[1].Name != "bash" || string(msg.Content[1].Input) != `{"cmd":"ls"}` {
+		t.Fatalf("content = %+v", msg.Content)
+	}
+	if msg.StopReason != "tool_use" || msg.Usage.CacheReadInputTokens != 7 {
+		t.Fatalf("stop=%s usage=%+v", msg.StopReason, msg.Usage)
+	}
+	r, ok := s.Last()
+	if !ok || r.Path != "/v1/messages" || r.Header.Get("x-api-key") != "test-key" || !strings.Contains(string(r.Body), `"hi"`) {
+		t.Fatalf("recorded %+v", r)
+	}
+}
+
+func TestAnthropicSDKStreamingAccumulates(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Thinking: "let me think", Text: "héllo wörld", ToolCalls: []ToolCall{{Name: "context_tree_query", Input: `{"toolCallIds":["t1"]}`}}})
+	st := ac(s).Messages.NewStreaming(context.Background(), anthropicParams())
+	var msg anthropic.Message
+	for st.Next() {
+		if err := msg.Accumulate(st.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(msg.Content) != 3 || msg.Content[0].Thinking != "let me think" || msg.Content[1].Text != "héllo wörld" ||
+		msg.Content[2].Name != "context_tree_query" || string(msg.Content[2].Input) != `{"toolCallIds":["t1"]}` {
+		t.Fatalf("content = %+v", msg.Content)
+	}
+}
+
+func TestAnthropicSDKErrorShape(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "busy"})
+	_, err := ac(s).Messages.New(context.Background(), anthropicParams())
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 529 || !strings.Contains(apiErr.Error(), "overloaded_error") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestOpenAISDKStreamingAndNot(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Text: "done", ToolCalls: []ToolCall{{ID: "call_1", Name: "bash", Input: `{"cmd":"pwd"}`}}, Usage: Usage{InputTokens: 5, CacheReadTokens: 3, OutputTokens: 2}})
+	s.Enqueue(Reply{Text: "streamed answer", ToolCalls: []ToolCall{{ID: "call_2", Name: "read", Input: `{"path":"a"}`}}})
+	params := openai.ChatCompletionNewParams{Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+	c := oc(s)
+	cc, err := c.Chat.Completions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Choices[0].Message.Content != "done" || cc.Choices[0].Message.ToolCalls[0].Function.Arguments != `{"cmd":"pwd"}` ||
+		cc.Usage.PromptTokensDetails.CachedTokens != 3 || cc.Usage.PromptTokens != 8 {
+		t.Fatalf("completion = %+v", cc)
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	st := c.Chat.Completions.NewStreaming(context.Background(), params)
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	m := acc.Choices[0].Message
+	if m.Content != "streamed answer" || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Arguments != `{"path":"a"}` || acc.Usage.TotalTokens == 0 {
+		t.Fatalf("accumulated = %+v usage %+v", m, acc.Usage)
+	}
+	if n := len(s.Requests()); n != 2 {
+		t.Fatalf("recorded %d requests", n)
+	}
+}
+
+func TestOpenAIErrorShapeAndUnknownPath(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Status: 429, ErrorType: "rate_limit_error", ErrorMessage: "slow down"})
+	_, err := oc(s).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 || apiErr.Message != "slow down" || apiErr.Type != "rate_limit_error" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func ac(s *Server) *anthropic.Client { c := anthropicClient(s); return &c }
+
+func oc(s *Server) *openai.Client { c := openaiClient(s); return &c }
