@@ -1,0 +1,666 @@
+package pruner
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// RenderStats counts what a render changed.
+type RenderStats struct {
+	// Stubbed counts results replaced by a summary stub; SpillStubs those replaced by a spill stub.
+	Stubbed, SpillStubs int
+	// Purged counts errored calls whose arguments were purged.
+	Purged int
+	// Chains counts compressed chains applied; Dropped the messages they removed.
+	Chains, Dropped int
+	// Summaries counts per-batch summaries shown; Suppressed those hidden by a chain.
+	Summaries, Suppressed int
+	// ThinkingStripped counts thinking blocks removed from final assistants.
+	ThinkingStripped int
+	// Swept counts orphan tool results removed.
+	Swept int
+	// CacheMarkersMoved counts cache_control markers moved off replaced or dropped blocks.
+	CacheMarkersMoved int
+}
+
+// Result is the outcome of Render.
+type Result struct {
+	// Unchanged is true when nothing applied: forward the original bytes (Body is req.Raw()).
+	Unchanged bool
+	// Request is the rendered request (req itself when Unchanged).
+	Request *wire.Request
+	// Body is the serialized request to forward.
+	Body []byte
+	// BytesBefore and BytesAfter are the body sizes before and after.
+	BytesBefore, BytesAfter int
+	// Diagnostics are the degradations found that the state has not recorded yet.
+	Diagnostics []Diagnostic
+	// Stats counts what changed.
+	Stats RenderStats
+	// Fallback is non-empty when the rendered request failed validation while the original
+	// passed; the original is forwarded (Unchanged) and Fallback says why.
+	Fallback string
+}
+
+// renderer holds per-render working state.
+type renderer struct {
+	v      *view
+	st     *State
+	pol    *Policy
+	blocks [][]*wire.Block // per message, nil until modified
+	drop   []bool
+	res    *Result
+	diags  []Diagnostic
+	// inserts after message i (OpenAI synthetic / summary messages); Anthropic uses extra blocks.
+	after  map[int][]*wire.Message
+	before map[int][]*wire.Message
+	tail   []*wire.Message
+}
+
+func (r *renderer) blk(i int) []*wire.Block {
+	if r.blocks[i] == nil {
+		r.blocks[i] = append([]*wire.Block(nil), r.v.msgs[i].Blocks...)
+	}
+	return r.blocks[i]
+}
+
+// Render applies the state to a transcript in four phases (stub-replace, error purge,
+// chain-range prune, orphan sweep) and places per-batch summaries (docs/engine.md). It is
+// pure and deterministic: the same request, state and policy give the same bytes. An empty
+// state always renders Unchanged.
+func Render(req *wire.Request, st *State, pol Policy) *Result {
+	res := &Result{Unchanged: true, Request: req}
+	if req == nil {
+		return res
+	}
+	res.Body = req.Raw()
+	if st.Empty() {
+		return res
+	}
+	v := newView(req.Format, req.Messages)
+	r := &renderer{v: v, st: st, pol: &pol, blocks: make([][]*wire.Block, len(v.msgs)),
+		drop: make([]bool, len(v.msgs)), res: res, after: map[int][]*wire.Message{}, before: map[int][]*wire.Message{}}
+	ranges := r.resolveChains()
+	inRange := make([]bool, len(v.msgs))
+	for _, cr := range ranges {
+		for i := cr.s + 1; i < cr.e; i++ {
+			inRange[i] = true
+		}
+	}
+	r.stubReplace(inRange)
+	r.purgeErrors(inRange)
+	suppressed := r.applyChains(ranges)
+	r.placeSummaries(suppressed)
+	out, changed := r.assemble()
+	out, swept := r.sweep(out)
+	changed = changed || swept
+	if !changed {
+		res.Diagnostics = r.freshDiags()
+		return res
+	}
+	if req.Format == wire.Anthropic {
+		out = mergeAdjacent(out)
+	}
+	nreq := req.WithMessages(out)
+	if err := validate(nreq); err != nil {
+		if validate(req) == nil {
+			res.Fallback = err.Error()
+			res.Diagnostics = r.freshDiags()
+			return res
+		}
+	}
+	res.Unchanged = false
+	res.Request = nreq
+	res.Body = nreq.AppendTo(make([]byte, 0, len(req.Raw())))
+	res.BytesBefore = len(req.Raw())
+	res.BytesAfter = len(res.Body)
+	res.Diagnostics = r.freshDiags()
+	return res
+}
+
+func (r *renderer) freshDiags() []Diagnostic {
+	var out []Diagnostic
+	seen := map[string]bool{}
+	for _, d := range r.diags {
+		k := d.seenKey()
+		if r.st.Diagnostics.Seen[k] || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, d)
+	}
+	return out
+}
+
+// stubReplace is phase 1: summarized results outside chain ranges become stubs, except
+// protected records and context_tree_query results in recovery grace.
+func (r *renderer) stubReplace(inRange []bool) {
+	st, pol := r.st, r.pol
+	var grace map[string]bool
+	graceDone := false
+	for _, res := range r.v.results {
+		if res.call == nil || inRange[res.msg] || len(st.byID[res.b.ID]) == 0 {
+			continue
+		}
+		key := res.occKey()
+		if !st.IsSummarized(key) {
+			continue
+		}
+		rec := st.Record(key)
+		if rec == nil {
+			continue
+		}
+		if pol.IsProtected(rec.Tool, rec.Path, rec.HasPath) {
+			continue
+		}
+		if !graceDone {
+			grace, graceDone = r.v.graceKeys(pol.RecoveryGraceTurns), true
+		}
+		if grace[key] {
+			continue
+		}
+		ref := st.RefOf(key)
+		if ref == "" {
+			ref = key
+		}
+		var text string
+		if rec.Spilled {
+			text = SpillStubText(rec.Tool, ref, rec.Bytes, rec.Preview)
+			r.res.Stats.SpillStubs++
+		} else {
+			text = StubText(ref)
+			r.res.Stats.Stubbed++
+		}
+		nb := res.b.WithResultText(text)
+		if nb.CacheControl == nil {
+			if cc := innerCC(res.b); cc != nil {
+				nb = nb.WithCacheControl(cc)
+				r.res.Stats.CacheMarkersMoved++
+			}
+		}
+		r.blk(res.msg)[res.blk] = nb
+	}
+}
+
+// innerCC returns the last cache_control marker inside a tool result's content.
+func innerCC(b *wire.Block) []byte {
+	var cc []byte
+	for _, c := range b.Content {
+		if c.CacheControl != nil {
+			cc = c.CacheControl
+		}
+	}
+	return cc
+}
+
+// blockCC returns a block's own or inner marker.
+func blockCC(b *wire.Block) []byte {
+	if b.CacheControl != nil {
+		return b.CacheControl
+	}
+	return innerCC(b)
+}
+
+// purgeErrors is phase 2: an errored call's arguments are replaced once the call is at least
+// CooldownTurns assistant turns old and its argument JSON has at least MinArgChars units.
+// Errors are paired with their own call (per turn), never by bare id.
+func (r *renderer) purgeErrors(inRange []bool) {
+	pp := r.pol.PurgeErrors
+	if !pp.Enabled {
+		return
+	}
+	current := len(r.v.assistants)
+	for _, c := range r.v.calls {
+		if c.res == nil || !c.res.b.IsError || inRange[c.msg] {
+			continue
+		}
+		if current-c.turn < pp.CooldownTurns {
+			continue
+		}
+		size := utf16Len(compactJSON(c.b.Input))
+		if size < pp.MinArgChars {
+			continue
+		}
+		r.blk(c.msg)[c.blk] = c.b.WithInput(PurgedArgs(size))
+		r.res.Stats.Purged++
+	}
+}
+
+// acceptedRange is a chain entry resolved to message indices.
+type acceptedRange struct {
+	c    *Chain
+	s, e int
+}
+
+// resolveChains resolves chain entries to ranges, failing closed (reference §10.5 steps 2-3).
+func (r *renderer) resolveChains() []acceptedRange {
+	if !r.pol.Chain.Enabled || len(r.st.Chains) == 0 {
+		return nil
+	}
+	v := r.v
+	var finals []int
+	for _, ai := range v.assistants {
+		if !v.toolUsing[ai] {
+			finals = append(finals, ai)
+		}
+	}
+	pIdx, fIdx := v.fpIndex(v.prompts), v.fpIndex(finals)
+	var resolved []acceptedRange
+	for _, c := range r.st.Chains {
+		s, e := pIdx.resolve(c.Start), fIdx.resolve(c.Final)
+		if s < 0 || e < 0 || s >= e {
+			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: c.Block,
+				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final)})
+			continue
+		}
+		resolved = append(resolved, acceptedRange{c: c, s: s, e: e})
+	}
+	var out []acceptedRange
+	claimed := map[int]bool{}
+	for _, a := range resolved {
+		nested := ""
+		for _, o := range resolved {
+			if o.c != a.c && a.s > o.s && a.s < o.e {
+				nested = o.c.Block
+				break
+			}
+		}
+		if nested != "" {
+			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: "overlap:" + a.c.Block,
+				Detail: "blockId=" + a.c.Block + " skipped: range nests inside blockId=" + nested})
+			continue
+		}
+		if claimed[a.s] {
+			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: "overlap:" + a.c.Block,
+				Detail: "blockId=" + a.c.Block + " skipped: range duplicates startIndex=" + strconv.Itoa(a.s) + " already claimed"})
+			continue
+		}
+		claimed[a.s] = true
+		out = append(out, a)
+	}
+	return out
+}
+
+// bodyOf returns a chain's body: its range summary or the per-batch summaries it covers.
+func (r *renderer) bodyOf(c *Chain) string {
+	if c.RangeSummary != "" {
+		return c.RangeSummary
+	}
+	keys := make(map[string]bool, len(c.DroppedKeys))
+	for _, k := range c.DroppedKeys {
+		keys[k] = true
+	}
+	var parts []string
+	seen := map[string]bool{}
+	for _, s := range r.st.summaryCovering(keys) {
+		if !seen[s.Text] {
+			seen[s.Text] = true
+			parts = append(parts, s.Text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// applyChains is phase 3: drops chain interiors (assistant turns and tool results only),
+// inserts the <compressed-chain> synthetic after the opening prompt with protected outputs
+// relocated, strips the final assistant's thinking, and returns the keys whose per-batch
+// summaries are suppressed.
+func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
+	if len(ranges) == 0 {
+		return nil
+	}
+	v := r.v
+	suppressed := map[string]bool{}
+	for _, a := range ranges {
+		c := a.c
+		for _, k := range c.DroppedKeys {
+			suppressed[k] = true
+		}
+		prot := map[string]bool{}
+		for _, id := range c.ProtectedIDs {
+			prot[id] = true
+		}
+		recorded := map[string]bool{}
+		for _, id := range c.DroppedIDs {
+			recorded[id] = true
+		}
+		actual := map[string]bool{}
+		var protected strings.Builder
+		var cc []byte
+		for i := a.s + 1; i < a.e; i++ {
+			m := v.msgs[i]
+			switch v.cls[i] {
+			case clsAssistant:
+				for _, b := range m.Blocks {
+					if b.Kind == wire.KindToolUse && b.ID != "" {
+						actual[b.ID] = true
+					}
+					if b.CacheControl != nil {
+						cc = b.CacheControl
+					}
+				}
+				r.drop[i] = true
+				r.res.Stats.Dropped++
+			case clsResults:
+				var keep []*wire.Block
+				for _, b := range r.blk(i) {
+					if b.Kind != wire.KindToolResult {
+						keep = append(keep, b)
+						continue
+					}
+					actual[b.ID] = true
+					if x := blockCC(b); x != nil {
+						cc = x
+					}
+					if prot[b.ID] {
+						name := b.Name
+						if name == "" {
+							name = "unknown"
+						}
+						orig := v.msgs[i].Blocks
+						text := b.ResultText()
+						for _, ob := range orig {
+							if ob.Kind == wire.KindToolResult && ob.ID == b.ID {
+								text = ob.ResultText()
+								break
+							}
+						}
+						protected.WriteString("\n\n<protected-output tool=\"" + name + "\">\n" + text + "\n</protected-output>")
+					}
+				}
+				if len(keep) == 0 || v.f == wire.OpenAI {
+					r.drop[i] = true
+					r.res.Stats.Dropped++
+				} else {
+					r.blocks[i] = keep
+				}
+			}
+		}
+		if !sameSet(recorded, actual) {
+			r.diags = append(r.diags, Diagnostic{Kind: DiagRangeIDMismatch, Key: c.Block,
+				Detail: "blockId=" + c.Block + " recorded=" + strconv.Itoa(len(recorded)) + " actual=" + strconv.Itoa(len(actual))})
+		}
+		if r.pol.Chain.StripFinalAssistantThinking {
+			var keep []*wire.Block
+			var tcc []byte
+			for _, b := range r.blk(a.e) {
+				if b.Kind == wire.KindThinking || b.Kind == wire.KindRedactedThinking {
+					r.res.Stats.ThinkingStripped++
+					if b.CacheControl != nil {
+						tcc = b.CacheControl
+					}
+					continue
+				}
+				keep = append(keep, b)
+			}
+			if len(keep) > 0 {
+				if tcc != nil && keep[len(keep)-1].CacheControl == nil {
+					keep[len(keep)-1] = keep[len(keep)-1].WithCacheControl(tcc)
+					r.res.Stats.CacheMarkersMoved++
+				}
+				r.blocks[a.e] = keep
+			}
+		}
+		body := substituteBlocks(r.bodyOf(c), c.Block, func(id string) (string, bool) {
+			for _, o := range r.st.Chains {
+				if o.Block == id {
+					return r.bodyOf(o), true
+				}
+			}
+			return "", false
+		})
+		text := "<compressed-chain id=\"" + c.Block + "\" tools=\"" + strings.Join(c.ToolRefs, ",") + "\">\n" +
+			body + protected.String() + "\n</compressed-chain>"
+		tb := wire.NewTextBlock(v.f, text)
+		if cc != nil {
+			tb = tb.WithCacheControl(cc)
+			r.res.Stats.CacheMarkersMoved++
+		}
+		if v.f == wire.Anthropic {
+			r.blocks[a.s] = append(r.blk(a.s), tb)
+		} else {
+			m := wire.NewTextMessage(v.f, wire.RoleUser, text)
+			if cc != nil {
+				m = m.WithBlocks([]*wire.Block{tb})
+			}
+			r.after[a.s] = append(r.after[a.s], m)
+		}
+		r.res.Stats.Chains++
+	}
+	return suppressed
+}
+
+func sameSet(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// placeSummaries shows each per-batch summary right after the turn of its anchor assistant
+// (docs/engine.md): Anthropic appends a text block to the next user-role message after its
+// leading tool results; OpenAI inserts a user message after the anchor's tool messages.
+func (r *renderer) placeSummaries(suppressed map[string]bool) {
+	if len(r.st.Summaries) == 0 {
+		return
+	}
+	v := r.v
+	aIdx := v.fpIndex(v.assistants)
+	hostBlocks := map[int][]*wire.Block{}
+	var hosts []int
+	for _, s := range r.st.Summaries {
+		hidden := false
+		for _, k := range s.Keys {
+			if suppressed[k] {
+				hidden = true
+				break
+			}
+		}
+		if hidden {
+			r.res.Stats.Suppressed++
+			continue
+		}
+		a := aIdx.resolve(s.Anchor)
+		if a < 0 {
+			continue
+		}
+		h := a + 1
+		if v.f == wire.Anthropic {
+			for h < len(v.msgs) && v.msgs[h].Role != wire.RoleUser {
+				h++
+			}
+			if h >= len(v.msgs) {
+				continue
+			}
+			if _, ok := hostBlocks[h]; !ok {
+				hosts = append(hosts, h)
+			}
+			hostBlocks[h] = append(hostBlocks[h], wire.NewTextBlock(v.f, s.Text))
+		} else {
+			for h < len(v.msgs) && v.cls[h] == clsResults {
+				h++
+			}
+			m := wire.NewTextMessage(v.f, wire.RoleUser, s.Text)
+			if h >= len(v.msgs) {
+				r.tail = append(r.tail, m)
+			} else {
+				r.before[h] = append(r.before[h], m)
+			}
+		}
+		r.res.Stats.Summaries++
+	}
+	for _, h := range hosts {
+		bs := r.blk(h)
+		lead := 0
+		for lead < len(bs) && bs[lead].Kind == wire.KindToolResult {
+			lead++
+		}
+		nb := make([]*wire.Block, 0, len(bs)+len(hostBlocks[h]))
+		nb = append(nb, bs[:lead]...)
+		nb = append(nb, hostBlocks[h]...)
+		nb = append(nb, bs[lead:]...)
+		r.blocks[h] = nb
+	}
+}
+
+// assemble builds the output message list.
+func (r *renderer) assemble() ([]*wire.Message, bool) {
+	changed := len(r.tail) > 0
+	out := make([]*wire.Message, 0, len(r.v.msgs)+len(r.after)+len(r.before)+len(r.tail))
+	for i, m := range r.v.msgs {
+		if ins := r.before[i]; len(ins) > 0 {
+			out = append(out, ins...)
+			changed = true
+		}
+		if !r.drop[i] {
+			if r.blocks[i] != nil && !sameBlocks(r.blocks[i], m.Blocks) {
+				out = append(out, m.WithBlocks(r.blocks[i]))
+				changed = true
+			} else {
+				out = append(out, m)
+			}
+		} else {
+			changed = true
+		}
+		if ins := r.after[i]; len(ins) > 0 {
+			out = append(out, ins...)
+			changed = true
+		}
+	}
+	out = append(out, r.tail...)
+	return out, changed
+}
+
+func sameBlocks(a, b []*wire.Block) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sweep is phase 4: a per-turn open set of tool-call ids; every message that is neither an
+// assistant turn nor a tool result (and the non-result part of a mixed message) is a barrier.
+// Results no open call answers are removed.
+func (r *renderer) sweep(msgs []*wire.Message) ([]*wire.Message, bool) {
+	open := map[string]bool{}
+	var swept []string
+	var out []*wire.Message
+	for i, m := range msgs {
+		if m.Role == wire.RoleAssistant {
+			clear(open)
+			for _, b := range m.Blocks {
+				if b.Kind == wire.KindToolUse && b.ID != "" {
+					open[b.ID] = true
+				}
+			}
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		if !hasToolResult(m) {
+			clear(open)
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		var keep []*wire.Block
+		var cc []byte
+		barrier := false
+		dropped := false
+		for _, b := range m.Blocks {
+			if b.Kind != wire.KindToolResult {
+				barrier = true
+				keep = append(keep, b)
+				continue
+			}
+			if open[b.ID] {
+				delete(open, b.ID)
+				keep = append(keep, b)
+				continue
+			}
+			swept = append(swept, b.ID)
+			dropped = true
+			if x := blockCC(b); x != nil {
+				cc = x
+			}
+		}
+		if barrier {
+			clear(open)
+		}
+		if !dropped {
+			if out != nil {
+				out = append(out, m)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]*wire.Message, 0, len(msgs)), msgs[:i]...)
+		}
+		if cc != nil {
+			if len(keep) > 0 && keep[len(keep)-1].CacheControl == nil {
+				keep[len(keep)-1] = keep[len(keep)-1].WithCacheControl(cc)
+				r.res.Stats.CacheMarkersMoved++
+			} else if len(out) > 0 {
+				prev := out[len(out)-1]
+				pb := append([]*wire.Block(nil), prev.Blocks...)
+				if len(pb) > 0 && pb[len(pb)-1].CacheControl == nil {
+					pb[len(pb)-1] = pb[len(pb)-1].WithCacheControl(cc)
+					out[len(out)-1] = prev.WithBlocks(pb)
+					r.res.Stats.CacheMarkersMoved++
+				}
+			}
+		}
+		if len(keep) > 0 {
+			out = append(out, m.WithBlocks(keep))
+		}
+	}
+	if len(swept) == 0 {
+		return msgs, false
+	}
+	r.res.Stats.Swept += len(swept)
+	sort.Strings(swept)
+	sum := sha256.Sum256([]byte(strings.Join(swept, ",")))
+	detail := "swept " + strconv.Itoa(len(swept)) + " orphan toolResult(s): "
+	if len(swept) > 5 {
+		detail += strings.Join(swept[:5], ", ") + " ... +" + strconv.Itoa(len(swept)-5) + " more"
+	} else {
+		detail += strings.Join(swept, ", ")
+	}
+	r.diags = append(r.diags, Diagnostic{Kind: DiagOrphanSweep, Key: hex.EncodeToString(sum[:])[:16], Detail: detail})
+	return out, true
+}
+
+// mergeAdjacent merges consecutive messages of the same role (Anthropic alternation).
+func mergeAdjacent(msgs []*wire.Message) []*wire.Message {
+	var out []*wire.Message
+	for i, m := range msgs {
+		if i > 0 && len(out) > 0 && out[len(out)-1].Role == m.Role && (m.Role == wire.RoleUser || m.Role == wire.RoleAssistant) {
+			if out == nil {
+				out = append([]*wire.Message(nil), msgs[:i]...)
+			}
+			prev := out[len(out)-1]
+			nb := append(append([]*wire.Block(nil), prev.Blocks...), m.Blocks...)
+			out[len(out)-1] = prev.WithBlocks(nb)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}

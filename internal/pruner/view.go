@@ -1,0 +1,297 @@
+package pruner
+
+import (
+	"strings"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// QueryToolName is the name of the recovery tool (reference §14).
+const QueryToolName = "context_tree_query"
+
+// class is a message's role class in pi terms.
+type class uint8
+
+const (
+	clsOther     class = iota // system, developer, unknown roles: barriers, otherwise ignored
+	clsPrompt                 // a user message carrying no tool result: a user turn
+	clsAssistant              // an assistant message
+	clsResults                // Anthropic user message with tool_result blocks; OpenAI tool message
+)
+
+// call is one tool call of a transcript with its per-turn paired result.
+type call struct {
+	msg, blk int
+	b        *wire.Block
+	turn     int // 1-based assistant ordinal
+	res      *result
+}
+
+// result is one tool result.
+type result struct {
+	msg, blk int
+	b        *wire.Block
+	call     *call // nil when no call of its own turn opened it
+	key      string
+	keyed    bool
+	prompts  int // user prompts seen before it (for grace)
+}
+
+// view is the analysed transcript shared by planning and render.
+type view struct {
+	f          wire.Format
+	msgs       []*wire.Message
+	cls        []class
+	calls      []*call
+	results    []*result
+	assistants []int // indices of assistant messages
+	prompts    []int // indices of prompt messages
+	toolUsing  map[int]bool
+	turnOf     map[int]int // assistant index -> 1-based ordinal
+}
+
+func newView(f wire.Format, msgs []*wire.Message) *view {
+	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}}
+	var open map[string]*call // current turn's calls by id, unmatched
+	var turnCalls []*call
+	prompts := 0
+	for i, m := range msgs {
+		switch {
+		case m.Role == wire.RoleAssistant:
+			v.cls[i] = clsAssistant
+			v.assistants = append(v.assistants, i)
+			turn := len(v.assistants)
+			v.turnOf[i] = turn
+			open = map[string]*call{}
+			turnCalls = turnCalls[:0]
+			for j, b := range m.Blocks {
+				if b.Kind != wire.KindToolUse || b.ID == "" {
+					continue
+				}
+				c := &call{msg: i, blk: j, b: b, turn: turn}
+				v.calls = append(v.calls, c)
+				v.toolUsing[i] = true
+				if _, dup := open[b.ID]; !dup {
+					open[b.ID] = c
+				}
+				turnCalls = append(turnCalls, c)
+			}
+		case hasToolResult(m):
+			v.cls[i] = clsResults
+			for j, b := range m.Blocks {
+				if b.Kind != wire.KindToolResult {
+					continue
+				}
+				r := &result{msg: i, blk: j, b: b, prompts: prompts}
+				if c, ok := open[b.ID]; ok && c.res == nil {
+					c.res = r
+					r.call = c
+				}
+				v.results = append(v.results, r)
+			}
+		case m.Role == wire.RoleUser:
+			v.cls[i] = clsPrompt
+			v.prompts = append(v.prompts, i)
+			prompts++
+		default:
+			v.cls[i] = clsOther
+		}
+	}
+	return v
+}
+
+func hasToolResult(m *wire.Message) bool {
+	if m.Role == wire.RoleAssistant {
+		return false
+	}
+	for _, b := range m.Blocks {
+		if b.Kind == wire.KindToolResult {
+			return true
+		}
+	}
+	return false
+}
+
+// key returns the occurrence key of a paired result ("" for an unpaired one).
+func (r *result) occKey() string {
+	if !r.keyed {
+		r.keyed = true
+		if r.call != nil {
+			r.key = occurrenceKey(r.b.ID, r.call.b.Name, r.call.b.Input, r.b.ResultText())
+		}
+	}
+	return r.key
+}
+
+// isFinalAssistant reports an assistant message without tool calls.
+func (v *view) isFinalAssistant(i int) bool {
+	return v.cls[i] == clsAssistant && !v.toolUsing[i]
+}
+
+// isSynthetic reports a prompt that is one of our own <compressed-chain> messages.
+func isSynthetic(m *wire.Message) bool {
+	for _, b := range m.Blocks {
+		if b.Kind == wire.KindText {
+			return strings.HasPrefix(strings.TrimLeftFunc(b.Text, jsSpace), "<compressed-chain")
+		}
+		return false
+	}
+	return false
+}
+
+// fingerprints computes fingerprints of the messages at idx.
+func (v *view) fingerprints(idx []int) []Fingerprint {
+	if len(idx) == 0 {
+		return nil
+	}
+	sub := make([]*wire.Message, len(idx))
+	for i, j := range idx {
+		sub[i] = v.msgs[j]
+	}
+	return msgFingerprints(sub)
+}
+
+// fpIndex maps fingerprints to message indices; a fingerprint seen twice maps to -1.
+type fpIndex map[Fingerprint]int
+
+func (v *view) fpIndex(idx []int) fpIndex {
+	fps := v.fingerprints(idx)
+	m := make(fpIndex, len(fps))
+	for i, fp := range fps {
+		if _, dup := m[fp]; dup {
+			m[fp] = -1
+		} else {
+			m[fp] = idx[i]
+		}
+	}
+	return m
+}
+
+// resolve returns the unique index of fp, or -1 (fail closed).
+func (m fpIndex) resolve(fp Fingerprint) int {
+	if i, ok := m[fp]; ok {
+		return i
+	}
+	return -1
+}
+
+// assistantText joins an assistant message's text blocks with "\n", trimmed.
+func assistantText(m *wire.Message) string {
+	var parts []string
+	for _, b := range m.Blocks {
+		if b.Kind == wire.KindText {
+			parts = append(parts, b.Text)
+		}
+	}
+	return jsTrim(strings.Join(parts, "\n"))
+}
+
+// chainRange is one detected chain (reference §11.1).
+type chainRange struct {
+	start, end int // message indices; end -1 when interrupted
+	ids        []string
+	keys       []string
+	protected  []string
+	calls      []*call
+	turns      int
+}
+
+// detectChains finds chains: a prompt, tool-using turns, a closing text-only assistant.
+// Interrupted chains (a new prompt before the close) are returned with end -1; a chain open at
+// the end of the transcript is not returned.
+func (v *view) detectChains(pol *Policy) []*chainRange {
+	var out []*chainRange
+	var cur *chainRange
+	seenID := map[string]bool{}
+	seenProt := map[string]bool{}
+	callAt := map[[2]int]*call{}
+	for _, c := range v.calls {
+		callAt[[2]int{c.msg, c.blk}] = c
+	}
+	for i, m := range v.msgs {
+		switch v.cls[i] {
+		case clsPrompt:
+			if isSynthetic(m) {
+				continue
+			}
+			if cur != nil {
+				cur.end = -1
+				out = append(out, cur)
+			}
+			cur = &chainRange{start: i}
+			seenID = map[string]bool{}
+			seenProt = map[string]bool{}
+		case clsAssistant:
+			if cur == nil {
+				continue
+			}
+			if !v.toolUsing[i] {
+				cur.end = i
+				out = append(out, cur)
+				cur = nil
+				continue
+			}
+			cur.turns++
+			for j, b := range m.Blocks {
+				if b.Kind != wire.KindToolUse || b.ID == "" || b.Name == "" {
+					continue
+				}
+				if !seenID[b.ID] {
+					seenID[b.ID] = true
+					cur.ids = append(cur.ids, b.ID)
+				}
+				p, hp := pathArg(b.Input)
+				if pol.IsProtected(b.Name, p, hp) && !seenProt[b.ID] {
+					seenProt[b.ID] = true
+					cur.protected = append(cur.protected, b.ID)
+				}
+				if c := callAt[[2]int{i, j}]; c != nil {
+					cur.calls = append(cur.calls, c)
+				}
+			}
+		case clsResults:
+			if cur == nil {
+				continue
+			}
+			for _, b := range m.Blocks {
+				if b.Kind != wire.KindToolResult || b.ID == "" {
+					continue
+				}
+				if !seenID[b.ID] {
+					seenID[b.ID] = true
+					cur.ids = append(cur.ids, b.ID)
+				}
+			}
+		}
+	}
+	for _, ch := range out {
+		for _, c := range ch.calls {
+			if c.res != nil {
+				ch.keys = append(ch.keys, c.res.occKey())
+			}
+		}
+	}
+	return out
+}
+
+// graceKeys returns the occurrence keys of context_tree_query results still in recovery grace
+// (reference §10.1): age in user turns = prompts now - prompts before the result.
+func (v *view) graceKeys(k int) map[string]bool {
+	if k <= 0 {
+		return nil
+	}
+	now := len(v.prompts)
+	var g map[string]bool
+	for _, r := range v.results {
+		if r.call == nil || r.call.b.Name != QueryToolName {
+			continue
+		}
+		if now-r.prompts <= k {
+			if g == nil {
+				g = map[string]bool{}
+			}
+			g[r.occKey()] = true
+		}
+	}
+	return g
+}
