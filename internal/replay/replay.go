@@ -1,0 +1,453 @@
+// Package replay replays recorded agent sessions request by request through context-management
+// strategies (condense's own engine, the reference extension's defaults, Anthropic's
+// clear_tool_uses context editing, observation masking, and no management at all) and bills
+// every rewritten request with the cost model of internal/cost, so their cost, cache behaviour
+// and validity can be compared on the same sessions. See docs/replay.md.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/condense-dev/condense/internal/cost"
+)
+
+// Meta is the recorded metadata of one request of a transcript.
+type Meta struct {
+	// Time is when the request was sent (zero when unknown).
+	Time time.Time
+	// Model is the model the agent asked for.
+	Model string
+	// OutputTokens is the recorded output of the response (0 when unknown).
+	OutputTokens int64
+}
+
+// Transcript is a sequence of requests to replay: an imported session or a request log.
+type Transcript interface {
+	// Name names the transcript (its file name).
+	Name() string
+	// Kind names the source format ("claude-code", "requests", ...).
+	Kind() string
+	// WireFormat is the format of the request bodies.
+	WireFormat() cost.WireFormat
+	// Len is the number of requests.
+	Len() int
+	// Meta returns request k's metadata.
+	Meta(k int) Meta
+	// AppendRequest appends request k's body to dst.
+	AppendRequest(dst []byte, k int) ([]byte, error)
+}
+
+// Request is one request of a session as the agent sent it, handed to a strategy.
+type Request struct {
+	// Index is the 0-based request number within the session.
+	Index int
+	// Total is the number of requests in the session.
+	Total int
+	// Body is the request body the agent sent. Strategies must not modify it.
+	Body []byte
+	// Format is the body's wire format.
+	Format cost.WireFormat
+	// Time is when the agent sent it (zero when the transcript has no times).
+	Time time.Time
+	// Model is the model the agent asked for.
+	Model string
+	// Cache is the strategy's own simulated provider cache, for cache-aware decisions
+	// (Peek and Alive only: the replay calls Send after the strategy returns).
+	Cache *cost.Cache
+	// Estimator is the replay's token estimator.
+	Estimator cost.Estimator
+	// Prompt builds the cost-model prompt of a body in this request's format (with the
+	// replay's estimator and breakpoint mode), for strategies that weigh token counts.
+	Prompt func(body []byte) (cost.Prompt, error)
+}
+
+// Call is one extra model call a strategy made for a request (a summarizer call).
+type Call struct {
+	// Model is the model the call was billed at.
+	Model string `json:"model"`
+	// Input and Output are its tokens (Input billed at the base price, uncached).
+	Input  int64 `json:"input_tokens"`
+	Output int64 `json:"output_tokens"`
+}
+
+// Diagnostic is one notable event of a strategy on a request.
+type Diagnostic struct {
+	// Request is the 0-based request index (-1 for session-level events).
+	Request int `json:"request"`
+	// Kind is a short machine-readable category.
+	Kind string `json:"kind"`
+	// Detail is a human-readable explanation.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Result is what a strategy sends to the provider for one request.
+type Result struct {
+	// Body is the rewritten request body (the input body when unchanged).
+	Body []byte
+	// Calls are summarizer calls made while handling this request.
+	Calls []Call
+	// Diagnostics are notable events.
+	Diagnostics []Diagnostic
+}
+
+// Runner handles the requests of one session for one strategy, in order. It may keep state
+// between requests.
+type Runner interface {
+	// Rewrite returns what the provider receives for request r.
+	Rewrite(ctx context.Context, r *Request) (Result, error)
+	// Close releases the runner's resources.
+	Close() error
+}
+
+// Strategy is a named context-management strategy; New makes a fresh Runner per session.
+type Strategy interface {
+	// Name is the strategy's name in reports ("none", "condense", ...).
+	Name() string
+	// New returns a runner for one session.
+	New(ctx context.Context, t Transcript) (Runner, error)
+}
+
+// Validator checks that a body is a valid provider request; nil means valid.
+type Validator func(format cost.WireFormat, body []byte) error
+
+// Options configures a replay.
+type Options struct {
+	// Strategies are replayed side by side; the first is the baseline savings are
+	// measured against (normally "none").
+	Strategies []Strategy
+	// Prices is the price table (cost.DefaultPrices when nil).
+	Prices *cost.Prices
+	// Estimator estimates tokens (cost.DefaultEstimator when nil).
+	Estimator cost.Estimator
+	// Breakpoints selects where Anthropic cache breakpoints come from.
+	Breakpoints cost.BreakpointMode
+	// Validate checks every rewritten request (Validate in this package when nil).
+	Validate Validator
+	// Progress, when set, is called after each request of each strategy.
+	Progress func()
+	// Parallel bounds how many strategies run at once (GOMAXPROCS when <= 0).
+	Parallel int
+	// MaxDiagnostics caps the diagnostics kept per strategy and session (default 50); counts
+	// are kept for all.
+	MaxDiagnostics int
+}
+
+// Point is one request in a strategy's series.
+type Point struct {
+	// Context is the prompt size in tokens the provider saw.
+	Context int64 `json:"context_tokens"`
+	// Cost is the cumulative cost in USD through this request.
+	Cost float64 `json:"cumulative_cost"`
+	// Busted is true when this request broke a live cache prefix.
+	Busted bool `json:"busted,omitempty"`
+}
+
+// StrategyReport is one strategy's totals over a session or a whole run.
+type StrategyReport struct {
+	// Name is the strategy name.
+	Name string `json:"name"`
+	// Requests counts requests billed.
+	Requests int `json:"requests"`
+	// Usage is the agent requests' input usage (output tokens excluded: they are the same for
+	// every strategy and reported once per session).
+	Usage cost.Usage `json:"usage"`
+	// InputCost is the USD cost of Usage.
+	InputCost float64 `json:"input_cost"`
+	// Summarizer is the summarizer calls' usage.
+	Summarizer cost.Usage `json:"summarizer_usage"`
+	// SummarizerCalls counts summarizer calls.
+	SummarizerCalls int `json:"summarizer_calls"`
+	// SummarizerCost is the USD cost of the summarizer calls.
+	SummarizerCost float64 `json:"summarizer_cost"`
+	// Cost is InputCost + SummarizerCost.
+	Cost float64 `json:"cost"`
+	// Savings is the fraction of the baseline's cost saved (0.4 = 40% cheaper).
+	Savings float64 `json:"savings"`
+	// PeakContext is the largest prompt in tokens.
+	PeakContext int64 `json:"peak_context_tokens"`
+	// CacheBusts counts requests that broke a live cached prefix.
+	CacheBusts int `json:"cache_busting_requests"`
+	// LookbackMisses counts requests whose live prefix was too far before every breakpoint.
+	LookbackMisses int `json:"lookback_misses"`
+	// Expired counts requests that found the previous request's cache expired.
+	Expired int `json:"cache_expired_requests"`
+	// Invalid counts rewritten requests the provider would reject.
+	Invalid int `json:"invalid_requests"`
+	// Errors counts requests the strategy failed on (the original body was billed instead).
+	Errors int `json:"errors"`
+	// DiagnosticCounts counts diagnostics by kind.
+	DiagnosticCounts map[string]int `json:"diagnostic_counts,omitempty"`
+	// Diagnostics are the first MaxDiagnostics diagnostics.
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+	// Series has one point per request (session reports only).
+	Series []Point `json:"series,omitempty"`
+}
+
+// SessionReport is the replay of one session file.
+type SessionReport struct {
+	// File is the session file name.
+	File string `json:"file"`
+	// Format is the source format.
+	Format string `json:"format"`
+	// Provider is the request wire format replayed ("anthropic" or "openai").
+	Provider string `json:"provider"`
+	// Requests is the number of requests.
+	Requests int `json:"requests"`
+	// Models lists the models requested, in first-use order.
+	Models []string `json:"models"`
+	// UnknownModels lists models billed at the fallback price.
+	UnknownModels []string `json:"unknown_models,omitempty"`
+	// OutputTokens and OutputCost are the agent's recorded (else 0) output, identical for
+	// every strategy.
+	OutputTokens int64   `json:"output_tokens"`
+	OutputCost   float64 `json:"output_cost"`
+	// Strategies holds one report per strategy, in Options order.
+	Strategies []StrategyReport `json:"strategies"`
+	// Error is set when the file could not be imported.
+	Error string `json:"error,omitempty"`
+}
+
+// Report is a whole replay run.
+type Report struct {
+	// Sessions are the per-file reports.
+	Sessions []SessionReport `json:"sessions"`
+	// Totals sums every session per strategy (no series).
+	Totals []StrategyReport `json:"totals"`
+	// Baseline names the strategy savings are measured against.
+	Baseline string `json:"baseline"`
+}
+
+// ErrNoStrategies is returned when Options has no strategies.
+var ErrNoStrategies = errors.New("replay: no strategies")
+
+// Run replays one transcript with every strategy.
+func Run(ctx context.Context, t Transcript, o Options) (SessionReport, error) {
+	if len(o.Strategies) == 0 {
+		return SessionReport{}, ErrNoStrategies
+	}
+	rep := SessionReport{File: t.Name(), Format: t.Kind(), Provider: formatName(t.WireFormat()), Requests: t.Len()}
+	prices := o.Prices
+	if prices == nil {
+		prices = cost.DefaultPrices()
+	}
+	seen := map[string]bool{}
+	for k := 0; k < t.Len(); k++ {
+		m := t.Meta(k)
+		pr, known := prices.Lookup(m.Model)
+		if !seen[m.Model] {
+			seen[m.Model] = true
+			rep.Models = append(rep.Models, m.Model)
+			if !known {
+				rep.UnknownModels = append(rep.UnknownModels, m.Model)
+			}
+		}
+		if m.OutputTokens > 0 {
+			rep.OutputTokens += m.OutputTokens
+			rep.OutputCost += float64(m.OutputTokens) * pr.Output / 1e6
+		}
+	}
+	rep.Strategies = make([]StrategyReport, len(o.Strategies))
+	par := o.Parallel
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	errs := make([]error, len(o.Strategies))
+	for i, st := range o.Strategies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rep.Strategies[i], errs[i] = runStrategy(ctx, t, st, prices, o)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return rep, err
+	}
+	base := rep.Strategies[0].Cost
+	for i := range rep.Strategies {
+		rep.Strategies[i].Savings = savings(base, rep.Strategies[i].Cost)
+	}
+	return rep, nil
+}
+
+func savings(base, c float64) float64 {
+	if base <= 0 {
+		return 0
+	}
+	return (base - c) / base
+}
+
+// formatName names a wire format in reports.
+func formatName(f cost.WireFormat) string {
+	if f == cost.OpenAI {
+		return "openai"
+	}
+	return "anthropic"
+}
+
+func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Prices, o Options) (StrategyReport, error) {
+	rep := StrategyReport{Name: st.Name(), DiagnosticCounts: map[string]int{}}
+	maxDiag := o.MaxDiagnostics
+	if maxDiag <= 0 {
+		maxDiag = 50
+	}
+	diag := func(d Diagnostic) {
+		rep.DiagnosticCounts[d.Kind]++
+		if len(rep.Diagnostics) < maxDiag {
+			rep.Diagnostics = append(rep.Diagnostics, d)
+		}
+	}
+	validate := o.Validate
+	if validate == nil {
+		validate = Validate
+	}
+	format := t.WireFormat()
+	est := o.Estimator
+	if est == nil {
+		est = cost.DefaultEstimator
+	}
+	popts := cost.PromptOptions{Format: format, Estimator: o.Estimator, Breakpoints: o.Breakpoints}
+	cache := cost.NewCache(prices)
+	runner, err := st.New(ctx, t)
+	if err != nil {
+		return rep, fmt.Errorf("replay %s: strategy %s: %w", t.Name(), st.Name(), err)
+	}
+	defer runner.Close()
+	var cum float64
+	for k := 0; k < t.Len(); k++ {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		pt := t.Meta(k)
+		// A fresh buffer per request: runners may keep the bodies they were given.
+		body, err := t.AppendRequest(nil, k)
+		if err != nil {
+			return rep, fmt.Errorf("replay %s: request %d: %w", t.Name(), k, err)
+		}
+		req := &Request{
+			Index: k, Total: t.Len(), Body: body, Format: format, Time: pt.Time, Model: pt.Model, Cache: cache,
+			Estimator: est,
+			Prompt:    func(b []byte) (cost.Prompt, error) { return cost.FromBody(b, popts) },
+		}
+		res, rerr := runner.Rewrite(ctx, req)
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			rep.Errors++
+			diag(Diagnostic{Request: k, Kind: "strategy-error", Detail: rerr.Error()})
+			res = Result{Body: body}
+		}
+		if res.Body == nil {
+			res.Body = body
+		}
+		for _, d := range res.Diagnostics {
+			diag(d)
+		}
+		if verr := validate(format, res.Body); verr != nil {
+			rep.Invalid++
+			diag(Diagnostic{Request: k, Kind: "invalid-request", Detail: verr.Error()})
+		}
+		p, perr := cost.FromBody(res.Body, popts)
+		if perr != nil {
+			rep.Invalid++
+			diag(Diagnostic{Request: k, Kind: "unbillable-request", Detail: perr.Error()})
+			continue
+		}
+		if p.Model == "" {
+			p.Model = pt.Model
+		}
+		p.Time = pt.Time
+		bill := cache.Send(&p)
+		rep.Requests++
+		rep.Usage = rep.Usage.Add(bill.Usage)
+		in := bill.Usage.InputCost(bill.Price)
+		rep.InputCost += in
+		step := in
+		for _, c := range res.Calls {
+			pr, _ := prices.Lookup(c.Model)
+			u := cost.Usage{Input: c.Input, Output: c.Output}
+			rep.Summarizer = rep.Summarizer.Add(u)
+			rep.SummarizerCalls++
+			sc := u.Cost(pr)
+			rep.SummarizerCost += sc
+			step += sc
+		}
+		cum += step
+		ctxTokens := bill.Usage.Prompt()
+		if ctxTokens > rep.PeakContext {
+			rep.PeakContext = ctxTokens
+		}
+		if bill.Busted {
+			rep.CacheBusts++
+		}
+		if bill.LookbackMiss {
+			rep.LookbackMisses++
+		}
+		if bill.Expired {
+			rep.Expired++
+		}
+		rep.Series = append(rep.Series, Point{Context: ctxTokens, Cost: cum, Busted: bill.Busted})
+		if o.Progress != nil {
+			o.Progress()
+		}
+	}
+	rep.Cost = rep.InputCost + rep.SummarizerCost
+	if len(rep.DiagnosticCounts) == 0 {
+		rep.DiagnosticCounts = nil
+	}
+	return rep, nil
+}
+
+// Total sums session reports per strategy (by position) and recomputes savings against the
+// first strategy.
+func Total(reps []SessionReport) []StrategyReport {
+	var tot []StrategyReport
+	for _, r := range reps {
+		if r.Error != "" {
+			continue
+		}
+		for i, s := range r.Strategies {
+			for len(tot) <= i {
+				tot = append(tot, StrategyReport{Name: s.Name})
+			}
+			t := &tot[i]
+			t.Requests += s.Requests
+			t.Usage = t.Usage.Add(s.Usage)
+			t.InputCost += s.InputCost
+			t.Summarizer = t.Summarizer.Add(s.Summarizer)
+			t.SummarizerCalls += s.SummarizerCalls
+			t.SummarizerCost += s.SummarizerCost
+			t.Cost += s.Cost
+			if s.PeakContext > t.PeakContext {
+				t.PeakContext = s.PeakContext
+			}
+			t.CacheBusts += s.CacheBusts
+			t.LookbackMisses += s.LookbackMisses
+			t.Expired += s.Expired
+			t.Invalid += s.Invalid
+			t.Errors += s.Errors
+			for k, v := range s.DiagnosticCounts {
+				if t.DiagnosticCounts == nil {
+					t.DiagnosticCounts = map[string]int{}
+				}
+				t.DiagnosticCounts[k] += v
+			}
+		}
+	}
+	if len(tot) > 0 {
+		for i := range tot {
+			tot[i].Savings = savings(tot[0].Cost, tot[i].Cost)
+		}
+	}
+	return tot
+}

@@ -1,0 +1,152 @@
+package strategies
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/replay"
+)
+
+// ClearedPlaceholder replaces a cleared tool result (and, with ClearToolInputs, the call's
+// input is replaced by an empty object).
+const ClearedPlaceholder = "[tool result cleared to save context]"
+
+// ClearToolUses simulates Anthropic's server-side context editing strategy
+// clear_tool_uses_20250919. The API applies it to every request on its own: when the request's
+// input tokens exceed Trigger, the oldest tool results are replaced by a placeholder, keeping
+// the Keep most recent tool uses and never touching ExcludeTools; if that would clear fewer
+// than ClearAtLeast tokens, nothing is cleared. The client keeps sending its full history, so
+// the decision is made afresh on every request (the editing is stateless).
+type ClearToolUses struct {
+	// Trigger is the input-token threshold (default 100000).
+	Trigger int
+	// Keep is how many of the most recent tool uses keep their results (default 3).
+	Keep int
+	// ClearAtLeast is the minimum tokens an activation must clear (0: no minimum).
+	ClearAtLeast int
+	// ExcludeTools are tool names whose results are never cleared.
+	ExcludeTools []string
+	// ClearToolInputs also replaces the cleared calls' inputs by {}.
+	ClearToolInputs bool
+}
+
+// DefaultClearToolUses returns the API defaults: trigger 100000 input tokens, keep 3 tool uses.
+func DefaultClearToolUses() ClearToolUses { return ClearToolUses{Trigger: 100000, Keep: 3} }
+
+// Name implements replay.Strategy.
+func (c ClearToolUses) Name() string { return "clear-tool-uses" }
+
+// New implements replay.Strategy.
+func (c ClearToolUses) New(context.Context, replay.Transcript) (replay.Runner, error) {
+	if c.Trigger < 0 || c.Keep < 0 || c.ClearAtLeast < 0 {
+		return nil, fmt.Errorf("clear-tool-uses: negative trigger, keep or clear_at_least")
+	}
+	return clearRunner{c}, nil
+}
+
+type clearRunner struct{ c ClearToolUses }
+
+func (clearRunner) Close() error { return nil }
+
+func (r clearRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Result, error) {
+	p, err := req.Prompt(req.Body)
+	if err != nil {
+		return replay.Result{}, err
+	}
+	if p.Tokens() <= r.c.Trigger {
+		return replay.Result{Body: req.Body}, nil
+	}
+	excluded := map[string]bool{}
+	for _, t := range r.c.ExcludeTools {
+		excluded[t] = true
+	}
+	uses := toolUses(req.Format, req.Body)
+	est := req.Estimator
+	placeholder := est.Text(ClearedPlaceholder)
+	var edits []edit
+	cleared, count := 0, 0
+	for i := 0; i < len(uses)-r.c.Keep; i++ {
+		u := uses[i]
+		if excluded[u.name] || u.resMsg < 0 {
+			continue
+		}
+		if u.resultText == ClearedPlaceholder {
+			continue
+		}
+		cleared += est.Text(u.resultText) - placeholder
+		count++
+		edits = append(edits, resultEdit(req.Format, u, ClearedPlaceholder))
+		if r.c.ClearToolInputs {
+			cleared += est.Text(u.inputRaw) - 1
+			edits = append(edits, inputEdit(req.Format, u))
+		}
+	}
+	if count == 0 {
+		return replay.Result{Body: req.Body}, nil
+	}
+	if cleared < r.c.ClearAtLeast {
+		return replay.Result{Body: req.Body, Diagnostics: []replay.Diagnostic{{Request: req.Index, Kind: "clear-below-minimum",
+			Detail: fmt.Sprintf("would clear %d tokens < clear_at_least %d", cleared, r.c.ClearAtLeast)}}}, nil
+	}
+	return replay.Result{Body: applyEdits(req.Body, edits)}, nil
+}
+
+// resultEdit replaces a tool result's content with text.
+func resultEdit(f cost.WireFormat, u toolUse, text string) edit {
+	if f == cost.OpenAI {
+		return edit{msg: u.resMsg, blk: -1, member: "content", raw: jsonString(text)}
+	}
+	return edit{msg: u.resMsg, blk: u.resBlk, member: "content", raw: jsonString(text)}
+}
+
+// inputEdit replaces a tool call's input with an empty object.
+func inputEdit(f cost.WireFormat, u toolUse) edit {
+	if f == cost.OpenAI {
+		return edit{msg: u.msg, blk: u.block, call: true, member: "arguments", raw: `"{}"`}
+	}
+	return edit{msg: u.msg, blk: u.block, member: "input", raw: "{}"}
+}
+
+// MaskedPlaceholder replaces a masked tool output.
+const MaskedPlaceholder = "[earlier tool output omitted]"
+
+// ObservationMask keeps the outputs of the last Window tool calls and replaces every older tool
+// output with a placeholder, on every request (the calls themselves stay). This is the
+// "observation masking" baseline of agent-context research.
+type ObservationMask struct {
+	// Window is how many of the most recent tool outputs are kept (default 10).
+	Window int
+}
+
+// Name implements replay.Strategy.
+func (m ObservationMask) Name() string { return "observation-mask" }
+
+// New implements replay.Strategy.
+func (m ObservationMask) New(context.Context, replay.Transcript) (replay.Runner, error) {
+	if m.Window < 0 {
+		return nil, fmt.Errorf("observation-mask: negative window")
+	}
+	return maskRunner{m}, nil
+}
+
+type maskRunner struct{ m ObservationMask }
+
+func (maskRunner) Close() error { return nil }
+
+func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Result, error) {
+	uses := toolUses(req.Format, req.Body)
+	var answered []toolUse
+	for _, u := range uses {
+		if u.resMsg >= 0 {
+			answered = append(answered, u)
+		}
+	}
+	var edits []edit
+	for i := 0; i < len(answered)-r.m.Window; i++ {
+		if answered[i].resultText != MaskedPlaceholder {
+			edits = append(edits, resultEdit(req.Format, answered[i], MaskedPlaceholder))
+		}
+	}
+	return replay.Result{Body: applyEdits(req.Body, edits)}, nil
+}
