@@ -174,7 +174,7 @@ func appendList(dst []byte, a *array, n int, elem func(dst []byte, i int) []byte
 func parseObjectAt(d []byte, i, depth int, fn func(o *object, idx int, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	o := &object{}
 	start := i
-	var ms [8]member
+	var ms [4]member
 	o.members = ms[:0]
 	end, err := scanObject(d, i, depth, func(ks, ke, vs int) (int, error) {
 		var ve int

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unsafe"
 )
 
 // Parse parses a request body of format f. Malformed input yields an error matching
@@ -19,12 +20,43 @@ func Parse(f Format, body []byte) (*Request, error) {
 }
 
 type parser struct {
-	d []byte
-	f Format
+	d     []byte
+	f     Format
+	arena []byte // decoded string bytes; strings point into it and it is never overwritten
 }
 
-func (p *parser) schemaErr(off int, path, format string, args ...any) error {
-	return &SchemaError{Offset: int64(off), Path: path, Msg: fmt.Sprintf(format, args...)}
+// text decodes a validated JSON string literal into the parser's arena, so that thousands
+// of strings cost one allocation. Bytes already in the arena are never written again
+// (append only writes past len; a reallocation leaves the old array to the strings using
+// it), so the strings are immutable.
+func (p *parser) text(lit []byte) string {
+	s := lit[1 : len(lit)-1]
+	if len(s) == 0 {
+		return ""
+	}
+	if cap(p.arena)-len(p.arena) < len(s) {
+		n := len(p.d) / 4
+		if n < len(s) {
+			n = len(s)
+		}
+		p.arena = make([]byte, 0, n)
+	}
+	start := len(p.arena)
+	if indexBackslash(s) == len(s) {
+		p.arena = append(p.arena, s...)
+	} else {
+		p.arena = unescape(p.arena, s)
+	}
+	b := p.arena[start:]
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func (p *parser) stringBlock(lit []byte) *Block {
+	return &Block{f: p.f, Kind: KindText, Type: "text", Text: p.text(lit), str: lit}
+}
+
+func (p *parser) schemaErr(off int, path jpath, format string, args ...any) error {
+	return &SchemaError{Offset: int64(off), Path: path.String(), Msg: fmt.Sprintf(format, args...)}
 }
 
 func keyIs(d []byte, ks, ke int, name string) bool {
@@ -42,7 +74,7 @@ func isSchema(err error) bool {
 
 // wrongType validates the value at vs and returns a SchemaError naming the expected type
 // (or the syntax error when the value is not even JSON).
-func (p *parser) wrongType(vs, depth int, path, want string) error {
+func (p *parser) wrongType(vs, depth int, path jpath, want string) error {
 	if _, err := scanValue(p.d, vs, depth); err != nil {
 		return err
 	}
@@ -72,7 +104,7 @@ func (p *parser) request() (*Request, error) {
 		return nil, synErr(i, "empty body")
 	}
 	if d[i] != '{' {
-		return nil, p.wrongType(i, 0, "$", "object")
+		return nil, p.wrongType(i, 0, jpath{}, "object")
 	}
 	r := &Request{Format: p.f, body: d}
 	var err error
@@ -84,10 +116,10 @@ func (p *parser) request() (*Request, error) {
 				if err != nil {
 					return 0, err
 				}
-				r.Model = unquote(d[vs:e])
+				r.Model = p.text(d[vs:e])
 				return e, nil
 			}
-			return 0, p.wrongType(vs, 1, "model", "string")
+			return 0, p.wrongType(vs, 1, root("model"), "string")
 		case keyIs(d, ks, ke, "stream"):
 			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f') {
 				e, err := scanValue(d, vs, 1)
@@ -97,14 +129,14 @@ func (p *parser) request() (*Request, error) {
 				r.Stream = d[vs] == 't'
 				return e, nil
 			}
-			return 0, p.wrongType(vs, 1, "stream", "boolean")
+			return 0, p.wrongType(vs, 1, root("stream"), "boolean")
 		case keyIs(d, ks, ke, "messages"):
 			if vs >= len(d) || d[vs] != '[' {
-				return 0, p.wrongType(vs, 1, "messages", "array")
+				return 0, p.wrongType(vs, 1, root("messages"), "array")
 			}
 			r.Messages = nil
 			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
-				path := "messages[" + strconv.Itoa(idx) + "]"
+				path := root("messages").at(idx)
 				if d[es] != '{' {
 					return 0, p.wrongType(es, 2, path, "object")
 				}
@@ -129,11 +161,11 @@ func (p *parser) request() (*Request, error) {
 			return end, nil
 		case keyIs(d, ks, ke, "tools"):
 			if vs >= len(d) || d[vs] != '[' {
-				return 0, p.wrongType(vs, 1, "tools", "array")
+				return 0, p.wrongType(vs, 1, root("tools"), "array")
 			}
 			r.Tools = nil
 			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
-				path := "tools[" + strconv.Itoa(idx) + "]"
+				path := root("tools").at(idx)
 				if d[es] != '{' {
 					return 0, p.wrongType(es, 2, path, "object")
 				}
@@ -156,19 +188,19 @@ func (p *parser) request() (*Request, error) {
 				if err != nil {
 					return 0, err
 				}
-				r.System = []*Block{stringBlock(p.f, d[vs:e:e])}
+				r.System = []*Block{p.stringBlock(d[vs:e:e])}
 				r.sysStr = true
 				r.sysArr = nil
 				return e, nil
 			case vs < len(d) && d[vs] == '[':
-				blocks, arr, end, err := p.blockList(vs, 2, "system", true)
+				blocks, arr, end, err := p.blockList(vs, 2, root("system"), true)
 				if err != nil {
 					return 0, err
 				}
 				r.System, r.sysArr, r.sysStr = blocks, arr, false
 				return end, nil
 			}
-			return 0, p.wrongType(vs, 1, "system", "string or array")
+			return 0, p.wrongType(vs, 1, root("system"), "string or array")
 		}
 		return scanValue(d, vs, 1)
 	})
@@ -227,11 +259,11 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 // blockList parses an array of content blocks. In strict mode a non-object element or a
 // block with a schema error fails; otherwise such elements become KindUnknown blocks and
 // the first schema error is returned together with a valid result.
-func (p *parser) blockList(i, depth int, path string, strict bool) ([]*Block, *array, int, error) {
+func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *array, int, error) {
 	var blocks []*Block
 	var deferred error
 	arr, end, err := p.list(i, depth, func(idx, es int) (int, error) {
-		bp := path + "[" + strconv.Itoa(idx) + "]"
+		bp := path.at(idx)
 		if p.d[es] != '{' {
 			e, err := scanValue(p.d, es, depth)
 			if err != nil {
@@ -281,7 +313,7 @@ var openAIKinds = map[string]Kind{"text": KindText, "image_url": KindImage, "fil
 
 // block parses the block object at d[i] == '{'. On a *SchemaError the returned end offset is
 // valid and the block is a KindUnknown block holding the raw bytes.
-func (p *parser) block(i, depth int, path string) (*Block, int, error) {
+func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
 	b := &Block{f: p.f}
 	var contentBlocks []*Block
@@ -289,7 +321,7 @@ func (p *parser) block(i, depth int, path string) (*Block, int, error) {
 	var contentErr error
 	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		if p.f == Anthropic && vs < len(d) && d[vs] == '[' && keyIs(d, ks, ke, "content") {
-			blocks, arr, e, err := p.blockList(vs, depth+1, path+".content", false)
+			blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), false)
 			if err != nil && !isSchema(err) {
 				return 0, err
 			}
@@ -314,9 +346,9 @@ func (p *parser) block(i, depth int, path string) (*Block, int, error) {
 		m := obj.members[mi]
 		v := obj.raw[m.v:m.e]
 		if v[0] != '"' {
-			return "", false, p.schemaErr(i+m.v, path+"."+name, "expected string, found %s", jsonType(v[0]))
+			return "", false, p.schemaErr(i+m.v, path.key(name), "expected string, found %s", jsonType(v[0]))
 		}
-		return unquote(v), true, nil
+		return p.text(v), true, nil
 	}
 	typ, ok, err := str("type")
 	if err != nil {
@@ -370,7 +402,7 @@ func (p *parser) block(i, depth int, path string) (*Block, int, error) {
 				b.IsError = true
 			case 'f':
 			default:
-				return fail(p.schemaErr(i+m.v, path+".is_error", "expected boolean, found %s", jsonType(obj.raw[m.v])))
+				return fail(p.schemaErr(i+m.v, path.key("is_error"), "expected boolean, found %s", jsonType(obj.raw[m.v])))
 			}
 		}
 		if mi := obj.find("content"); mi >= 0 {
@@ -378,7 +410,7 @@ func (p *parser) block(i, depth int, path string) (*Block, int, error) {
 			v := obj.raw[m.v:m.e:m.e]
 			switch v[0] {
 			case '"':
-				b.Content = []*Block{stringBlock(p.f, v)}
+				b.Content = []*Block{p.stringBlock(v)}
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
@@ -387,14 +419,14 @@ func (p *parser) block(i, depth int, path string) (*Block, int, error) {
 				b.Content, b.contentArr = contentBlocks, contentArr
 			case 'n':
 			default:
-				return fail(p.schemaErr(i+m.v, path+".content", "expected string or array, found %s", jsonType(v[0])))
+				return fail(p.schemaErr(i+m.v, path.key("content"), "expected string or array, found %s", jsonType(v[0])))
 			}
 		}
 	}
 	return b, end, nil
 }
 
-func (p *parser) anthropicMessage(i, depth int, path string) (*Message, int, error) {
+func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
 	m := &Message{f: p.f}
 	var roleSeen bool
@@ -402,13 +434,13 @@ func (p *parser) anthropicMessage(i, depth int, path string) (*Message, int, err
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			if d[vs] != '"' {
-				return 0, p.wrongType(vs, depth, path+".role", "string")
+				return 0, p.wrongType(vs, depth, path.key("role"), "string")
 			}
 			e, _, err := scanString(d, vs)
 			if err != nil {
 				return 0, err
 			}
-			m.Role = Role(unquote(d[vs:e]))
+			m.Role = Role(p.text(d[vs:e]))
 			roleSeen = true
 			return e, nil
 		case keyIs(d, ks, ke, "content"):
@@ -419,19 +451,19 @@ func (p *parser) anthropicMessage(i, depth int, path string) (*Message, int, err
 				if err != nil {
 					return 0, err
 				}
-				m.Blocks = []*Block{stringBlock(p.f, d[vs:e:e])}
+				m.Blocks = []*Block{p.stringBlock(d[vs:e:e])}
 				m.StringContent = true
 				m.contentArr = nil
 				return e, nil
 			case '[':
-				blocks, arr, e, err := p.blockList(vs, depth+1, path+".content", true)
+				blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), true)
 				if err != nil {
 					return 0, err
 				}
 				m.Blocks, m.contentArr, m.StringContent = blocks, arr, false
 				return e, nil
 			}
-			return 0, p.wrongType(vs, depth, path+".content", "string or array")
+			return 0, p.wrongType(vs, depth, path.key("content"), "string or array")
 		}
 		return scanValue(d, vs, depth)
 	})
@@ -445,7 +477,7 @@ func (p *parser) anthropicMessage(i, depth int, path string) (*Message, int, err
 	return m, end, nil
 }
 
-func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error) {
+func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
 	m := &Message{f: p.f}
 	var roleSeen bool
@@ -456,13 +488,13 @@ func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error)
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			if d[vs] != '"' {
-				return 0, p.wrongType(vs, depth, path+".role", "string")
+				return 0, p.wrongType(vs, depth, path.key("role"), "string")
 			}
 			e, _, err := scanString(d, vs)
 			if err != nil {
 				return 0, err
 			}
-			m.Role = Role(unquote(d[vs:e]))
+			m.Role = Role(p.text(d[vs:e]))
 			roleSeen = true
 			return e, nil
 		case keyIs(d, ks, ke, "content"):
@@ -478,7 +510,7 @@ func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error)
 				m.StringContent = true
 				return e, nil
 			case '[':
-				blocks, arr, e, err := p.blockList(vs, depth+1, path+".content", true)
+				blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), true)
 				if err != nil {
 					return 0, err
 				}
@@ -487,13 +519,13 @@ func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error)
 			case 'n':
 				return scanLiteral(d, vs, "null")
 			}
-			return 0, p.wrongType(vs, depth, path+".content", "string, array or null")
+			return 0, p.wrongType(vs, depth, path.key("content"), "string, array or null")
 		case keyIs(d, ks, ke, "tool_calls"):
 			calls = nil
 			switch d[vs] {
 			case '[':
 				arr, e, err := p.list(vs, depth+1, func(idx, es int) (int, error) {
-					cp := path + ".tool_calls[" + strconv.Itoa(idx) + "]"
+					cp := path.key("tool_calls").at(idx)
 					if d[es] != '{' {
 						return 0, p.wrongType(es, depth+1, cp, "object")
 					}
@@ -512,16 +544,16 @@ func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error)
 			case 'n':
 				return scanLiteral(d, vs, "null")
 			}
-			return 0, p.wrongType(vs, depth, path+".tool_calls", "array or null")
+			return 0, p.wrongType(vs, depth, path.key("tool_calls"), "array or null")
 		case keyIs(d, ks, ke, "tool_call_id"):
 			if d[vs] != '"' {
-				return 0, p.wrongType(vs, depth, path+".tool_call_id", "string")
+				return 0, p.wrongType(vs, depth, path.key("tool_call_id"), "string")
 			}
 			e, _, err := scanString(d, vs)
 			if err != nil {
 				return 0, err
 			}
-			toolCallID = unquote(d[vs:e])
+			toolCallID = p.text(d[vs:e])
 			return e, nil
 		}
 		return scanValue(d, vs, depth)
@@ -534,7 +566,7 @@ func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error)
 	}
 	m.obj = obj
 	if contentStr != nil {
-		parts = []*Block{stringBlock(p.f, contentStr)}
+		parts = []*Block{p.stringBlock(contentStr)}
 	}
 	if m.Role == RoleTool {
 		b := &Block{f: p.f, Kind: KindToolResult, Type: "tool", ID: toolCallID, obj: obj,
@@ -550,7 +582,7 @@ func (p *parser) openAIMessage(i, depth int, path string) (*Message, int, error)
 }
 
 // toolCall parses one OpenAI tool_calls entry.
-func (p *parser) toolCall(i, depth int, path string) (*Block, int, error) {
+func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
 	b := &Block{f: p.f, Kind: KindToolUse}
 	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
@@ -568,7 +600,7 @@ func (p *parser) toolCall(i, depth int, path string) (*Block, int, error) {
 		return nil, 0, err
 	}
 	b.obj = obj
-	getStr := func(o *object, name, p2 string) (string, error) {
+	getStr := func(o *object, name string, p2 jpath) (string, error) {
 		mi := o.find(name)
 		if mi < 0 {
 			return "", nil
@@ -578,16 +610,16 @@ func (p *parser) toolCall(i, depth int, path string) (*Block, int, error) {
 		if v[0] != '"' {
 			return "", p.schemaErr(i, p2, "expected string, found %s", jsonType(v[0]))
 		}
-		return unquote(v), nil
+		return p.text(v), nil
 	}
-	if b.ID, err = getStr(obj, "id", path+".id"); err != nil {
+	if b.ID, err = getStr(obj, "id", path.key("id")); err != nil {
 		return nil, 0, err
 	}
-	if b.Type, err = getStr(obj, "type", path+".type"); err != nil {
+	if b.Type, err = getStr(obj, "type", path.key("type")); err != nil {
 		return nil, 0, err
 	}
 	if b.fn != nil && obj.find("function") == lastFunction(obj, d, i) {
-		if b.Name, err = getStr(b.fn, "name", path+".function.name"); err != nil {
+		if b.Name, err = getStr(b.fn, "name", path.key("function").key("name")); err != nil {
 			return nil, 0, err
 		}
 		if v, ok := b.fn.get("arguments"); ok {
@@ -598,7 +630,7 @@ func (p *parser) toolCall(i, depth int, path string) (*Block, int, error) {
 			}
 		}
 	} else if mi := obj.find("function"); mi >= 0 {
-		return nil, 0, p.schemaErr(i+obj.members[mi].v, path+".function", "expected object, found %s", jsonType(obj.raw[obj.members[mi].v]))
+		return nil, 0, p.schemaErr(i+obj.members[mi].v, path.key("function"), "expected object, found %s", jsonType(obj.raw[obj.members[mi].v]))
 	}
 	if cc, ok := obj.get("cache_control"); ok {
 		b.CacheControl = cc
@@ -616,7 +648,7 @@ func lastFunction(o *object, d []byte, base int) int {
 	return -2
 }
 
-func (p *parser) tool(i, depth int, path string) (*Tool, int, error) {
+func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 	obj, end, err := parseObjectAt(p.d, i, depth, nil)
 	if err != nil {
 		return nil, 0, err
@@ -627,7 +659,7 @@ func (p *parser) tool(i, depth int, path string) (*Tool, int, error) {
 		var se *SchemaError
 		if errors.As(err, &se) {
 			se.Offset += int64(i)
-			se.Path = path + se.Path
+			se.Path = path.String() + se.Path
 		}
 		return nil, 0, err
 	}
@@ -658,4 +690,54 @@ func toolName(f Format, obj *object) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// jpath is a JSON path built without allocating; it is rendered only for errors.
+type jpath struct {
+	parts [8]pathPart
+	n     int
+}
+
+type pathPart struct {
+	key string
+	idx int
+}
+
+func root(key string) jpath { return jpath{}.key(key) }
+
+func (p jpath) key(k string) jpath {
+	if p.n < len(p.parts) {
+		p.parts[p.n] = pathPart{key: k, idx: -1}
+		p.n++
+	}
+	return p
+}
+
+func (p jpath) at(i int) jpath {
+	if p.n < len(p.parts) {
+		p.parts[p.n] = pathPart{idx: i}
+		p.n++
+	}
+	return p
+}
+
+// String renders the path, e.g. "messages[3].content[0].type"; the root is "$".
+func (p jpath) String() string {
+	if p.n == 0 {
+		return "$"
+	}
+	var b []byte
+	for _, x := range p.parts[:p.n] {
+		if x.idx >= 0 {
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(x.idx), 10)
+			b = append(b, ']')
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, x.key...)
+	}
+	return string(b)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -340,10 +341,7 @@ func hasBackslash(s []byte) bool {
 // unescape appends the decoded form of the validated string body s to dst.
 func unescape(dst, s []byte) []byte {
 	for len(s) > 0 {
-		j := 0
-		for j < len(s) && s[j] != '\\' {
-			j++
-		}
+		j := indexBackslash(s)
 		dst = append(dst, s[:j]...)
 		s = s[j:]
 		if len(s) == 0 {
@@ -381,6 +379,23 @@ func unescape(dst, s []byte) []byte {
 		s = s[2:]
 	}
 	return dst
+}
+
+// indexBackslash returns the index of the first backslash in s, or len(s).
+func indexBackslash(s []byte) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:]) ^ (lo8 * '\\')
+		if t := (x - lo8) & ^x & hi8; t != 0 {
+			return i + bits.TrailingZeros64(t)/8
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] == '\\' {
+			return i
+		}
+	}
+	return i
 }
 
 func hex4(b []byte) int {
