@@ -1,0 +1,409 @@
+// Package flush runs flushes: for one session and the latest request, it takes the store's
+// flush lease (fencing token), loads the state, plans with the pruning engine, summarizes the
+// planned batches in parallel, commits with compare-and-set (re-planning on a conflict),
+// records stats and the flush outcome, and releases the lease.
+//
+// Flushes run either in-process (InProcess: the default, and the only mode with the embedded
+// store) or as jobs on a Redis stream (Queue) consumed by `condense pruner` workers (Worker),
+// with at-least-once delivery, reclaiming of stale jobs, retries with exponential backoff, a
+// dead-letter stream and idempotency by (session, request hash). See docs/summarizer.md.
+package flush
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+)
+
+// Job is one flush request: a session and the request that triggered it.
+type Job struct {
+	// Session is the session id.
+	Session string `json:"session"`
+	// Format is the wire format of Body: "anthropic" or "openai".
+	Format string `json:"format"`
+	// Body is the latest request body, exactly as the client sent it.
+	Body []byte `json:"body"`
+	// Hash is the hex SHA-256 of Body (computed by Normalize when empty); with Session it
+	// is the job's idempotency key.
+	Hash string `json:"hash"`
+	// Trigger says why the flush runs (agent-message, budget, delta, manual...).
+	Trigger string `json:"trigger,omitempty"`
+	// SessionModel is the session's own model (summarizer fallback target). Credentials are
+	// never serialized into queued jobs.
+	SessionModel *summarize.Endpoint `json:"sessionModel,omitempty"`
+	// Enqueued is when the job was first submitted.
+	Enqueued time.Time `json:"enqueued"`
+	// Attempt counts failed attempts so far (queued jobs).
+	Attempt int `json:"attempt,omitempty"`
+	// LastError is the error of the previous attempt (queued jobs).
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Normalize validates the job and fills Hash and Enqueued.
+func (j *Job) Normalize() error {
+	if err := store.ValidateSessionID(j.Session); err != nil {
+		return &JobError{Msg: "bad session id", Err: err}
+	}
+	if len(j.Body) == 0 {
+		return &JobError{Msg: "empty request body"}
+	}
+	if j.Format != string(summarize.Anthropic) && j.Format != string(summarize.OpenAI) {
+		return &JobError{Msg: fmt.Sprintf("unknown format %q", j.Format)}
+	}
+	sum := sha256.Sum256(j.Body)
+	h := hex.EncodeToString(sum[:])
+	if j.Hash != "" && j.Hash != h {
+		return &JobError{Msg: "hash does not match body"}
+	}
+	j.Hash = h
+	if j.Enqueued.IsZero() {
+		j.Enqueued = time.Now()
+	}
+	return nil
+}
+
+// JobError reports a job that can never run (bad input); it is not retried.
+type JobError struct {
+	Msg string
+	Err error
+}
+
+// Error implements error.
+func (e *JobError) Error() string {
+	if e.Err != nil {
+		return "flush: invalid job: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "flush: invalid job: " + e.Msg
+}
+
+// Unwrap returns the cause.
+func (e *JobError) Unwrap() error { return e.Err }
+
+// Outcome is how a flush ended (a metric label and a stats counter suffix).
+type Outcome string
+
+// Flush outcomes.
+const (
+	// OutcomeFlushed: every planned batch was summarized and the new state committed.
+	OutcomeFlushed Outcome = "flushed"
+	// OutcomePartial: some batches failed; the state with the others was committed.
+	OutcomePartial Outcome = "partial"
+	// OutcomeEmpty: nothing to flush (no batches and no state change).
+	OutcomeEmpty Outcome = "empty"
+	// OutcomeBusy: another owner holds the session's flush lease.
+	OutcomeBusy Outcome = "busy"
+	// OutcomeSummarizerFailed: every batch failed; nothing was committed.
+	OutcomeSummarizerFailed Outcome = "summarizer-failed"
+	// OutcomeConflict: the compare-and-set kept losing after MaxAttempts re-plans.
+	OutcomeConflict Outcome = "conflict"
+	// OutcomeFenced: a newer lease fenced this flush off; nothing was committed.
+	OutcomeFenced Outcome = "fenced"
+	// OutcomeError: the store, the planner or the job failed.
+	OutcomeError Outcome = "error"
+	// OutcomeDuplicate: the job (session, hash) already completed (queued jobs only).
+	OutcomeDuplicate Outcome = "duplicate"
+)
+
+// Sentinel errors returned (wrapped) with the matching outcomes.
+var (
+	ErrBusy             = errors.New("flush: session lease held by another flusher")
+	ErrSummarizerFailed = errors.New("flush: every summarizer call failed")
+	ErrConflict         = errors.New("flush: compare-and-set kept conflicting")
+	ErrFenced           = errors.New("flush: fenced by a newer lease")
+)
+
+// Result describes one flush.
+type Result struct {
+	Session string          `json:"session"`
+	Hash    string          `json:"hash"`
+	Outcome Outcome         `json:"outcome"`
+	Version uint64          `json:"version"` // the committed version (or the loaded one when nothing was committed)
+	Batches int             `json:"batches"` // batches planned in the committed attempt
+	Failed  int             `json:"failed"`  // batches whose summarizer call failed
+	Plans   int             `json:"plans"`   // planning rounds (1 + CAS re-plans)
+	Usage   summarize.Usage `json:"usage"`   // summarizer usage, every attempt included
+	Error   string          `json:"error,omitempty"`
+}
+
+// Blob is content to store before the state that references it is committed.
+type Blob struct {
+	Key  string
+	Data []byte
+}
+
+// Planner is the pruning engine as the orchestrator sees it.
+type Planner interface {
+	// Plan plans a flush of job.Session over snap (the loaded snapshot) and job.Body.
+	Plan(ctx context.Context, job *Job, snap *store.Snapshot) (Plan, error)
+}
+
+// Plan is one planned flush.
+type Plan interface {
+	// Requests are the summarizer calls the plan needs (may be empty).
+	Requests() []*summarize.Request
+	// Commit returns the new state given the successful outputs keyed by request ID
+	// (failed requests are absent), the blobs to store first, and whether the state changed.
+	Commit(outputs map[string]string) (state []byte, blobs []Blob, changed bool, err error)
+}
+
+// Orchestrator runs flushes against a store. Safe for concurrent use.
+type Orchestrator struct {
+	Store      store.Store
+	Planner    Planner
+	Summarizer summarize.Summarizer
+	// Owner names this flusher in leases (default host:pid).
+	Owner string
+	// LeaseTTL is the flush lease duration, renewed every third of it (default 60s).
+	LeaseTTL time.Duration
+	// Parallelism bounds concurrent summarizer calls per flush (default 4).
+	Parallelism int
+	// MaxPlans bounds planning rounds when commits conflict (default 4).
+	MaxPlans int
+	// Metrics, when set, records flush metrics.
+	Metrics *Metrics
+	// Log receives one line per flush (nil: slog.Default()).
+	Log *slog.Logger
+}
+
+func (o *Orchestrator) owner() string {
+	if o.Owner != "" {
+		return o.Owner
+	}
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", h, os.Getpid())
+}
+
+func (o *Orchestrator) leaseTTL() time.Duration {
+	if o.LeaseTTL > 0 {
+		return o.LeaseTTL
+	}
+	return 60 * time.Second
+}
+
+func (o *Orchestrator) log() *slog.Logger {
+	if o.Log != nil {
+		return o.Log
+	}
+	return slog.Default()
+}
+
+// Flush runs one flush to completion. The returned Result is never nil; err is non-nil for
+// every outcome except flushed, partial and empty, and wraps ErrBusy, ErrSummarizerFailed,
+// ErrConflict, ErrFenced, a *JobError or the store's error.
+func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
+	start := time.Now()
+	res := &Result{Session: job.Session, Hash: job.Hash}
+	err := o.flush(ctx, job, res)
+	if err != nil && res.Outcome == "" {
+		res.Outcome = OutcomeError
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	o.record(job, res, time.Since(start))
+	return res, err
+}
+
+func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
+	if err := job.Normalize(); err != nil {
+		return err
+	}
+	res.Hash = job.Hash
+	lease, err := o.Store.AcquireLease(ctx, job.Session, o.owner(), o.leaseTTL())
+	if err != nil {
+		if errors.Is(err, store.ErrLeaseHeld) {
+			res.Outcome = OutcomeBusy
+			return fmt.Errorf("%w: %w", ErrBusy, err)
+		}
+		return fmt.Errorf("flush: acquire lease: %w", err)
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var renewWG sync.WaitGroup
+	renewWG.Add(1)
+	go func() { defer renewWG.Done(); o.renew(fctx, cancel, lease) }()
+	defer func() {
+		cancel(nil)
+		renewWG.Wait()
+		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer c()
+		if err := o.Store.ReleaseLease(rctx, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			o.log().Warn("flush: release lease", "session", job.Session, "err", err)
+		}
+	}()
+
+	cache := map[string]string{} // request cache key → summary text, reused across re-plans
+	maxPlans := o.MaxPlans
+	if maxPlans <= 0 {
+		maxPlans = 4
+	}
+	for res.Plans < maxPlans {
+		res.Plans++
+		snap, err := o.Store.Load(fctx, job.Session)
+		if err != nil {
+			return o.ctxErr(fctx, fmt.Errorf("flush: load: %w", err))
+		}
+		res.Version = snap.Version
+		plan, err := o.Planner.Plan(fctx, job, snap)
+		if err != nil {
+			return o.ctxErr(fctx, fmt.Errorf("flush: plan: %w", err))
+		}
+		reqs := plan.Requests()
+		res.Batches = len(reqs)
+		outputs := map[string]string{}
+		var todo []*summarize.Request
+		for _, r := range reqs {
+			if r.Session == nil && job.SessionModel != nil {
+				r.Session = job.SessionModel
+			}
+			if t, ok := cache[cacheKey(r)]; ok {
+				outputs[r.ID] = t
+			} else {
+				todo = append(todo, r)
+			}
+		}
+		var firstErr error
+		res.Failed = 0
+		for _, oc := range summarize.Run(fctx, o.Summarizer, todo, o.Parallelism) {
+			if oc.Err != nil {
+				res.Failed++
+				if firstErr == nil {
+					firstErr = oc.Err
+				}
+				o.Metrics.summarizerError(oc.Err)
+				continue
+			}
+			res.Usage.Add(oc.Result.Usage)
+			o.Metrics.summarizerUsage(oc.Result)
+			outputs[oc.ID] = oc.Result.Text
+		}
+		for _, r := range todo {
+			if t, ok := outputs[r.ID]; ok {
+				cache[cacheKey(r)] = t
+			}
+		}
+		if err := context.Cause(fctx); err != nil {
+			return o.ctxErr(fctx, err)
+		}
+		if len(reqs) > 0 && len(outputs) == 0 {
+			res.Outcome = OutcomeSummarizerFailed
+			return fmt.Errorf("%w: %d batch(es): %w", ErrSummarizerFailed, len(reqs), firstErr)
+		}
+		state, blobs, changed, err := plan.Commit(outputs)
+		if err != nil {
+			return fmt.Errorf("flush: plan commit: %w", err)
+		}
+		if !changed {
+			res.Outcome = OutcomeEmpty
+			return nil
+		}
+		for _, b := range blobs {
+			if err := o.Store.PutBlob(fctx, job.Session, b.Key, b.Data); err != nil {
+				return o.ctxErr(fctx, fmt.Errorf("flush: put blob %q: %w", b.Key, err))
+			}
+		}
+		v, err := o.Store.Commit(fctx, job.Session, snap.Version, state, lease.Token)
+		switch {
+		case err == nil:
+			res.Version = v
+			res.Outcome = OutcomeFlushed
+			if res.Failed > 0 {
+				res.Outcome = OutcomePartial
+			}
+			return nil
+		case errors.Is(err, store.ErrConflict):
+			o.Metrics.conflict()
+			continue // someone committed in between (e.g. the proxy recording a hidden exchange): re-plan
+		case errors.Is(err, store.ErrFenced):
+			res.Outcome = OutcomeFenced
+			return fmt.Errorf("%w: %w", ErrFenced, err)
+		default:
+			return o.ctxErr(fctx, fmt.Errorf("flush: commit: %w", err))
+		}
+	}
+	res.Outcome = OutcomeConflict
+	return fmt.Errorf("%w after %d plans", ErrConflict, res.Plans)
+}
+
+// ctxErr reports a lost lease as fencing; other errors pass through.
+func (o *Orchestrator) ctxErr(fctx context.Context, err error) error {
+	if c := context.Cause(fctx); c != nil && errors.Is(c, store.ErrLeaseLost) {
+		return fmt.Errorf("%w: %w", ErrFenced, c)
+	}
+	return err
+}
+
+// renew extends the lease every third of its TTL; losing it cancels the flush.
+func (o *Orchestrator) renew(ctx context.Context, cancel context.CancelCauseFunc, lease store.Lease) {
+	ttl := o.leaseTTL()
+	t := time.NewTicker(ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l, err := o.Store.RenewLease(ctx, lease, ttl)
+			if err != nil {
+				if errors.Is(err, store.ErrLeaseLost) {
+					cancel(err)
+					return
+				}
+				continue // transient: try again next tick; the commit's fence is the real guard
+			}
+			lease = l
+		}
+	}
+}
+
+func cacheKey(r *summarize.Request) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d", r.Kind, r.System, r.Prompt, len(r.Parts))
+	for _, p := range r.Parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// record writes the flush's stats to the store and metrics, and logs it.
+func (o *Orchestrator) record(job *Job, res *Result, d time.Duration) {
+	o.Metrics.flush(res, d)
+	if res.Outcome == OutcomeBusy || store.ValidateSessionID(job.Session) != nil {
+		o.log().Debug("flush", "session", job.Session, "outcome", res.Outcome)
+		return
+	}
+	delta := map[string]int64{"flush." + string(res.Outcome): 1}
+	if res.Outcome == OutcomeFlushed || res.Outcome == OutcomePartial {
+		delta[store.StatFlushes] = 1
+	}
+	if res.Usage.Calls > 0 {
+		delta["summarizerCalls"] = res.Usage.Calls
+		delta["summarizerInputTokens"] = res.Usage.InputTokens
+		delta["summarizerOutputTokens"] = res.Usage.OutputTokens
+		delta["summarizerCacheReadTokens"] = res.Usage.CacheReadTokens
+		delta["summarizerCacheWriteTokens"] = res.Usage.CacheCreationTokens
+		delta[store.StatSummarizerCostMicros] = int64(res.Usage.CostUSD*1e6 + 0.5)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := o.Store.IncrStats(ctx, job.Session, delta); err != nil {
+		o.log().Warn("flush: record stats", "session", job.Session, "err", err)
+	}
+	lvl := slog.LevelInfo
+	if res.Error != "" {
+		lvl = slog.LevelWarn
+	}
+	o.log().Log(ctx, lvl, "flush", "session", job.Session, "outcome", res.Outcome, "version", res.Version,
+		"batches", res.Batches, "failed", res.Failed, "plans", res.Plans, "costUSD", res.Usage.CostUSD,
+		"duration", d, "err", res.Error)
+}

@@ -1,0 +1,154 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// ErrClosed is returned by Enqueue after Close.
+var ErrClosed = errors.New("flush: runner closed")
+
+// Ticket is a handle on a submitted flush.
+type Ticket struct {
+	done chan struct{}
+	res  *Result
+	err  error
+}
+
+// Done is closed when the flush finished.
+func (t *Ticket) Done() <-chan struct{} { return t.done }
+
+// Wait blocks until the flush finished or ctx ends (then it returns ctx's error; the flush
+// keeps running).
+func (t *Ticket) Wait(ctx context.Context) (*Result, error) {
+	select {
+	case <-t.done:
+		return t.res, t.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// InProcess runs flushes in background goroutines of this process: at most one per session
+// at a time (a job submitted while its session flushes waits and replaces any older waiting
+// job of that session), at most MaxConcurrent overall. Submitting the job (session, hash)
+// that is running or waiting returns the same ticket.
+type InProcess struct {
+	Orch *Orchestrator
+	// MaxConcurrent bounds concurrent flushes (default 4).
+	MaxConcurrent int
+
+	once     sync.Once
+	mu       sync.Mutex
+	base     context.Context
+	cancel   context.CancelFunc
+	sem      chan struct{}
+	sessions map[string]*sessionQ
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+type sessionQ struct {
+	running     *Ticket
+	runningHash string
+	next        *Job
+	nextTicket  *Ticket
+}
+
+func (p *InProcess) init() {
+	p.once.Do(func() {
+		p.base, p.cancel = context.WithCancel(context.Background())
+		n := p.MaxConcurrent
+		if n <= 0 {
+			n = 4
+		}
+		p.sem = make(chan struct{}, n)
+		p.sessions = map[string]*sessionQ{}
+	})
+}
+
+// Enqueue submits job and returns its ticket at once. The flush runs detached from ctx
+// (a client disconnect does not abort it); Close aborts it.
+func (p *InProcess) Enqueue(ctx context.Context, job *Job) (*Ticket, error) {
+	p.init()
+	if err := job.Normalize(); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	q := p.sessions[job.Session]
+	if q == nil {
+		q = &sessionQ{}
+		p.sessions[job.Session] = q
+	}
+	switch {
+	case q.running != nil && q.runningHash == job.Hash:
+		return q.running, nil
+	case q.running != nil && q.next != nil && q.next.Hash == job.Hash:
+		return q.nextTicket, nil
+	case q.running != nil:
+		if q.nextTicket == nil {
+			q.nextTicket = &Ticket{done: make(chan struct{})}
+		}
+		q.next = job // the newest request supersedes an older waiting one; its waiters share the ticket
+		return q.nextTicket, nil
+	}
+	t := &Ticket{done: make(chan struct{})}
+	p.start(q, job, t)
+	return t, nil
+}
+
+// start runs job for q; p.mu is held.
+func (p *InProcess) start(q *sessionQ, job *Job, t *Ticket) {
+	q.running, q.runningHash = t, job.Hash
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		select {
+		case p.sem <- struct{}{}:
+			t.res, t.err = p.Orch.Flush(p.base, job)
+			<-p.sem
+		case <-p.base.Done():
+			t.res, t.err = &Result{Session: job.Session, Hash: job.Hash, Outcome: OutcomeError, Error: ErrClosed.Error()}, ErrClosed
+		}
+		close(t.done)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if q.next != nil && !p.closed {
+			nj, nt := q.next, q.nextTicket
+			q.next, q.nextTicket = nil, nil
+			p.start(q, nj, nt)
+			return
+		}
+		if q.next != nil { // closed while waiting
+			q.nextTicket.res, q.nextTicket.err = &Result{Session: q.next.Session, Hash: q.next.Hash, Outcome: OutcomeError, Error: ErrClosed.Error()}, ErrClosed
+			close(q.nextTicket.done)
+			q.next, q.nextTicket = nil, nil
+		}
+		q.running, q.runningHash = nil, ""
+		delete(p.sessions, job.Session)
+	}()
+}
+
+// Close stops accepting jobs, waits for running flushes until ctx ends, then aborts them.
+func (p *InProcess) Close(ctx context.Context) error {
+	p.init()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		p.cancel()
+		return nil
+	case <-ctx.Done():
+		p.cancel()
+		<-done
+		return ctx.Err()
+	}
+}

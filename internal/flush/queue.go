@@ -1,0 +1,274 @@
+package flush
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/condense-dev/condense/internal/store"
+)
+
+// Job states recorded in a job's status key.
+const (
+	StateQueued   = "queued"
+	StateRunning  = "running"
+	StateRetrying = "retrying"
+	StateDone     = "done"
+	StateDead     = "dead"
+)
+
+// Status is the recorded state of one (session, hash) job.
+type Status struct {
+	State   string  `json:"state"`
+	Attempt int     `json:"attempt,omitempty"`
+	Result  *Result `json:"result,omitempty"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Queue is the Redis side of queued flushes. All its keys share one hash tag so its Lua
+// scripts and transactions also work on Redis Cluster:
+//
+//	{<prefix>:flush}:jobs        stream of jobs (field "job": the Job as JSON), consumer group Group
+//	{<prefix>:flush}:retry       sorted set of jobs waiting for their backoff (score: due, unix ms)
+//	{<prefix>:flush}:dead        dead-letter stream (fields job, error, attempts), capped near DeadMaxLen
+//	{<prefix>:flush}:dead-count  number of jobs ever dead-lettered
+//	{<prefix>:flush}:st:<session>:<hash>  the job's Status (JSON), expiring after StatusTTL
+type Queue struct {
+	rdb redis.UniversalClient
+	// Group is the consumer group of the workers (default "condense-pruner").
+	Group string
+	// StatusTTL is how long a job's status (and so its idempotency) is kept (default 24h).
+	StatusTTL time.Duration
+	// DeadMaxLen caps the dead-letter stream, approximately (default 10000).
+	DeadMaxLen int64
+	// Metrics, when set, counts job events.
+	Metrics *Metrics
+
+	tag string
+}
+
+// NewQueue returns a queue over rdb with key prefix (default "condense").
+func NewQueue(rdb redis.UniversalClient, prefix string) *Queue {
+	if prefix == "" {
+		prefix = "condense"
+	}
+	return &Queue{rdb: rdb, Group: "condense-pruner", StatusTTL: 24 * time.Hour, DeadMaxLen: 10000, tag: "{" + prefix + ":flush}"}
+}
+
+// StreamKey is the job stream's key.
+func (q *Queue) StreamKey() string { return q.tag + ":jobs" }
+
+// RetryKey is the backoff sorted set's key.
+func (q *Queue) RetryKey() string { return q.tag + ":retry" }
+
+// DeadKey is the dead-letter stream's key.
+func (q *Queue) DeadKey() string { return q.tag + ":dead" }
+
+// DeadCountKey is the dead-letter counter's key.
+func (q *Queue) DeadCountKey() string { return q.tag + ":dead-count" }
+
+// StatusKey is the status key of job (session, hash).
+func (q *Queue) StatusKey(session, hash string) string {
+	return q.tag + ":st:" + store.EncodeSessionID(session) + ":" + hash
+}
+
+// enqueueScript sets the status to queued unless a live status exists (a dead job may be
+// submitted again), then adds the job to the stream. Returns 1 when enqueued, 0 for a duplicate.
+var enqueueScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and not string.find(cur, '"state":"dead"', 1, true) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'job', ARGV[3])
+return 1
+`)
+
+// moveDueScript moves jobs whose backoff expired from the retry set to the stream.
+var moveDueScript = redis.NewScript(`
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, m in ipairs(due) do
+  redis.call('ZREM', KEYS[1], m)
+  redis.call('XADD', KEYS[2], '*', 'job', m)
+end
+return #due
+`)
+
+// Enqueue submits a job. It returns dup == true, and enqueues nothing, when the same
+// (session, hash) is queued, running, retrying or done (within StatusTTL).
+func (q *Queue) Enqueue(ctx context.Context, job *Job) (dup bool, err error) {
+	if err := job.Normalize(); err != nil {
+		return false, err
+	}
+	payload, err := encodeJob(job)
+	if err != nil {
+		return false, err
+	}
+	st, _ := json.Marshal(Status{State: StateQueued})
+	n, err := enqueueScript.Run(ctx, q.rdb, []string{q.StatusKey(job.Session, job.Hash), q.StreamKey()},
+		st, q.StatusTTL.Milliseconds(), payload).Int()
+	if err != nil {
+		return false, fmt.Errorf("%w: flush enqueue: %w", store.ErrUnavailable, err)
+	}
+	if n == 0 {
+		q.Metrics.job("duplicate")
+		return true, nil
+	}
+	q.Metrics.job("enqueued")
+	return false, nil
+}
+
+// Status returns the recorded status of (session, hash), or nil when none is recorded.
+func (q *Queue) Status(ctx context.Context, session, hash string) (*Status, error) {
+	b, err := q.rdb.Get(ctx, q.StatusKey(session, hash)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: flush status: %w", store.ErrUnavailable, err)
+	}
+	var s Status
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("flush: corrupt status of %s: %w", hash, err)
+	}
+	return &s, nil
+}
+
+// Wait polls the job's status until it is done or dead, or ctx ends (use a context with a
+// deadline for a bounded wait). It returns the final status.
+func (q *Queue) Wait(ctx context.Context, session, hash string) (*Status, error) {
+	d := 5 * time.Millisecond
+	for {
+		s, err := q.Status(ctx, session, hash)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil && (s.State == StateDone || s.State == StateDead) {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(d):
+		}
+		if d < 200*time.Millisecond {
+			d *= 2
+		}
+	}
+}
+
+// DeadCount returns how many jobs were ever dead-lettered.
+func (q *Queue) DeadCount(ctx context.Context) (int64, error) {
+	n, err := q.rdb.Get(ctx, q.DeadCountKey()).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Depth returns the number of jobs waiting in the stream (not yet delivered or pending) and
+// in the retry set.
+func (q *Queue) Depth(ctx context.Context) (stream, retry int64, err error) {
+	stream, err = q.rdb.XLen(ctx, q.StreamKey()).Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	retry, err = q.rdb.ZCard(ctx, q.RetryKey()).Result()
+	return stream, retry, err
+}
+
+// ensureGroup creates the consumer group (and the stream) if missing.
+func (q *Queue) ensureGroup(ctx context.Context) error {
+	err := q.rdb.XGroupCreateMkStream(ctx, q.StreamKey(), q.Group, "0").Err()
+	if err != nil && !isBusyGroup(err) {
+		return err
+	}
+	return nil
+}
+
+func isBusyGroup(err error) bool {
+	return err != nil && len(err.Error()) >= 9 && err.Error()[:9] == "BUSYGROUP"
+}
+
+// moveDue moves up to 100 due retries into the stream.
+func (q *Queue) moveDue(ctx context.Context, now time.Time) (int, error) {
+	return moveDueScript.Run(ctx, q.rdb, []string{q.RetryKey(), q.StreamKey()}, now.UnixMilli(), 100).Int()
+}
+
+func (q *Queue) setStatus(ctx context.Context, p redis.Pipeliner, job *Job, s Status) {
+	b, _ := json.Marshal(s)
+	p.Set(ctx, q.StatusKey(job.Session, job.Hash), b, q.StatusTTL)
+}
+
+// finish acknowledges and deletes a stream entry and records the job's status, atomically.
+func (q *Queue) finish(ctx context.Context, id string, job *Job, s Status) error {
+	_, err := q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		q.setStatus(ctx, p, job, s)
+		p.XAck(ctx, q.StreamKey(), q.Group, id)
+		p.XDel(ctx, q.StreamKey(), id)
+		return nil
+	})
+	return err
+}
+
+// retry schedules job for due, acknowledging the stream entry, atomically.
+func (q *Queue) retry(ctx context.Context, id string, job *Job, due time.Time) error {
+	payload, err := encodeJob(job)
+	if err != nil {
+		return err
+	}
+	_, err = q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		q.setStatus(ctx, p, job, Status{State: StateRetrying, Attempt: job.Attempt, Error: job.LastError})
+		p.ZAdd(ctx, q.RetryKey(), redis.Z{Score: float64(due.UnixMilli()), Member: payload})
+		p.XAck(ctx, q.StreamKey(), q.Group, id)
+		p.XDel(ctx, q.StreamKey(), id)
+		return nil
+	})
+	return err
+}
+
+// deadLetter moves a job to the dead-letter stream, atomically.
+func (q *Queue) deadLetter(ctx context.Context, id string, job *Job, payload string, cause string) error {
+	_, err := q.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: q.DeadKey(), MaxLen: q.DeadMaxLen, Approx: true,
+			Values: []string{"job", payload, "error", cause, "attempts", strconv.Itoa(job.Attempt)}})
+		p.Incr(ctx, q.DeadCountKey())
+		if job.Session != "" && job.Hash != "" {
+			q.setStatus(ctx, p, job, Status{State: StateDead, Attempt: job.Attempt, Error: cause})
+		}
+		p.XAck(ctx, q.StreamKey(), q.Group, id)
+		p.XDel(ctx, q.StreamKey(), id)
+		return nil
+	})
+	if err == nil {
+		q.Metrics.job("dead")
+		q.Metrics.dead()
+	}
+	return err
+}
+
+// encodeJob serializes a job for the stream; the session model's credentials are dropped.
+func encodeJob(job *Job) (string, error) {
+	j := *job
+	if j.SessionModel != nil {
+		ep := *j.SessionModel
+		ep.APIKey, ep.Header = "", nil
+		j.SessionModel = &ep
+	}
+	b, err := json.Marshal(&j)
+	if err != nil {
+		return "", fmt.Errorf("flush: encode job: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeJob(s string) (*Job, error) {
+	var j Job
+	if err := json.Unmarshal([]byte(s), &j); err != nil {
+		return nil, &JobError{Msg: "undecodable job", Err: err}
+	}
+	return &j, nil
+}
