@@ -1,0 +1,312 @@
+package sessions
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+)
+
+// ccRecord is one line of a Claude Code transcript.
+type ccRecord struct {
+	Type              string          `json:"type"`
+	Subtype           string          `json:"subtype"`
+	UUID              string          `json:"uuid"`
+	ParentUUID        json.RawMessage `json:"parentUuid"`
+	IsSidechain       bool            `json:"isSidechain"`
+	IsAPIErrorMessage bool            `json:"isApiErrorMessage"`
+	Timestamp         string          `json:"timestamp"`
+	Message           *ccMessage      `json:"message"`
+
+	line   int
+	parent string
+}
+
+// ccMessage is the Anthropic API message a user/assistant record carries.
+type ccMessage struct {
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"`
+	Usage   *ccUsage        `json:"usage"`
+}
+
+// ccUsage is the Anthropic usage object of an assistant record.
+type ccUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// ccRedactedSignature is the placeholder the ccspot corpus files carry instead of thinking
+// signatures.
+const ccRedactedSignature = "[REDACTED_SIGNATURE]"
+
+// ccStandInSystem is the documented stand-in system prompt for Claude Code sessions.
+const ccStandInSystem = "You are Claude Code, Anthropic's official CLI for Claude. (condense import stand-in: Claude Code transcripts do not record the system prompt.)"
+
+// isConv reports whether the record is part of the conversation sent to the model.
+func (r *ccRecord) isConv() bool { return r.Type == "user" || r.Type == "assistant" }
+
+// importClaudeCode imports a Claude Code transcript (main session file or subagent file).
+func importClaudeCode(name string, data []byte) (*Session, error) {
+	var recs []*ccRecord
+	err := jsonlLines(name, data, func(line int, raw []byte) error {
+		r := &ccRecord{line: line}
+		if err := unmarshalLine(name, line, raw, r); err != nil {
+			return err
+		}
+		if r.isConv() && r.Message == nil {
+			return &ParseError{File: name, Line: line, Path: "message", Err: fmt.Errorf("%s record without a message", r.Type)}
+		}
+		if p, ok := rawString(r.ParentUUID); ok {
+			r.parent = p
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Subagent files hold only sidechain records: keep them; main files drop sidechains.
+	skipSide := false
+	for _, r := range recs {
+		if r.isConv() && !r.IsSidechain {
+			skipSide = true
+			break
+		}
+	}
+	c := &ccImporter{name: name, b: newBuilder(FormatClaudeCode, Anthropic, false)}
+	rewinds, targets := ccRewinds(recs, skipSide)
+	snaps := map[string]*ccSnap{}
+	for i, r := range recs {
+		if r.isConv() && r.IsSidechain && skipSide {
+			continue
+		}
+		if to, ok := rewinds[i]; ok {
+			if sn := snaps[to]; sn != nil {
+				c.restore(sn)
+			}
+		}
+		if err := c.record(r); err != nil {
+			return nil, err
+		}
+		if targets[r.UUID] {
+			snaps[r.UUID] = c.save()
+		}
+	}
+	c.closeResp()
+	s := c.b.finish(ccStandInSystem, 32000)
+	if s.Len() == 0 {
+		return nil, &ParseError{File: name, Err: ErrNoRequests}
+	}
+	return s, nil
+}
+
+// ccRewinds finds user prompts that continue from an earlier point of the conversation (a
+// rewind / edit): their parent chain reaches a conversation record after which other
+// conversation records were written. It returns record index → uuid to rewind to, and the set
+// of uuids whose position must be saved.
+func ccRewinds(recs []*ccRecord, skipSide bool) (map[int]string, map[string]bool) {
+	idx := map[string]int{}
+	for i, r := range recs {
+		if r.UUID != "" {
+			idx[r.UUID] = i
+		}
+	}
+	rewinds := map[int]string{}
+	targets := map[string]bool{}
+	lastConv := -1
+	for i, r := range recs {
+		if !r.isConv() || (skipSide && r.IsSidechain) {
+			continue
+		}
+		if r.Type == "user" && !ccIsResultRecord(r) && r.parent != "" {
+			// Resolve the parent through non-conversation records.
+			a, ok := idx[r.parent]
+			for ok && !recs[a].isConv() {
+				a, ok = idx[recs[a].parent]
+			}
+			if ok && a < lastConv {
+				rewinds[i] = recs[a].UUID
+				targets[recs[a].UUID] = true
+			}
+		}
+		lastConv = i
+	}
+	return rewinds, targets
+}
+
+// ccIsResultRecord reports whether a user record carries a tool result.
+func ccIsResultRecord(r *ccRecord) bool {
+	if r.Message == nil || len(r.Message.Content) == 0 || r.Message.Content[0] != '[' {
+		return false
+	}
+	found := false
+	gjson.ParseBytes(r.Message.Content).ForEach(func(_, v gjson.Result) bool {
+		if v.Get("type").String() == "tool_result" {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// ccImporter is the state of one Claude Code import.
+type ccImporter struct {
+	name   string
+	b      *builder
+	respID string // message.id of the open response
+	respPt int    // its request index
+	synth  bool   // the open response is a synthetic API-error message
+	asst   []part // blocks of the open response
+	held   []part // tool results written while the response was still streaming
+}
+
+// ccSnap is a saved importer position (rewinds).
+type ccSnap struct {
+	b      *snapshot
+	respID string
+	respPt int
+	synth  bool
+	asst   []part
+	held   []part
+}
+
+func (c *ccImporter) save() *ccSnap {
+	return &ccSnap{b: c.b.save(), respID: c.respID, respPt: c.respPt, synth: c.synth,
+		asst: append([]part(nil), c.asst...), held: append([]part(nil), c.held...)}
+}
+
+func (c *ccImporter) restore(sn *ccSnap) {
+	c.b.restore(sn.b)
+	c.respID, c.respPt, c.synth = sn.respID, sn.respPt, sn.synth
+	c.asst = append([]part(nil), sn.asst...)
+	c.held = append([]part(nil), sn.held...)
+}
+
+// closeResp emits the open response and the tool results written during it.
+func (c *ccImporter) closeResp() {
+	if c.respID == "" {
+		return
+	}
+	if !c.synth {
+		c.b.add(msg{role: "assistant", parts: c.asst})
+	}
+	if len(c.held) > 0 {
+		c.b.add(msg{role: "user", parts: c.held})
+	}
+	c.respID, c.asst, c.held, c.synth = "", nil, nil, false
+}
+
+// record processes one record.
+func (c *ccImporter) record(r *ccRecord) error {
+	b := c.b
+	switch r.Type {
+	case "system":
+		if r.Subtype == "compact_boundary" {
+			c.closeResp()
+			b.newContext()
+			b.s.Stats.Compactions++
+		}
+		return nil
+	case "assistant":
+		m := r.Message
+		id := m.ID
+		if id == "" {
+			id = r.UUID
+		}
+		if id != c.respID {
+			c.closeResp()
+			c.respID = id
+			c.synth = r.IsAPIErrorMessage || m.Model == "<synthetic>"
+			pt := RequestPoint{Model: m.Model, Line: r.line, Time: parseTime(r.Timestamp), Dropped: c.synth}
+			if c.synth {
+				b.s.Stats.DroppedResponses++
+			}
+			c.respPt = b.request(pt)
+		}
+		if m.Usage != nil {
+			b.s.points[c.respPt].Usage = &Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens,
+				CacheReadTokens: m.Usage.CacheReadInputTokens, CacheWriteTokens: m.Usage.CacheCreationInputTokens}
+		}
+		parts, err := c.blocks(r, true)
+		if err != nil {
+			return err
+		}
+		c.asst = append(c.asst, parts...)
+		return nil
+	case "user":
+		m := r.Message
+		var um msg
+		if s, ok := rawString(m.Content); ok {
+			um = msg{role: "user", str: true, parts: []part{{kind: pText, text: s}}}
+		} else {
+			parts, err := c.blocks(r, false)
+			if err != nil {
+				return err
+			}
+			um = msg{role: "user", parts: parts}
+		}
+		if c.respID != "" {
+			onlyResults := len(um.parts) > 0
+			for _, p := range um.parts {
+				if p.kind != pResult {
+					onlyResults = false
+				}
+			}
+			if onlyResults {
+				c.held = append(c.held, um.parts...)
+				return nil
+			}
+			c.closeResp()
+		}
+		b.add(um)
+		return nil
+	}
+	return nil
+}
+
+// blocks converts the content array of a record into parts, keeping each block's bytes.
+func (c *ccImporter) blocks(r *ccRecord, assistant bool) ([]part, error) {
+	content := r.Message.Content
+	if isNull(content) {
+		return nil, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(content, &raws); err != nil {
+		return nil, lineError(c.name, r.line, fmt.Errorf("message.content: %w", err))
+	}
+	var out []part
+	for i, raw := range raws {
+		g := gjson.ParseBytes(raw)
+		if !g.IsObject() {
+			return nil, &ParseError{File: c.name, Line: r.line, Path: fmt.Sprintf("message.content[%d]", i), Err: errors.New("content block is not an object")}
+		}
+		switch g.Get("type").String() {
+		case "text":
+			out = append(out, part{kind: pText, text: g.Get("text").String(), raw: raw})
+		case "thinking":
+			sig := g.Get("signature").String()
+			if sig == "" || sig == ccRedactedSignature {
+				c.b.s.Stats.DroppedThinking++
+				continue
+			}
+			out = append(out, part{kind: pRaw, raw: raw})
+		case "tool_use":
+			out = append(out, part{kind: pCall, id: g.Get("id").String(), name: g.Get("name").String(), input: json.RawMessage(g.Get("input").Raw), raw: raw})
+		case "tool_result":
+			if assistant {
+				out = append(out, part{kind: pRaw, raw: raw})
+				continue
+			}
+			out = append(out, part{kind: pResult, id: g.Get("tool_use_id").String(), isError: g.Get("is_error").Bool(), raw: raw})
+		default:
+			out = append(out, part{kind: pRaw, raw: raw})
+		}
+	}
+	return out, nil
+}

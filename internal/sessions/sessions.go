@@ -1,0 +1,328 @@
+// Package sessions imports recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
+// mini-SWE-agent) and rebuilds the sequence of LLM requests the agent sent: request k holds
+// everything the agent had in its context before the k-th model response.
+//
+// A session is stored compactly: one or more contexts (ordered, pre-encoded wire messages; a new
+// context starts at every compaction, rewind or rewrite of an already-sent message) and one
+// request point per model response (context index, message count, time, model, recorded
+// usage). Request bodies are materialised lazily by Request / AppendRequest, which concatenate
+// the pre-encoded messages, so a 2 MB transcript never costs hundreds of megabytes.
+//
+// The output formats (request bodies, stand-in system prompt and tool schemas) are described in
+// docs/formats.md.
+package sessions
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Format names a session file format.
+type Format string
+
+// The supported session formats.
+const (
+	FormatAuto         Format = "auto"
+	FormatPi           Format = "pi"
+	FormatClaudeCode   Format = "claude-code"
+	FormatCodex        Format = "codex"
+	FormatSWEAgent     Format = "swe-agent"
+	FormatMiniSWEAgent Format = "mini-swe-agent"
+)
+
+// Formats lists every concrete format, in the order auto-detection reports them.
+var Formats = []Format{FormatPi, FormatClaudeCode, FormatCodex, FormatSWEAgent, FormatMiniSWEAgent}
+
+// Provider names a request wire format.
+type Provider string
+
+// The request wire formats an import can produce.
+const (
+	// Anthropic is the Anthropic Messages API request body.
+	Anthropic Provider = "anthropic"
+	// OpenAI is the OpenAI Chat Completions request body.
+	OpenAI Provider = "openai"
+)
+
+// ErrUnknownFormat is returned when auto-detection cannot recognise a file, or a format name is
+// not one of Formats.
+var ErrUnknownFormat = errors.New("unknown session format")
+
+// ErrEmpty is returned (wrapped in a *ParseError) for a file that holds no records.
+var ErrEmpty = errors.New("empty session file")
+
+// ErrNoRequests is returned (wrapped in a *ParseError) for a file whose records hold no model
+// response, so no request can be rebuilt.
+var ErrNoRequests = errors.New("session has no model responses")
+
+// ErrProvider is returned by Request when the session cannot be rendered for the asked provider
+// (OpenAI form exists only for OpenAI-native sources: Codex, SWE-agent, mini-SWE-agent).
+var ErrProvider = errors.New("provider form not available for this session")
+
+// ParseError reports bad input: the file, the 1-based line (0 when unknown) and, for JSON
+// documents, the path of the offending value.
+type ParseError struct {
+	File string // file name as given to Import (may be empty)
+	Line int    // 1-based line number; 0 when not known
+	Path string // JSON path inside the line or document (e.g. "message.content[2]"), may be empty
+	Err  error  // the cause
+}
+
+// Error formats the error as "file:line: path: cause".
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+	} else {
+		b.WriteString("<input>")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Usage is the token usage the transcript recorded for one model response. Fields are -1 when
+// the transcript does not record them. InputTokens counts input tokens that were neither read
+// from nor written to the prompt cache (Anthropic semantics; OpenAI's input_tokens minus
+// cached tokens).
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+}
+
+// RequestPoint is the metadata of one rebuilt request.
+type RequestPoint struct {
+	Context int       // index of the context (compaction segment) the request belongs to
+	Time    time.Time // when the request was sent (see docs/formats.md); zero when unknown
+	Model   string    // model the agent asked for
+	Usage   *Usage    // usage recorded for the response; nil when unknown
+	Line    int       // 1-based line (JSONL) or entry index+1 (JSON documents) of the response
+	Dropped bool      // the response was aborted or errored and is not part of later contexts
+
+	n [2]int // messages of the context in this request, per provider form
+}
+
+// Messages returns the number of wire messages the request holds in the given form.
+func (p RequestPoint) Messages(f Provider) int { return p.n[formIndex(f)] }
+
+// Stats counts what an import saw, under the definitions of the corpus MANIFEST: Messages
+// counts LLM-visible messages after merging consecutive same-role messages over the whole file
+// (compaction does not reset it; re-kept messages are not counted twice), ToolCalls the tool
+// calls the model made, ToolResults/FailedResults the results and those flagged as errors
+// (format-specific flags, see docs/formats.md), Requests the model responses.
+type Stats struct {
+	Messages         int
+	Requests         int
+	ToolCalls        int
+	ToolResults      int
+	FailedResults    int
+	Compactions      int
+	DroppedResponses int // aborted / errored / synthetic responses left out of later contexts
+	DroppedThinking  int // thinking blocks that could not be sent back (redacted or missing signature)
+	DroppedReasoning int // encrypted reasoning items (Codex)
+	OrphanResults    int // tool results without a matching call in the preceding message (dropped)
+	SyntheticResults int // "No result provided" results added for calls that had none
+}
+
+// Session is an imported session.
+type Session struct {
+	Name   string // file name given to Import
+	Format Format
+	Native Provider // the provider form closest to the source
+	Stats  Stats
+
+	system string   // system prompt (real when recorded, else the stand-in)
+	tools  []string // tool names, sorted
+	points []RequestPoint
+	forms  [2]*form // per provider; nil when unavailable
+}
+
+// Len returns the number of requests.
+func (s *Session) Len() int { return len(s.points) }
+
+// Point returns the metadata of request k (0-based).
+func (s *Session) Point(k int) RequestPoint { return s.points[k] }
+
+// System returns the system prompt used in every request (recorded or stand-in).
+func (s *Session) System() string { return s.system }
+
+// Tools returns the names of the stand-in tool schemas, sorted.
+func (s *Session) Tools() []string { return s.tools }
+
+// Providers returns the provider forms this session can be rendered in, native first.
+func (s *Session) Providers() []Provider {
+	out := []Provider{s.Native}
+	for _, p := range []Provider{Anthropic, OpenAI} {
+		if p != s.Native && s.forms[formIndex(p)] != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Contexts returns the number of contexts in the given form (0 when unavailable).
+func (s *Session) Contexts(p Provider) int {
+	f := s.forms[formIndex(p)]
+	if f == nil {
+		return 0
+	}
+	return len(f.contexts)
+}
+
+// Context returns the pre-encoded messages of context i in the given form. The slices are
+// shared: callers must not modify them.
+func (s *Session) Context(p Provider, i int) [][]byte {
+	return s.forms[formIndex(p)].contexts[i]
+}
+
+// Request returns the body of request k in the given provider form.
+func (s *Session) Request(k int, p Provider) ([]byte, error) {
+	return s.AppendRequest(nil, k, p)
+}
+
+// AppendRequest appends the body of request k in the given provider form to dst.
+func (s *Session) AppendRequest(dst []byte, k int, p Provider) ([]byte, error) {
+	if k < 0 || k >= len(s.points) {
+		return dst, fmt.Errorf("request %d out of range [0,%d)", k, len(s.points))
+	}
+	fi := formIndex(p)
+	if fi < 0 || s.forms[fi] == nil {
+		return dst, fmt.Errorf("%w: %s from %s", ErrProvider, p, s.Format)
+	}
+	f := s.forms[fi]
+	pt := &s.points[k]
+	msgs := f.contexts[pt.Context][:pt.n[fi]]
+	size := len(f.head) + len(f.tail) + len(pt.Model) + 64
+	for _, m := range msgs {
+		size += len(m) + 1
+	}
+	if cap(dst)-len(dst) < size {
+		nd := make([]byte, len(dst), len(dst)+size)
+		copy(nd, dst)
+		dst = nd
+	}
+	dst = append(dst, `{"model":`...)
+	dst = appendJSONString(dst, pt.Model)
+	dst = append(dst, f.head...)
+	for i, m := range msgs {
+		if i > 0 || f.headMsg {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, m...)
+	}
+	dst = append(dst, f.tail...)
+	return dst, nil
+}
+
+// formIndex maps a provider to its slot in Session.forms (-1 when unknown).
+func formIndex(p Provider) int {
+	switch p {
+	case Anthropic:
+		return 0
+	case OpenAI:
+		return 1
+	}
+	return -1
+}
+
+// ImportFile reads and imports one session file. format may be FormatAuto or "".
+func ImportFile(path string, format Format) (*Session, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Import(filepath.Base(path), data, format)
+}
+
+// Import parses one session file's bytes. name is used in errors and in Session.Name; format
+// may be FormatAuto (or "") to detect it from name and content.
+func Import(name string, data []byte, format Format) (*Session, error) {
+	if format == "" || format == FormatAuto {
+		f, err := Detect(name, data)
+		if err != nil {
+			return nil, err
+		}
+		format = f
+	}
+	var s *Session
+	var err error
+	switch format {
+	case FormatPi:
+		s, err = importPi(name, data)
+	case FormatClaudeCode:
+		s, err = importClaudeCode(name, data)
+	case FormatCodex:
+		s, err = importCodex(name, data)
+	case FormatSWEAgent:
+		s, err = importSWEAgent(name, data)
+	case FormatMiniSWEAgent:
+		s, err = importMiniSWEAgent(name, data)
+	default:
+		return nil, fmt.Errorf("%w: %q", ErrUnknownFormat, format)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.Name = name
+	s.Format = format
+	return s, nil
+}
+
+// Detect guesses the format of a session file from its name and first records.
+func Detect(name string, data []byte) (Format, error) {
+	trim := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	if len(trim) == 0 {
+		return "", &ParseError{File: name, Line: 1, Err: ErrEmpty}
+	}
+	// Whole-document JSON (SWE-agent / mini-SWE-agent) versus JSONL: a JSON document spans
+	// lines, so its first line alone does not parse.
+	first, _, _ := bytes.Cut(trim, []byte("\n"))
+	if (strings.HasSuffix(name, ".traj") || strings.HasSuffix(name, ".traj.json")) || !validJSON(first) {
+		if hasTopKey(trim, "history") || hasTopKey(trim, "trajectory") && !hasTopKey(trim, "messages") {
+			return FormatSWEAgent, nil
+		}
+		if hasTopKey(trim, "messages") {
+			return FormatMiniSWEAgent, nil
+		}
+		if strings.HasSuffix(name, ".traj") {
+			return FormatSWEAgent, nil
+		}
+		if strings.HasSuffix(name, ".traj.json") {
+			return FormatMiniSWEAgent, nil
+		}
+	}
+	// JSONL: look at the first few records.
+	rest := trim
+	for i := 0; i < 8 && len(rest) > 0; i++ {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		t := topString(line, "type")
+		switch {
+		case t == "session" && hasTopKey(line, "cwd"):
+			return FormatPi, nil
+		case t == "session_meta" || t == "response_item" || t == "turn_context":
+			return FormatCodex, nil
+		case t == "user" || t == "assistant" || t == "file-history-snapshot" || t == "summary" ||
+			t == "progress" || t == "queue-operation" || (t == "system" && hasTopKey(line, "subtype")):
+			return FormatClaudeCode, nil
+		}
+	}
+	return "", &ParseError{File: name, Line: 1, Err: ErrUnknownFormat}
+}
