@@ -1,0 +1,300 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxCacheControl is the most cache_control markers a request may carry (tools, system and
+// messages together).
+const MaxCacheControl = 4
+
+// Validation rule names (ValidationError.Rule).
+const (
+	RuleRole            = "role"              // unknown role, or (Anthropic) roles do not alternate
+	RuleBlockPlacement  = "block-placement"   // a block kind the role may not carry
+	RuleOrphanResult    = "orphan-result"     // a result that answers no call of the immediately preceding assistant message
+	RuleDuplicateResult = "duplicate-result"  // two results for one call
+	RuleDanglingCall    = "dangling-call"     // a call without result although the conversation continues
+	RuleDuplicateCallID = "duplicate-call-id" // two tool calls with one id in the request
+	RuleCallID          = "call-id"           // an Anthropic tool_use id that is empty or has characters outside [a-zA-Z0-9_-]
+	RuleInput           = "input"             // Anthropic tool_use input that is not a JSON object
+	RuleEmptyContent    = "empty-content"     // empty message content or empty/whitespace-only text
+	RuleCacheControl    = "cache-control"     // more than MaxCacheControl cache_control markers
+	RuleNoMessages      = "no-messages"       // the request has no messages
+)
+
+// ValidationError is the first provider-validity problem Validate found.
+type ValidationError struct {
+	Rule    string // one of the Rule… constants
+	Message int    // index in Messages, -1 when not tied to a message
+	Block   int    // index in the message's Blocks, -1 when not tied to a block
+	Msg     string
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	loc := "request"
+	if e.Message >= 0 {
+		loc = fmt.Sprintf("messages[%d]", e.Message)
+		if e.Block >= 0 {
+			loc += fmt.Sprintf(" block %d", e.Block)
+		}
+	}
+	return fmt.Sprintf("wire: invalid request: %s: %s (%s)", loc, e.Msg, e.Rule)
+}
+
+func verr(rule string, mi, bi int, format string, args ...any) error {
+	return &ValidationError{Rule: rule, Message: mi, Block: bi, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the rules the provider enforces on a request, so that a modified request
+// that would be rejected is never sent. It returns nil or a *ValidationError.
+//
+// Both formats: every tool result answers a tool call of the immediately preceding
+// assistant message (OpenAI: the assistant message before the run of tool messages), no
+// call is answered twice, a call without result is allowed only when no later message
+// follows, tool-call ids are unique in the request, content is non-empty, and at most
+// MaxCacheControl cache_control markers are present.
+//
+// Anthropic additionally: roles are only user and assistant and alternate; tool_result
+// blocks come first in their user message; tool_use,
+// thinking and server tool blocks only in assistant messages, tool_result only in user
+// messages; tool_use ids match [a-zA-Z0-9_-]+ and inputs are JSON objects; a
+// web_search_tool_result follows its server_tool_use in the same message; text blocks
+// are not whitespace-only; the final assistant message may be empty (prefill) but must not
+// end with whitespace.
+func Validate(r *Request) error {
+	if len(r.Messages) == 0 {
+		return verr(RuleNoMessages, -1, -1, "messages must not be empty")
+	}
+	if err := validateCacheControl(r); err != nil {
+		return err
+	}
+	if r.Format == OpenAI {
+		return validateOpenAI(r)
+	}
+	return validateAnthropic(r)
+}
+
+func countCC(b *Block) int {
+	n := 0
+	if b.CacheControl != nil {
+		n++
+	}
+	for _, c := range b.Content {
+		n += countCC(c)
+	}
+	return n
+}
+
+func validateCacheControl(r *Request) error {
+	n := 0
+	for _, t := range r.Tools {
+		if o, _, err := parseObjectAt(t.raw, 0, 1, nil); err == nil {
+			if _, ok := o.get("cache_control"); ok {
+				n++
+			}
+		}
+	}
+	for _, b := range r.System {
+		n += countCC(b)
+	}
+	for mi, m := range r.Messages {
+		for bi, b := range m.Blocks {
+			n += countCC(b)
+			if n > MaxCacheControl {
+				return verr(RuleCacheControl, mi, bi, "more than %d cache_control markers", MaxCacheControl)
+			}
+		}
+	}
+	if n > MaxCacheControl {
+		return verr(RuleCacheControl, -1, -1, "more than %d cache_control markers", MaxCacheControl)
+	}
+	return nil
+}
+
+func validCallID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
+
+func validateAnthropic(r *Request) error {
+	callIDs := map[string]int{}
+	last := len(r.Messages) - 1
+	var prevCalls map[string]bool // tool_use ids of the previous message (when assistant)
+	for mi, m := range r.Messages {
+		if m.Role != RoleUser && m.Role != RoleAssistant {
+			return verr(RuleRole, mi, -1, "role %q is not allowed in Anthropic messages", m.Role)
+		}
+		if mi > 0 && r.Messages[mi-1].Role == m.Role {
+			return verr(RuleRole, mi, -1, "two consecutive %s messages", m.Role)
+		}
+		finalAssistant := mi == last && m.Role == RoleAssistant
+		if len(m.Blocks) == 0 && !finalAssistant {
+			return verr(RuleEmptyContent, mi, -1, "message content is empty")
+		}
+		calls := map[string]bool{}
+		answered := map[string]bool{}
+		servers := map[string]bool{}
+		seenOther := false
+		for bi, b := range m.Blocks {
+			if b.Kind == KindToolResult && seenOther && m.Role == RoleUser {
+				return verr(RuleBlockPlacement, mi, bi, "tool_result blocks must come before any other content")
+			}
+			if b.Kind != KindToolResult {
+				seenOther = true
+			}
+			switch b.Kind {
+			case KindText:
+				if isBlank(b.Text) && !finalAssistant {
+					return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
+				}
+			case KindToolUse, KindServerToolUse:
+				if m.Role != RoleAssistant {
+					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
+				}
+				if !validCallID(b.ID) {
+					return verr(RuleCallID, mi, bi, "tool_use id %q must match [a-zA-Z0-9_-]+", b.ID)
+				}
+				if prev, dup := callIDs[b.ID]; dup {
+					return verr(RuleDuplicateCallID, mi, bi, "tool_use id %q already used in messages[%d]", b.ID, prev)
+				}
+				callIDs[b.ID] = mi
+				if in := skipWS(b.Input, 0); in >= len(b.Input) || b.Input[in] != '{' {
+					return verr(RuleInput, mi, bi, "tool_use input must be a JSON object")
+				}
+				if b.Kind == KindToolUse {
+					calls[b.ID] = true
+				} else {
+					servers[b.ID] = true
+				}
+			case KindWebSearchToolResult:
+				if m.Role != RoleAssistant {
+					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
+				}
+				if !servers[b.ID] {
+					return verr(RuleOrphanResult, mi, bi, "%s %q has no server_tool_use before it", b.Type, b.ID)
+				}
+			case KindThinking, KindRedactedThinking:
+				if m.Role != RoleAssistant {
+					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
+				}
+			case KindToolResult:
+				if m.Role != RoleUser {
+					return verr(RuleBlockPlacement, mi, bi, "tool_result block in a %s message", m.Role)
+				}
+				if !prevCalls[b.ID] {
+					return verr(RuleOrphanResult, mi, bi, "tool_result %q answers no tool_use of the previous message", b.ID)
+				}
+				if answered[b.ID] {
+					return verr(RuleDuplicateResult, mi, bi, "second tool_result for %q", b.ID)
+				}
+				answered[b.ID] = true
+				for ci, c := range b.Content {
+					if c.Kind == KindText && c.Text == "" && len(b.Content) > 1 {
+						return verr(RuleEmptyContent, mi, bi, "tool_result content block %d is empty text", ci)
+					}
+				}
+			}
+		}
+		if finalAssistant && len(m.Blocks) > 0 {
+			if lb := m.Blocks[len(m.Blocks)-1]; lb.Kind == KindText && lb.Text != "" && strings.TrimRight(lb.Text, " \t\r\n") != lb.Text {
+				return verr(RuleEmptyContent, mi, len(m.Blocks)-1, "final assistant content must not end with whitespace")
+			}
+		}
+		// Calls of the previous assistant message must all be answered here.
+		if m.Role == RoleUser && len(prevCalls) > 0 {
+			for _, b := range r.Messages[mi-1].Blocks {
+				if b.Kind == KindToolUse && !answered[b.ID] {
+					return verr(RuleDanglingCall, mi-1, -1, "tool_use %q has no tool_result in the next message", b.ID)
+				}
+			}
+		}
+		if m.Role == RoleAssistant {
+			prevCalls = calls
+		} else {
+			prevCalls = nil
+		}
+	}
+	return nil
+}
+
+var openAIRoles = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true, "function": true}
+
+func validateOpenAI(r *Request) error {
+	callIDs := map[string]int{}
+	var open map[string]bool // calls of the current assistant turn still unanswered
+	var turnCalls map[string]bool
+	openAt := -1
+	for mi, m := range r.Messages {
+		if !openAIRoles[m.Role] {
+			return verr(RuleRole, mi, -1, "role %q is not an OpenAI chat role", m.Role)
+		}
+		if m.Role != RoleTool && len(open) > 0 {
+			for _, b := range r.Messages[openAt].Blocks {
+				if b.Kind == KindToolUse && open[b.ID] {
+					return verr(RuleDanglingCall, openAt, -1, "tool_calls id %q has no tool message before messages[%d]", b.ID, mi)
+				}
+			}
+		}
+		switch m.Role {
+		case RoleTool:
+			b := m.Blocks[0]
+			if turnCalls == nil {
+				return verr(RuleOrphanResult, mi, 0, "tool message %q does not follow an assistant message with tool_calls", b.ID)
+			}
+			if !turnCalls[b.ID] {
+				return verr(RuleOrphanResult, mi, 0, "tool message %q answers no tool_calls id of the preceding assistant message", b.ID)
+			}
+			if !open[b.ID] {
+				return verr(RuleDuplicateResult, mi, 0, "second tool message for %q", b.ID)
+			}
+			delete(open, b.ID)
+			if !m.hasContent || (len(b.Content) == 0 && !b.ContentString) {
+				return verr(RuleEmptyContent, mi, 0, "tool message has no content")
+			}
+		case RoleAssistant:
+			turnCalls, open, openAt = nil, nil, mi
+			hasText := false
+			for bi, b := range m.Blocks {
+				if b.Kind != KindToolUse {
+					hasText = true
+					continue
+				}
+				if b.ID == "" {
+					return verr(RuleCallID, mi, bi, "tool call without id")
+				}
+				if prev, dup := callIDs[b.ID]; dup {
+					return verr(RuleDuplicateCallID, mi, bi, "tool call id %q already used in messages[%d]", b.ID, prev)
+				}
+				callIDs[b.ID] = mi
+				if turnCalls == nil {
+					turnCalls, open = map[string]bool{}, map[string]bool{}
+				}
+				turnCalls[b.ID], open[b.ID] = true, true
+			}
+			if !hasText && turnCalls == nil {
+				if _, ok := m.obj.get("function_call"); !ok {
+					return verr(RuleEmptyContent, mi, -1, "assistant message has neither content nor tool_calls")
+				}
+			}
+		default:
+			turnCalls, open = nil, nil
+			if len(m.Blocks) == 0 {
+				return verr(RuleEmptyContent, mi, -1, "%s message has no content", m.Role)
+			}
+		}
+	}
+	return nil
+}
