@@ -451,3 +451,13 @@ func Total(reps []SessionReport) []StrategyReport {
 	}
 	return tot
 }
+
+// NewReport assembles a run's report from its session reports: totals per strategy, savings
+// against the first strategy, which is the baseline.
+func NewReport(sessions []SessionReport) *Report {
+	r := &Report{Sessions: sessions, Totals: Total(sessions)}
+	if len(r.Totals) > 0 {
+		r.Baseline = r.Totals[0].Name
+	}
+	return r
+}
