@@ -27,7 +27,7 @@ type tx struct {
 	msgs []map[string]any
 }
 
-func newTx(f wire.Format) *tx { return &tx{f: f} }
+func newTx(f wire.Format) *tx { return &tx{f: f, msgs: []map[string]any{}} }
 
 func (t *tx) user(text string) *tx {
 	t.msgs = append(t.msgs, map[string]any{"role": "user", "content": text})
