@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -242,13 +241,14 @@ func formIndex(p Provider) int {
 	return -1
 }
 
-// ImportFile reads and imports one session file. format may be FormatAuto or "".
+// ImportFile reads and imports one session file (errors and Session.Name use path as given).
+// format may be FormatAuto or "".
 func ImportFile(path string, format Format) (*Session, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Import(filepath.Base(path), data, format)
+	return Import(path, data, format)
 }
 
 // Import parses one session file's bytes. name is used in errors and in Session.Name; format

@@ -1,0 +1,64 @@
+package sessions
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Envelope is one line of `condense import` output: the request body with its metadata.
+// Time is omitted when unknown, Usage when not recorded; Body is the request body verbatim.
+type Envelope struct {
+	Provider Provider        `json:"provider"`
+	Index    int             `json:"index"`
+	Context  int             `json:"context"`
+	Line     int             `json:"line,omitempty"`
+	Time     *time.Time      `json:"time,omitempty"`
+	Model    string          `json:"model"`
+	Usage    *Usage          `json:"usage,omitempty"`
+	Dropped  bool            `json:"dropped,omitempty"`
+	Body     json.RawMessage `json:"body"`
+}
+
+// AppendEnvelope appends the envelope of request k (one JSON object, no trailing newline) to
+// dst. Members appear in the order of Envelope's fields; body is last and embedded verbatim.
+func AppendEnvelope(dst []byte, s *Session, k int, p Provider) ([]byte, error) {
+	if k < 0 || k >= s.Len() {
+		_, err := s.AppendRequest(nil, k, p)
+		return dst, err
+	}
+	pt := s.Point(k)
+	dst = append(dst, `{"provider":`...)
+	dst = appendJSONString(dst, string(p))
+	dst = append(dst, `,"index":`...)
+	dst = strconv.AppendInt(dst, int64(k), 10)
+	dst = append(dst, `,"context":`...)
+	dst = strconv.AppendInt(dst, int64(pt.Context), 10)
+	if pt.Line > 0 {
+		dst = append(dst, `,"line":`...)
+		dst = strconv.AppendInt(dst, int64(pt.Line), 10)
+	}
+	if !pt.Time.IsZero() {
+		dst = append(dst, `,"time":"`...)
+		dst = pt.Time.UTC().AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"model":`...)
+	dst = appendJSONString(dst, pt.Model)
+	if u := pt.Usage; u != nil {
+		dst = append(dst, `,"usage":{"input_tokens":`...)
+		dst = strconv.AppendInt(dst, u.InputTokens, 10)
+		dst = append(dst, `,"output_tokens":`...)
+		dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+		dst = append(dst, `,"cache_read_tokens":`...)
+		dst = strconv.AppendInt(dst, u.CacheReadTokens, 10)
+		dst = append(dst, `,"cache_write_tokens":`...)
+		dst = strconv.AppendInt(dst, u.CacheWriteTokens, 10)
+		dst = append(dst, '}')
+	}
+	if pt.Dropped {
+		dst = append(dst, `,"dropped":true`...)
+	}
+	dst = append(dst, `,"body":`...)
+	return s.AppendRequest(dst, k, p)
+}
