@@ -306,7 +306,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 			t.Fatal("protected backfilled")
 		}
 		res := Render(req, st, pol)
-		mustValid(t, res)
+		mustValid(t, req, res)
 		got := joined(res.Request)
 		if !strings.Contains(got, "<protected-output tool=\"todowrite\">\nKEEP ME\n</protected-output>") || strings.Contains(got, "R(c1)") {
 			t.Fatal(got)
@@ -321,7 +321,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 			t.Fatalf("%d", count(st))
 		}
 		res := Render(req, st, kPolicy(0))
-		mustValid(t, res)
+		mustValid(t, req, res)
 		if res.Stats.Swept != 0 || res.Stats.Chains != 2 {
 			t.Fatal(res.Stats)
 		}
@@ -352,7 +352,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 			req := chainTx(f, 1).req(t)
 			st := flush(t, req, NewState(), kPolicy(0))
 			res := Render(req, st, kPolicy(0))
-			mustValid(t, res)
+			mustValid(t, req, res)
 			var syn string
 			for _, m := range res.Request.Messages {
 				for _, b := range m.Blocks {
@@ -374,7 +374,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 			req := chainTx(f, 2).req(t)
 			st := flush(t, req, NewState(), kPolicy(1))
 			res := Render(req, st, kPolicy(1))
-			mustValid(t, res)
+			mustValid(t, req, res)
 			got := texts(res.Request)
 			want := []string{"user|task a", "done a", "user|task b", "C(cb1)", "C(cb2)", "done b", "open task"}
 			j := 0
@@ -407,7 +407,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 		req := x.req(t)
 		st := flush(t, req, NewState(), kPolicy(1))
 		res := Render(req, st, kPolicy(1))
-		mustValid(t, res)
+		mustValid(t, req, res)
 		got := joined(res.Request)
 		if res.Stats.Summaries != 1 || !strings.Contains(got, "`t2` bash returned") || !strings.Contains(got, "R(bash_23):"+StubText("t2")) {
 			t.Fatalf("%+v\n%s", res.Stats, got)
@@ -479,14 +479,14 @@ func TestConformanceChainRangePrune(t *testing.T) {
 		if res.Stats.Chains != 1 || len(res.Diagnostics) != 1 || res.Diagnostics[0].Key != "overlap:b2" || !strings.Contains(res.Diagnostics[0].Detail, "duplicates startIndex") {
 			t.Fatalf("%+v", res.Diagnostics)
 		}
-		mustValid(t, res)
+		mustValid(t, req, res)
 	})
 	t.Run("system message inside a range survives", func(t *testing.T) {
 		x := newTx(wire.OpenAI).user("a").turn("c1", "read", `{}`, big("A", 2000)).system("note from harness").turn("c2", "read", `{"x":1}`, big("B", 2000)).asst("", "ok").user("b")
 		req := x.req(t)
 		st := flush(t, req, NewState(), kPolicy(0))
 		res := Render(req, st, kPolicy(0))
-		mustValid(t, res)
+		mustValid(t, req, res)
 		if !strings.Contains(joined(res.Request), "system|note from harness") {
 			t.Fatal("system message dropped")
 		}
@@ -547,7 +547,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 		req := x.req(t)
 		st := flush(t, req, NewState(), kPolicy(0))
 		res := Render(req, st, kPolicy(0))
-		mustValid(t, res)
+		mustValid(t, req, res)
 		if strings.Count(string(res.Body), `"cache_control"`) != 1 || res.Stats.CacheMarkersMoved != 1 {
 			t.Fatalf("marker lost or duplicated: %s", res.Body)
 		}

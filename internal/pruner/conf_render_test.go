@@ -32,7 +32,7 @@ func TestConformancePruner(t *testing.T) {
 			req := x.req(t)
 			st := flush(t, req, NewState(), stubPolicy())
 			res := Render(req, st, stubPolicy())
-			mustValid(t, res)
+			mustValid(t, req, res)
 			got := joined(res.Request)
 			if !strings.Contains(got, "R(c1):"+StubText("t1")) || !strings.Contains(got, "context_tree_query") {
 				t.Fatalf("no stub:\n%s", got)
@@ -56,7 +56,7 @@ func TestConformancePruner(t *testing.T) {
 			pol.Chain.RollingWindow = 0
 			st := flush(t, req, NewState(), pol)
 			res := Render(req, st, pol)
-			mustValid(t, res)
+			mustValid(t, req, res)
 			got := texts(res.Request)
 			if strings.Contains(strings.Join(got, "\n"), "C(c1)") {
 				t.Fatalf("interior kept:\n%s", strings.Join(got, "\n"))
@@ -91,7 +91,7 @@ func TestConformancePruner(t *testing.T) {
 		pol.Chain.RollingWindow = 0
 		st := flush(t, req, NewState(), pol)
 		res := Render(req, st, pol)
-		mustValid(t, res)
+		mustValid(t, req, res)
 		if strings.Contains(joined(res.Request), "T:deep thought") || res.Stats.ThinkingStripped != 1 {
 			t.Fatal("thinking kept")
 		}
@@ -106,7 +106,7 @@ func TestConformancePruner(t *testing.T) {
 		req := x.req(t)
 		st := flush(t, req, NewState(), stubPolicy())
 		res := Render(req, st, stubPolicy())
-		mustValid(t, res)
+		mustValid(t, req, res)
 		got := joined(res.Request)
 		if !strings.Contains(got, "T:plan") || !strings.Contains(got, "T:more") {
 			t.Fatal(got)
@@ -122,7 +122,7 @@ func TestConformancePruner(t *testing.T) {
 			req := newTx(f).user("go").turn("c1", "bash", `{"cmd":"cat"}`, body).asst("", "ok").user("n").req(t)
 			st := flush(t, req, NewState(), stubPolicy())
 			res := Render(req, st, stubPolicy())
-			mustValid(t, res)
+			mustValid(t, req, res)
 			got := joined(res.Request)
 			if !strings.Contains(got, "spilled out of context — 70010 bytes.]\nTool: bash\nPreview (head):\nhead line") || strings.Contains(got, "Summarized in pruner summary") {
 				t.Fatalf("bad spill stub:\n%s", got[:min(len(got), 600)])
@@ -168,7 +168,7 @@ func TestConformancePruner(t *testing.T) {
 			x.turn("bash_1", "bash", `{"cmd":"ls -la"}`, big("new", 2000))
 			req := x.req(t)
 			res := Render(req, st, stubPolicy())
-			mustValid(t, res)
+			mustValid(t, req, res)
 			got := joined(res.Request)
 			if !strings.Contains(got, "R(bash_1):"+StubText("t1")) || !strings.Contains(got, "R(bash_1):new") {
 				t.Fatalf("collision mishandled:\n%s", got)
@@ -213,7 +213,7 @@ func TestConformancePruner(t *testing.T) {
 			pol.Chain.RollingWindow = 1
 			st := flush(t, req, NewState(), pol)
 			res := Render(req, st, pol)
-			mustValid(t, res)
+			mustValid(t, req, res)
 			if res.Stats.Swept != 0 || len(res.Diagnostics) != 0 {
 				t.Fatalf("sweeps=%d diags=%v", res.Stats.Swept, res.Diagnostics)
 			}
@@ -261,7 +261,7 @@ func TestConformanceErrorPurge(t *testing.T) {
 					t.Fatalf("purged=%d", res.Stats.Purged)
 				}
 				if c.purged {
-					mustValid(t, res)
+					mustValid(t, req, res)
 					if !strings.Contains(string(res.Body), `<purged-errored-args size=\"609\"/>`) && !strings.Contains(string(res.Body), `\u003cpurged`) && !strings.Contains(string(res.Body), `purged-errored-args size=\\\"609\\\"`) {
 						t.Fatalf("no purge marker: %s", res.Body)
 					}

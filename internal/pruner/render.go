@@ -107,8 +107,8 @@ func Render(req *wire.Request, st *State, pol Policy) *Result {
 		out = mergeAdjacent(out)
 	}
 	nreq := req.WithMessages(out)
-	if err := validate(nreq); err != nil {
-		if validate(req) == nil {
+	if err := wire.Validate(nreq); err != nil {
+		if wire.Validate(req) == nil {
 			res.Fallback = err.Error()
 			res.Diagnostics = r.freshDiags()
 			return res

@@ -26,7 +26,7 @@ func TestSmokeFlushAndRender(t *testing.T) {
 			if res.Unchanged {
 				t.Fatal("unchanged")
 			}
-			mustValid(t, res)
+			mustValid(t, req, res)
 			got := strings.Join(texts(res.Request), "\n")
 			if !strings.Contains(got, `<compressed-chain id="b1" tools="t1,t2">`) {
 				t.Fatalf("no synthetic:\n%s", got)
