@@ -246,6 +246,7 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 	if maxPlans <= 0 {
 		maxPlans = 4
 	}
+	partial, followups := false, 0
 	for res.Plans < maxPlans {
 		res.Plans++
 		snap, err := o.Store.Load(fctx, job.Session)
@@ -294,7 +295,7 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 		if err := context.Cause(fctx); err != nil {
 			return o.ctxErr(fctx, err)
 		}
-		if len(reqs) > 0 && len(outputs) == 0 {
+		if len(reqs) > 0 && len(outputs) == 0 && followups == 0 {
 			res.Outcome = OutcomeSummarizerFailed
 			return fmt.Errorf("%w: %d batch(es): %w", ErrSummarizerFailed, len(reqs), firstErr)
 		}
@@ -303,7 +304,9 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 			return fmt.Errorf("flush: plan commit: %w", err)
 		}
 		if !changed {
-			res.Outcome = OutcomeEmpty
+			if followups == 0 {
+				res.Outcome = OutcomeEmpty
+			}
 			return nil
 		}
 		for _, b := range blobs {
@@ -315,9 +318,17 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 		switch {
 		case err == nil:
 			res.Version = v
-			res.Outcome = OutcomeFlushed
 			if res.Failed > 0 {
+				partial = true
+			}
+			res.Outcome = OutcomeFlushed
+			if partial {
 				res.Outcome = OutcomePartial
+			}
+			if fu, ok := plan.(interface{ Followup() bool }); ok && fu.Followup() && !partial && followups < 2 {
+				followups++
+				maxPlans++ // a follow-up round is not a conflict retry
+				continue
 			}
 			return nil
 		case errors.Is(err, store.ErrConflict):

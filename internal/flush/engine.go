@@ -1,0 +1,128 @@
+package flush
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// EnginePlanner plans flushes with the pruning engine (pruner.PlanFlush).
+type EnginePlanner struct {
+	// Policy is the pruning policy.
+	Policy pruner.Policy
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// PolicyFromConfig converts the configuration's engine block to a pruner.Policy.
+// (A private adapter: the pruner package does not import config.)
+func PolicyFromConfig(e config.Engine) pruner.Policy {
+	return pruner.Policy{
+		BatchingMode:       pruner.BatchingMode(e.BatchingMode),
+		MinBatchChars:      e.MinBatchChars,
+		Dedup:              e.Dedup,
+		SpillThreshold:     e.Spill.Threshold,
+		SpillPreviewChars:  e.Spill.PreviewBytes,
+		ProtectedTools:     append([]string(nil), e.ProtectedTools...),
+		ProtectedPaths:     append([]string(nil), e.ProtectedPaths...),
+		RecoveryGraceTurns: e.RecoveryGraceTurns,
+		Chain: pruner.ChainPolicy{
+			Enabled:                     e.ChainCompression.Enabled,
+			RollingWindow:               e.ChainCompression.RollingWindow,
+			StripFinalAssistantThinking: e.ChainCompression.StripFinalAssistantThinking,
+			FuseRangeSummary:            e.ChainCompression.FuseRangeSummary,
+		},
+		PurgeErrors: pruner.PurgePolicy{
+			Enabled:       e.PurgeErrors.Enabled,
+			CooldownTurns: e.PurgeErrors.CooldownTurns,
+			MinArgChars:   e.PurgeErrors.MinArgChars,
+		},
+	}
+}
+
+// wireFormat maps a job format to the wire package's.
+func wireFormat(f string) (wire.Format, error) {
+	switch summarize.Format(f) {
+	case summarize.Anthropic:
+		return wire.Anthropic, nil
+	case summarize.OpenAI:
+		return wire.OpenAI, nil
+	}
+	return 0, &JobError{Msg: fmt.Sprintf("unknown format %q", f)}
+}
+
+// Plan implements Planner: it parses the job's request, decodes the snapshot's state and
+// calls pruner.PlanFlush. A malformed request or state is a *JobError (never retried).
+func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (Plan, error) {
+	f, err := wireFormat(job.Format)
+	if err != nil {
+		return nil, err
+	}
+	req, err := wire.Parse(f, job.Body)
+	if err != nil {
+		return nil, &JobError{Msg: "unparsable request body", Err: err}
+	}
+	st := pruner.NewState()
+	if len(snap.State) > 0 {
+		if err := st.UnmarshalBinary(snap.State); err != nil {
+			return nil, &JobError{Msg: "undecodable session state", Err: err}
+		}
+	}
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	p, err := pruner.PlanFlush(req, st, e.Policy, now())
+	if err != nil {
+		return nil, fmt.Errorf("pruner: %w", err)
+	}
+	return &enginePlan{p: p}, nil
+}
+
+type enginePlan struct{ p *pruner.Plan }
+
+// Requests maps the engine's batches to summarizer requests. The instruction text is
+// already embedded at the start of Prompt, so System stays empty.
+func (e *enginePlan) Requests() []*summarize.Request {
+	out := make([]*summarize.Request, 0, len(e.p.Batches))
+	for _, b := range e.p.Batches {
+		r := &summarize.Request{ID: b.ID, Prompt: b.Prompt, Parts: b.Parts}
+		if b.Kind == pruner.KindRangeFusion {
+			r.Kind = summarize.KindRange
+		}
+		for _, c := range b.Calls {
+			r.Calls = append(r.Calls, summarize.Call{Label: c.Label, Tool: c.Tool, Args: c.Args, Result: c.Result, IsError: c.IsError})
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (e *enginePlan) Commit(outputs map[string]string) ([]byte, []Blob, bool, error) {
+	if e.p.Empty() {
+		return nil, nil, false, nil
+	}
+	st, err := e.p.Commit(outputs)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	data, err := st.MarshalBinary()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	blobs := make([]Blob, len(e.p.Blobs))
+	for i, b := range e.p.Blobs {
+		blobs[i] = Blob{Key: b.Key, Data: b.Data}
+	}
+	return data, blobs, true, nil
+}
+
+// Followup reports whether the engine wants another plan on the same transcript after this
+// commit (deferred chain compression).
+func (e *enginePlan) Followup() bool { return e.p.Followup }

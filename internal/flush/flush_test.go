@@ -1,0 +1,351 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/upstreamfake"
+)
+
+func TestFlushCommitsSummaries(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			r := newRig(t, backend)
+			o := r.orch("a", nil)
+			res, err := o.Flush(context.Background(), job("s1", "x", 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != OutcomeFlushed || res.Version != 1 || res.Batches != 3 || res.Failed != 0 || res.Plans != 1 {
+				t.Fatalf("res %+v", res)
+			}
+			if n := len(r.up.Requests()); n != 3 {
+				t.Fatalf("%d summarizer calls", n)
+			}
+			st, v := r.state("s1")
+			if v != 1 || len(st.Summaries) != 3 || len(st.Records) != 3 {
+				t.Fatalf("version %d summaries %d records %d", v, len(st.Summaries), len(st.Records))
+			}
+			for _, s := range st.Summaries {
+				if !strings.Contains(s.Text, "`t") || strings.Contains(s.Text, "[[") {
+					t.Fatalf("summary not decorated: %q", s.Text)
+				}
+			}
+			// Originals are kept as blobs for recovery.
+			for k := range st.Records {
+				if _, err := r.st.GetBlob(context.Background(), "s1", "result/"+k); err != nil {
+					t.Fatalf("blob of %s: %v", k, err)
+				}
+			}
+			stats := r.stats("s1")
+			if stats["flush.flushed"] != 1 || stats[store.StatFlushes] != 1 || stats["summarizerCalls"] != 3 ||
+				stats["summarizerInputTokens"] != 3000 || stats[store.StatSummarizerCostMicros] <= 0 {
+				t.Fatalf("stats %v", stats)
+			}
+			// The same request again: nothing left to do.
+			res, err = o.Flush(context.Background(), job("s1", "x", 3))
+			if err != nil || res.Outcome != OutcomeEmpty || res.Version != 1 {
+				t.Fatalf("second flush %+v %v", res, err)
+			}
+			if n := len(r.up.Requests()); n != 3 {
+				t.Fatalf("%d summarizer calls after the empty flush", n)
+			}
+			// Lease released: another owner can flush the session at once.
+			if l, err := r.st.AcquireLease(context.Background(), "s1", "other", time.Second); err != nil {
+				t.Fatalf("lease not released: %v", err)
+			} else {
+				_ = r.st.ReleaseLease(context.Background(), l)
+			}
+		})
+	}
+}
+
+func TestFlushChainFollowup(t *testing.T) {
+	r := newRig(t, "memory")
+	r.pol.Chain.Enabled = true
+	r.pol.Chain.RollingWindow = 0
+	res, err := r.orch("a", nil).Flush(context.Background(), job("s1", "c", 2))
+	if err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	st, v := r.state("s1")
+	if len(st.Chains) != 1 || len(st.Summaries) != 2 {
+		t.Fatalf("chains %d summaries %d (version %d, plans %d)", len(st.Chains), len(st.Summaries), v, res.Plans)
+	}
+}
+
+func TestFlushExtractiveDefault(t *testing.T) {
+	r := newRig(t, "memory")
+	s, err := summarize.FromConfig(defaultConfigWithModel(""), summarize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.orch("a", s).Flush(context.Background(), job("s1", "e", 2))
+	if err != nil || res.Outcome != OutcomeFlushed || res.Usage.Calls != 0 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if len(r.up.Requests()) != 0 {
+		t.Fatal("extractive called the upstream")
+	}
+	st, _ := r.state("s1")
+	if len(st.Summaries) != 2 || !strings.Contains(st.Summaries[0].Text, "bash command=") {
+		t.Fatalf("summaries %+v", st.Summaries)
+	}
+}
+
+func TestFlushSummarizerFailureCommitsNothing(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}
+	})
+	res, err := r.orch("a", nil).Flush(context.Background(), job("s1", "f", 2))
+	if !errors.Is(err, ErrSummarizerFailed) || !errors.Is(err, summarize.ErrTransient) || res.Outcome != OutcomeSummarizerFailed || res.Failed != 2 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if _, v := r.state("s1"); v != 0 {
+		t.Fatalf("committed version %d", v)
+	}
+	if s := r.stats("s1"); s["flush.summarizer-failed"] != 1 || s[store.StatFlushes] != 0 {
+		t.Fatalf("stats %v", s)
+	}
+}
+
+func TestFlushBadInputIsTyped(t *testing.T) {
+	r := newRig(t, "memory")
+	o := r.orch("a", nil)
+	var je *JobError
+	for name, j := range map[string]*Job{
+		"bad-json":   {Session: "s1", Format: "anthropic", Body: []byte(`{"messages":[`)},
+		"empty-body": {Session: "s1", Format: "anthropic"},
+		"bad-format": {Session: "s1", Format: "gemini", Body: []byte(`{}`)},
+		"bad-id":     {Session: "", Format: "anthropic", Body: []byte(`{}`)},
+		"bad-hash":   {Session: "s1", Format: "anthropic", Body: []byte(`{}`), Hash: "00"},
+	} {
+		res, err := o.Flush(context.Background(), j)
+		if !errors.As(err, &je) || res.Outcome != OutcomeError {
+			t.Fatalf("%s: res %+v err %v", name, res, err)
+		}
+	}
+}
+
+// TestFlushLeaseExclusion runs two orchestrators (two owners, as in two proxy replicas) on one
+// session over one real Redis at the same time: exactly one flushes, the other is busy.
+func TestFlushLeaseExclusion(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
+		rep := labelResponder(rec)
+		rep.Delay = 300 * time.Millisecond
+		return rep
+	})
+	var wg sync.WaitGroup
+	results := make([]*Result, 2)
+	errs := make([]error, 2)
+	start := make(chan struct{})
+	for i, owner := range []string{"replica-a", "replica-b"} {
+		wg.Add(1)
+		go func(i int, owner string) {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = r.orch(owner, nil).Flush(context.Background(), job("shared", "l", 2))
+		}(i, owner)
+	}
+	close(start)
+	wg.Wait()
+	var flushed, busy int
+	for i := range results {
+		switch {
+		case errs[i] == nil && results[i].Outcome == OutcomeFlushed:
+			flushed++
+		case errors.Is(errs[i], ErrBusy) && errors.Is(errs[i], store.ErrLeaseHeld) && results[i].Outcome == OutcomeBusy:
+			busy++
+		default:
+			t.Fatalf("result %d: %+v %v", i, results[i], errs[i])
+		}
+	}
+	if flushed != 1 || busy != 1 {
+		t.Fatalf("flushed %d busy %d", flushed, busy)
+	}
+	if n := len(r.up.Requests()); n != 2 {
+		t.Fatalf("%d summarizer calls, want 2 (one flush)", n)
+	}
+	if _, v := r.state("shared"); v != 1 {
+		t.Fatalf("version %d", v)
+	}
+}
+
+// committer is a summarizer that, on its first call, commits a new version of the session
+// behind the orchestrator's back (as the proxy does when it records a hidden exchange), then
+// delegates to the real summarizer.
+type committer struct {
+	s       summarize.Summarizer
+	st      store.Store
+	session string
+	done    atomic.Bool
+}
+
+func (c *committer) Summarize(ctx context.Context, req *summarize.Request) (*summarize.Result, error) {
+	if c.done.CompareAndSwap(false, true) {
+		snap, err := c.st.Load(ctx, c.session)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.st.Commit(ctx, c.session, snap.Version, snap.State, 0); err != nil {
+			return nil, err
+		}
+	}
+	return c.s.Summarize(ctx, req)
+}
+
+func TestFlushCASConflictReplans(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			r := newRig(t, backend)
+			c := &committer{s: r.llm, st: r.st, session: "s1"}
+			res, err := r.orch("a", c).Flush(context.Background(), job("s1", "cas", 2))
+			if err != nil || res.Outcome != OutcomeFlushed {
+				t.Fatalf("res %+v err %v", res, err)
+			}
+			// Plan 1 lost the compare-and-set to the concurrent commit (version 1); plan 2
+			// re-planned over version 1, reused the summaries, and committed version 2.
+			if res.Plans != 2 || res.Version != 2 {
+				t.Fatalf("plans %d version %d", res.Plans, res.Version)
+			}
+			if n := len(r.up.Requests()); n != 2 {
+				t.Fatalf("%d summarizer calls; re-plan should reuse the summaries", n)
+			}
+			st, _ := r.state("s1")
+			if len(st.Summaries) != 2 {
+				t.Fatalf("summaries %d", len(st.Summaries))
+			}
+		})
+	}
+}
+
+// racingPlanner is the real engine planner, but after every plan another writer commits a
+// new version of the session (a hot session written by other requests), so every commit of
+// the orchestrator loses the compare-and-set.
+type racingPlanner struct {
+	EnginePlanner
+	st store.Store
+}
+
+func (p racingPlanner) Plan(ctx context.Context, job *Job, snap *store.Snapshot) (Plan, error) {
+	plan, err := p.EnginePlanner.Plan(ctx, job, snap)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.st.Commit(ctx, job.Session, snap.Version, snap.State, 0); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
+func TestFlushConflictGivesUp(t *testing.T) {
+	r := newRig(t, "memory")
+	o := r.orch("a", nil)
+	o.Planner = racingPlanner{EnginePlanner: EnginePlanner{Policy: r.pol}, st: r.st}
+	o.MaxPlans = 3
+	res, err := o.Flush(context.Background(), job("s1", "cc", 1))
+	if !errors.Is(err, ErrConflict) || res.Outcome != OutcomeConflict || res.Plans != 3 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	// Summaries were reused across the re-plans: one call for the one batch.
+	if n := len(r.up.Requests()); n != 1 {
+		t.Fatalf("%d summarizer calls", n)
+	}
+	if s := r.stats("s1"); s["flush.conflict"] != 1 {
+		t.Fatalf("stats %v", s)
+	}
+}
+
+func TestInProcessCoalesces(t *testing.T) {
+	r := newRig(t, "memory")
+	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
+		rep := labelResponder(rec)
+		rep.Delay = 200 * time.Millisecond
+		return rep
+	})
+	p := &InProcess{Orch: r.orch("a", nil)}
+	ctx := context.Background()
+	j1 := job("s1", "p", 1)
+	t1, err := p.Enqueue(ctx, j1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, _ := p.Enqueue(ctx, job("s1", "p", 1))
+	if same != t1 {
+		t.Fatal("same (session, hash) got a new ticket")
+	}
+	// Two newer requests while the first runs: only the newest runs next, both share its ticket.
+	t2, _ := p.Enqueue(ctx, job("s1", "p", 2))
+	t3, _ := p.Enqueue(ctx, job("s1", "p", 3))
+	if t2 != t3 {
+		t.Fatal("waiting jobs of one session should coalesce")
+	}
+	other, _ := p.Enqueue(ctx, job("s2", "q", 1))
+	for _, tk := range []*Ticket{t1, t3, other} {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := tk.Wait(wctx)
+		cancel()
+		if err != nil || res.Outcome != OutcomeFlushed {
+			t.Fatalf("res %+v err %v", res, err)
+		}
+	}
+	st, v := r.state("s1")
+	if v != 2 || len(st.Summaries) != 3 {
+		t.Fatalf("version %d summaries %d", v, len(st.Summaries))
+	}
+	// 1 + 2 (the third transcript's new calls) + 1 for s2.
+	if n := len(r.up.Requests()); n != 4 {
+		t.Fatalf("%d summarizer calls", n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Enqueue(ctx, job("s3", "z", 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("enqueue after close: %v", err)
+	}
+	// A bounded wait that times out returns the context error.
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	if _, err := (&Ticket{done: make(chan struct{})}).Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait: %v", err)
+	}
+}
+
+func TestWaitVersion(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			r := newRig(t, backend)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got := make(chan uint64, 1)
+			go func() {
+				v, err := WaitVersion(ctx, r.st, "s1", 0)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- v
+			}()
+			time.Sleep(50 * time.Millisecond)
+			if _, err := r.orch("a", nil).Flush(ctx, job("s1", "w", 1)); err != nil {
+				t.Fatal(err)
+			}
+			if v := <-got; v != 1 {
+				t.Fatalf("version %d", v)
+			}
+			short, c2 := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer c2()
+			if v, err := WaitVersion(short, r.st, "s1", 1); !errors.Is(err, context.DeadlineExceeded) || v != 1 {
+				t.Fatalf("v %d err %v", v, err)
+			}
+		})
+	}
+}
