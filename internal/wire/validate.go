@@ -54,8 +54,11 @@ func verr(rule string, mi, bi int, format string, args ...any) error {
 // Both formats: every tool result answers a tool call of the immediately preceding
 // assistant message (OpenAI: the assistant message before the run of tool messages), no
 // call is answered twice, a call without result is allowed only when no later message
-// follows, tool-call ids are unique in the request, content is non-empty, and at most
+// follows, content is non-empty, and at most
 // MaxCacheControl cache_control markers are present.
+//
+// Tool-call ids must be unique in an Anthropic request; OpenAI only rejects an id used
+// twice in one assistant message (agents such as SWE-agent reuse ids across turns).
 //
 // Anthropic additionally: roles are only user and assistant and alternate; tool_result
 // blocks come first in their user message; tool_use,
@@ -233,7 +236,6 @@ func validateAnthropic(r *Request) error {
 var openAIRoles = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true, "function": true}
 
 func validateOpenAI(r *Request) error {
-	callIDs := map[string]int{}
 	var open map[string]bool // calls of the current assistant turn still unanswered
 	var turnCalls map[string]bool
 	openAt := -1
@@ -275,10 +277,9 @@ func validateOpenAI(r *Request) error {
 				if b.ID == "" {
 					return verr(RuleCallID, mi, bi, "tool call without id")
 				}
-				if prev, dup := callIDs[b.ID]; dup {
-					return verr(RuleDuplicateCallID, mi, bi, "tool call id %q already used in messages[%d]", b.ID, prev)
+				if turnCalls[b.ID] {
+					return verr(RuleDuplicateCallID, mi, bi, "tool call id %q used twice in one message", b.ID)
 				}
-				callIDs[b.ID] = mi
 				if turnCalls == nil {
 					turnCalls, open = map[string]bool{}, map[string]bool{}
 				}

@@ -15,21 +15,21 @@ func TestValidateAnthropic(t *testing.T) {
 	cc := `"cache_control":{"type":"ephemeral"}`
 	for _, tc := range []struct {
 		name, msgs, rule string
-		mi             int
+		mi               int
 	}{
-		{"valid", u(`"hi"`) + "," + a(`[` + use("t1") + `,` + use("t2") + `]`) + "," + u(`[` + res("t2") + `,` + res("t1") + `,{"type":"text","text":"more"}]`), "", 0},
-		{"valid dangling at end", u(`"hi"`) + "," + a(`[` + use("t1") + `]`), "", 0},
+		{"valid", u(`"hi"`) + "," + a(`[`+use("t1")+`,`+use("t2")+`]`) + "," + u(`[`+res("t2")+`,`+res("t1")+`,{"type":"text","text":"more"}]`), "", 0},
+		{"valid dangling at end", u(`"hi"`) + "," + a(`[`+use("t1")+`]`), "", 0},
 		{"valid prefill empty", u(`"hi"`) + "," + a(`[]`), "", 0},
 		{"no messages", ``, RuleNoMessages, -1},
 		{"system role", `{"role":"system","content":"x"}`, RuleRole, 0},
 		{"consecutive users", u(`"a"`) + "," + u(`"b"`), RuleRole, 1},
-		{"result in wrong message", u(`"hi"`) + "," + a(`[` + use("t1") + `]`) + "," + u(`[` + res("t1") + `]`) + "," + a(`"k"`) + "," + u(`[` + res("t1") + `]`), RuleOrphanResult, 4},
+		{"result in wrong message", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + "," + u(`[`+res("t1")+`]`) + "," + a(`"k"`) + "," + u(`[`+res("t1")+`]`), RuleOrphanResult, 4},
 		{"result without call", u(`[` + res("t9") + `]`), RuleOrphanResult, 0},
-		{"duplicate result", u(`"hi"`) + "," + a(`[` + use("t1") + `]`) + "," + u(`[` + res("t1") + `,` + res("t1") + `]`), RuleDuplicateResult, 2},
-		{"dangling before user", u(`"hi"`) + "," + a(`[` + use("t1") + `,` + use("t2") + `]`) + "," + u(`[` + res("t1") + `]`), RuleDanglingCall, 1},
-		{"text before result", u(`"hi"`) + "," + a(`[` + use("t1") + `]`) + "," + u(`[{"type":"text","text":"x"},` + res("t1") + `]`), RuleBlockPlacement, 2},
-		{"reused id", u(`"hi"`) + "," + a(`[` + use("t1") + `]`) + "," + u(`[` + res("t1") + `]`) + "," + a(`[` + use("t1") + `]`), RuleDuplicateCallID, 3},
-		{"bad id", u(`"hi"`) + "," + a(`[` + use("t.1") + `]`), RuleCallID, 1},
+		{"duplicate result", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + "," + u(`[`+res("t1")+`,`+res("t1")+`]`), RuleDuplicateResult, 2},
+		{"dangling before user", u(`"hi"`) + "," + a(`[`+use("t1")+`,`+use("t2")+`]`) + "," + u(`[`+res("t1")+`]`), RuleDanglingCall, 1},
+		{"text before result", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + "," + u(`[{"type":"text","text":"x"},`+res("t1")+`]`), RuleBlockPlacement, 2},
+		{"reused id", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + "," + u(`[`+res("t1")+`]`) + "," + a(`[`+use("t1")+`]`), RuleDuplicateCallID, 3},
+		{"bad id", u(`"hi"`) + "," + a(`[`+use("t.1")+`]`), RuleCallID, 1},
 		{"input not object", u(`"hi"`) + "," + a(`[{"type":"tool_use","id":"t1","name":"x","input":[1]}]`), RuleInput, 1},
 		{"tool_use from user", u(`[` + use("t1") + `]`), RuleBlockPlacement, 0},
 		{"empty string", u(`""`), RuleEmptyContent, 0},
@@ -80,7 +80,7 @@ func TestValidateOpenAI(t *testing.T) {
 	u := `{"role":"user","content":"go"}`
 	for _, tc := range []struct {
 		name, msgs, rule string
-		mi             int
+		mi               int
 	}{
 		{"valid", `{"role":"system","content":"s"},` + u + "," + call("c1", "c2") + "," + tool("c2") + "," + tool("c1") + `,{"role":"assistant","content":"done"},` + u, "", 0},
 		{"valid dangling at end", u + "," + call("c1"), "", 0},
@@ -89,7 +89,8 @@ func TestValidateOpenAI(t *testing.T) {
 		{"unknown id", u + "," + call("c1") + "," + tool("c2"), RuleOrphanResult, 2},
 		{"duplicate tool", u + "," + call("c1") + "," + tool("c1") + "," + tool("c1"), RuleDuplicateResult, 3},
 		{"dangling", u + "," + call("c1", "c2") + "," + tool("c1") + "," + u, RuleDanglingCall, 1},
-		{"reused id", u + "," + call("c1") + "," + tool("c1") + "," + call("c1"), RuleDuplicateCallID, 3},
+		{"reused id across turns", u + "," + call("c1") + "," + tool("c1") + "," + call("c1") + "," + tool("c1"), "", 0},
+		{"reused id in one message", u + "," + call("c1", "c1"), RuleDuplicateCallID, 1},
 		{"empty assistant", u + `,{"role":"assistant","content":null}`, RuleEmptyContent, 1},
 		{"null user", `{"role":"user","content":null}`, RuleEmptyContent, 0},
 		{"bad role", `{"role":"robot","content":"x"}`, RuleRole, 0},

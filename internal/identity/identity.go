@@ -1,0 +1,243 @@
+// Package identity names tool-call occurrences and messages without timestamps, which the
+// provider wire formats do not carry (see docs/identity.md).
+//
+// An occurrence key is the provider's bare tool-call id plus a short hash over the tool
+// name, the canonical input and the result content: identical triples are one occurrence
+// (their records would be identical), while a reused id with different content is a
+// different occurrence. A message fingerprint is a hash of the message's content plus its
+// ordinal among earlier messages with the same hash, so repeated prompts such as
+// "continue" stay distinct; fingerprints are stable while a transcript only grows, and a
+// fingerprint that matches no message makes Resolve fail closed.
+package identity
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// KeySep separates the bare id from the content hash in an occurrence key.
+const KeySep = "#"
+
+// Errors returned by Resolve (and ParseFingerprint for malformed text).
+var (
+	// ErrNoMatch means no message carries the fingerprint: the transcript was rewritten.
+	ErrNoMatch = errors.New("identity: fingerprint matches no message")
+	// ErrAmbiguous means several messages match; the consumer must not guess.
+	ErrAmbiguous = errors.New("identity: fingerprint matches several messages")
+	// ErrMalformed means a fingerprint string could not be parsed.
+	ErrMalformed = errors.New("identity: malformed fingerprint")
+)
+
+func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// OccurrenceKey returns "<id>#<8 hex>": the bare provider id and the first 32 bits of a
+// SHA-256 over the tool name, CanonicalJSON(input) and the result text (length-prefixed,
+// so field boundaries cannot shift). For OpenAI tool calls pass the decoded arguments
+// string as input (wire.Block.Input), which is canonicalised when it is JSON.
+func OccurrenceKey(id, toolName string, input []byte, resultText string) string {
+	h := sha256.New()
+	h.Write([]byte("condense/occurrence/v1"))
+	writeField(h, []byte(toolName))
+	writeField(h, CanonicalJSON(input))
+	writeField(h, []byte(resultText))
+	var sum [sha256.Size]byte
+	return id + KeySep + hex.EncodeToString(h.Sum(sum[:0])[:4])
+}
+
+// BareID returns the provider id of an occurrence key (the part before the last "#"), or
+// the key itself when it has no hash suffix.
+func BareID(key string) string {
+	i := strings.LastIndex(key, KeySep)
+	if i < 0 || len(key)-i-1 != 8 {
+		return key
+	}
+	if _, err := hex.DecodeString(key[i+1:]); err != nil {
+		return key
+	}
+	return key[:i]
+}
+
+// CanonicalJSON returns raw with object keys sorted (byte order), insignificant whitespace
+// removed and strings re-encoded in one spelling (escapes decoded, HTML characters not
+// escaped). Numbers keep their literal text. Duplicate keys keep the last value. Input that
+// is not exactly one JSON value is returned with surrounding whitespace trimmed, unchanged
+// otherwise.
+func CanonicalJSON(raw []byte) []byte {
+	trimmed := bytes.TrimSpace(raw)
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return trimmed
+	}
+	if _, err := dec.Token(); err == nil {
+		return trimmed // trailing data
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return trimmed
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+}
+
+// Fingerprint identifies a message in a transcript without timestamps.
+type Fingerprint struct {
+	Hash    string // MessageHash of the message
+	Ordinal int    // number of earlier messages in the transcript with the same Hash
+}
+
+// String returns "hash:ordinal".
+func (f Fingerprint) String() string { return f.Hash + ":" + strconv.Itoa(f.Ordinal) }
+
+// ParseFingerprint parses the String form.
+func ParseFingerprint(s string) (Fingerprint, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 {
+		return Fingerprint{}, fmt.Errorf("%w: %q", ErrMalformed, s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 0 {
+		return Fingerprint{}, fmt.Errorf("%w: %q", ErrMalformed, s)
+	}
+	return Fingerprint{Hash: s[:i], Ordinal: n}, nil
+}
+
+// MessageHash returns 16 hex digits of a SHA-256 over the message's role and content:
+// each block in canonical JSON without its cache_control marker (markers move between
+// requests), with string content treated as one text block, so the same message hashes
+// the same whichever of the equivalent encodings an agent sends.
+func MessageHash(m *wire.Message) string {
+	h := sha256.New()
+	h.Write([]byte("condense/message/v1"))
+	writeField(h, []byte(m.Role))
+	for _, b := range m.Blocks {
+		writeField(h, blockIdentity(b))
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:8])
+}
+
+// blockIdentity is the canonical content of a block, without cache_control.
+func blockIdentity(b *wire.Block) []byte {
+	if b.IsStringForm() && b.Kind == wire.KindText {
+		b = wire.NewTextBlock(b.Format(), b.Text)
+	} else if b.CacheControl != nil {
+		b = b.WithCacheControl(nil)
+	}
+	return CanonicalJSON(b.Raw())
+}
+
+// Fingerprints returns the fingerprint of every message, in order.
+func Fingerprints(msgs []*wire.Message) []Fingerprint {
+	out := make([]Fingerprint, len(msgs))
+	seen := make(map[string]int, len(msgs))
+	for i, m := range msgs {
+		h := MessageHash(m)
+		out[i] = Fingerprint{Hash: h, Ordinal: seen[h]}
+		seen[h]++
+	}
+	return out
+}
+
+// Resolve returns the index of the message with fingerprint fp. It fails closed: ErrNoMatch
+// when no message has it (the transcript was rewritten, not just grown), ErrAmbiguous when
+// several messages match — which with an ordinal cannot happen within one transcript, but
+// does for a hash-only lookup (fp.Ordinal < 0) of a repeated message.
+func Resolve(msgs []*wire.Message, fp Fingerprint) (index int, err error) {
+	found := -1
+	n := 0
+	ord := 0
+	for i, m := range msgs {
+		if MessageHash(m) != fp.Hash {
+			continue
+		}
+		if fp.Ordinal < 0 || ord == fp.Ordinal {
+			if found < 0 {
+				found = i
+			}
+			n++
+		}
+		ord++
+	}
+	switch {
+	case n == 0:
+		return -1, fmt.Errorf("%w: %s", ErrNoMatch, fp)
+	case n > 1:
+		return -1, fmt.Errorf("%w: %s (%d messages)", ErrAmbiguous, fp, n)
+	}
+	return found, nil
+}
+
+// Occurrence is one tool call paired with its result.
+type Occurrence struct {
+	Key         string // OccurrenceKey of the pair
+	ID          string // provider id
+	Name        string // tool name
+	CallMsg     int    // message index of the call
+	CallBlock   int    // block index of the call
+	ResultMsg   int    // message index of the result
+	ResultBlock int    // block index of the result
+}
+
+// Occurrences pairs every tool result with its call and returns one Occurrence per
+// result, in transcript order. A result is paired with the call of the same id in the
+// nearest preceding assistant message (per-turn pairing: a transcript-wide id map would
+// mis-pair reused ids); a result whose id no preceding assistant message carries is
+// skipped. Calls without result are not listed.
+func Occurrences(msgs []*wire.Message) []Occurrence {
+	var out []Occurrence
+	lastAssistant := -1
+	for mi, m := range msgs {
+		if m.Role == wire.RoleAssistant {
+			lastAssistant = mi
+			continue
+		}
+		for bi, b := range m.Blocks {
+			if b.Kind != wire.KindToolResult {
+				continue
+			}
+			cm, cb := findCall(msgs, lastAssistant, b.ID)
+			if cm < 0 {
+				continue
+			}
+			call := msgs[cm].Blocks[cb]
+			out = append(out, Occurrence{
+				Key: OccurrenceKey(b.ID, call.Name, call.Input, b.ResultText()),
+				ID:  b.ID, Name: call.Name,
+				CallMsg: cm, CallBlock: cb, ResultMsg: mi, ResultBlock: bi,
+			})
+		}
+	}
+	return out
+}
+
+// findCall searches assistant messages from index from backwards for a tool call id.
+func findCall(msgs []*wire.Message, from int, id string) (int, int) {
+	for i := from; i >= 0; i-- {
+		if msgs[i].Role != wire.RoleAssistant {
+			continue
+		}
+		for j, b := range msgs[i].Blocks {
+			if b.Kind == wire.KindToolUse && b.ID == id {
+				return i, j
+			}
+		}
+	}
+	return -1, -1
+}
