@@ -105,7 +105,8 @@ func queryBlock(h queryHit, lookup BlobLookup) string {
 	return b.String()
 }
 
-// truncateHead keeps whole lines within QueryMaxLines and QueryMaxBytes.
+// truncateHead keeps whole lines within QueryMaxLines and QueryMaxBytes (a first line over
+// the byte cap is cut at a rune boundary instead of dropped).
 func truncateHead(s string) string {
 	lines := strings.Split(s, "\n")
 	total := len(lines)
@@ -123,6 +124,12 @@ func truncateHead(s string) string {
 	}
 	if n == total {
 		return s
+	}
+	if n == 0 {
+		// One line longer than the byte cap: keep its head rather than nothing.
+		head := HeadPreview(lines[0], QueryMaxBytes)
+		return head + "\n[Output truncated: first line cut at " + strconv.Itoa(len(head)) + " of " +
+			strconv.Itoa(len(lines[0])) + " bytes; " + strconv.Itoa(total) + " lines in total]"
 	}
 	return strings.Join(lines[:n], "\n") + "\n[Output truncated: " + strconv.Itoa(n) + "/" + strconv.Itoa(total) + " lines shown]"
 }
