@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/condense-dev/condense/internal/identity"
 )
 
 // StateVersion is the schema version MarshalBinary writes and UnmarshalBinary accepts
@@ -311,12 +312,7 @@ func copyMap[K comparable, V any](m map[K]V) map[K]V {
 }
 
 // bareID returns the provider id part of an occurrence key ("<id>#<hash>").
-func bareID(key string) string {
-	if i := strings.LastIndexByte(key, '#'); i > 0 {
-		return key[:i]
-	}
-	return key
-}
+func bareID(key string) string { return identity.BareID(key) }
 
 // IsSummarized reports whether an occurrence key is indexed or a dedup alias (strict: never
 // falls back to a bare id).

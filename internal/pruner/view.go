@@ -3,6 +3,8 @@ package pruner
 import (
 	"strings"
 
+	"github.com/condense-dev/condense/internal/identity"
+
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -117,7 +119,7 @@ func (r *result) occKey() string {
 	if !r.keyed {
 		r.keyed = true
 		if r.call != nil {
-			r.key = occurrenceKey(r.b.ID, r.call.b.Name, r.call.b.Input, r.b.ResultText())
+			r.key = identity.OccurrenceKey(r.b.ID, r.call.b.Name, r.call.b.Input, r.b.ResultText())
 		}
 	}
 	return r.key
@@ -148,7 +150,12 @@ func (v *view) fingerprints(idx []int) []Fingerprint {
 	for i, j := range idx {
 		sub[i] = v.msgs[j]
 	}
-	return msgFingerprints(sub)
+	fps := identity.Fingerprints(sub)
+	out := make([]Fingerprint, len(fps))
+	for i, fp := range fps {
+		out[i] = Fingerprint{Hash: fp.Hash, Ordinal: fp.Ordinal}
+	}
+	return out
 }
 
 // fpIndex maps fingerprints to message indices; a fingerprint seen twice maps to -1.
