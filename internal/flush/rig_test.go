@@ -67,8 +67,7 @@ type rig struct {
 
 func newRig(t *testing.T, backend string) *rig {
 	t.Helper()
-	r := &rig{t: t, up: upstreamfake.Start(), pol: pruner.DefaultPolicy()}
-	r.pol.Chain.Enabled = false
+	r := &rig{t: t, up: upstreamfake.Start(), pol: testPolicy()}
 	t.Cleanup(r.up.Close)
 	r.up.SetResponder(labelResponder)
 	ctx := context.Background()
@@ -134,4 +133,11 @@ func defaultConfigWithModel(model string) *config.Config {
 	c := config.Default()
 	c.Summarizer.Model = model
 	return c
+}
+
+// testPolicy is the default policy without chain compression (predictable batch counts).
+func testPolicy() pruner.Policy {
+	p := pruner.DefaultPolicy()
+	p.Chain.Enabled = false
+	return p
 }

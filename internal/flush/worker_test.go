@@ -1,0 +1,335 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/upstreamfake"
+)
+
+// worker returns a fast-cycling worker for tests.
+func (r *rig) worker(name string, m *Metrics) (*Worker, *Queue) {
+	q := NewQueue(r.rdb, "")
+	q.Metrics = m
+	o := r.orch(name, nil)
+	o.Metrics = m
+	return &Worker{Queue: q, Orch: o, Consumer: name, Concurrency: 2, Block: 50 * time.Millisecond,
+		ClaimIdle: 500 * time.Millisecond, MaxAttempts: 3, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
+		BusyDelay: 200 * time.Millisecond, ShutdownGrace: 5 * time.Second, Log: quiet}, q
+}
+
+// run starts w and returns a stop function that cancels it and waits for Run to return.
+func run(t *testing.T, w *Worker) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-w.Ready():
+	case err := <-done:
+		t.Fatalf("worker: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitState(t *testing.T, q *Queue, j *Job, d time.Duration) *Status {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	st, err := q.Wait(ctx, j.Session, j.Hash)
+	if err != nil {
+		t.Fatalf("wait: %v (last status %+v)", err, st)
+	}
+	return st
+}
+
+func TestQueueJobRunsOnceAndIsIdempotent(t *testing.T) {
+	r := newRig(t, "redis")
+	m := NewMetrics(prometheus.NewRegistry())
+	w, q := r.worker("w1", m)
+	run(t, w)
+	ctx := context.Background()
+	j := job("s1", "q", 2)
+	if dup, err := q.Enqueue(ctx, j); err != nil || dup {
+		t.Fatalf("dup %v err %v", dup, err)
+	}
+	if dup, _ := q.Enqueue(ctx, job("s1", "q", 2)); !dup {
+		t.Fatal("second enqueue of the same (session, hash) was accepted")
+	}
+	st := waitState(t, q, j, 10*time.Second)
+	if st.State != StateDone || st.Result == nil || st.Result.Outcome != OutcomeFlushed || st.Result.Version != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if v, err := WaitVersion(ctx, r.st, "s1", 0); err != nil || v != 1 {
+		t.Fatalf("version %d err %v", v, err)
+	}
+	if dup, _ := q.Enqueue(ctx, job("s1", "q", 2)); !dup {
+		t.Fatal("enqueue of a done job was accepted")
+	}
+	// A redelivered copy of a done job (e.g. the ack was lost) is acknowledged without running.
+	payload, _ := encodeJob(j)
+	if err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.StreamKey(), Values: []string{"job", payload}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testutil.ToFloat64(m.Jobs.WithLabelValues("duplicate")) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("duplicate")); got != 2 {
+		t.Fatalf("duplicates %v", got)
+	}
+	if n := len(r.up.Requests()); n != 2 {
+		t.Fatalf("%d summarizer calls, want 2", n)
+	}
+	waitFor(t, func() bool { l, _, _ := q.Depth(ctx); return l == 0 }) // acknowledged and deleted
+	if got := testutil.ToFloat64(m.Flushes.WithLabelValues("flushed")); got != 1 {
+		t.Fatalf("flushes metric %v", got)
+	}
+	if got := testutil.ToFloat64(m.SummarizerCalls.WithLabelValues("anthropic/claude-haiku-4-5", "false")); got != 2 {
+		t.Fatalf("summarizer calls metric %v", got)
+	}
+}
+
+func TestQueueRetriesThenDeadLetters(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Status: 500, ErrorType: "api_error", ErrorMessage: "internal"}
+	})
+	m := NewMetrics(prometheus.NewRegistry())
+	w, q := r.worker("w1", m)
+	run(t, w)
+	ctx := context.Background()
+	j := job("s1", "d", 1)
+	if _, err := q.Enqueue(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, q, j, 10*time.Second)
+	if st.State != StateDead || st.Attempt != 3 || !strings.Contains(st.Error, "every summarizer call failed") {
+		t.Fatalf("status %+v", st)
+	}
+	if n := len(r.up.Requests()); n != 3 {
+		t.Fatalf("%d attempts reached the summarizer, want 3", n)
+	}
+	if n, err := q.DeadCount(ctx); err != nil || n != 1 {
+		t.Fatalf("dead count %d err %v", n, err)
+	}
+	dead, err := r.rdb.XRange(ctx, q.DeadKey(), "-", "+").Result()
+	if err != nil || len(dead) != 1 || dead[0].Values["attempts"] != "3" {
+		t.Fatalf("dead stream %+v err %v", dead, err)
+	}
+	if dj, err := decodeJob(dead[0].Values["job"].(string)); err != nil || dj.Hash != j.Hash || dj.Session != "s1" {
+		t.Fatalf("dead job %+v err %v", dj, err)
+	}
+	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("retried")); got != 2 {
+		t.Fatalf("retried %v", got)
+	}
+	if got := testutil.ToFloat64(m.DeadLetters); got != 1 {
+		t.Fatalf("dead metric %v", got)
+	}
+	if _, v := r.state("s1"); v != 0 {
+		t.Fatal("a dead job committed")
+	}
+	// A dead job may be submitted again.
+	r.up.SetResponder(labelResponder)
+	if dup, err := q.Enqueue(ctx, job("s1", "d", 1)); err != nil || dup {
+		t.Fatalf("re-enqueue of a dead job: dup %v err %v", dup, err)
+	}
+	if st := waitState(t, q, j, 10*time.Second); st.State != StateDone {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestQueueRetryThenSuccess(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.Enqueue(upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"})
+	w, q := r.worker("w1", nil)
+	run(t, w)
+	j := job("s1", "r", 1)
+	if _, err := q.Enqueue(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, q, j, 10*time.Second)
+	if st.State != StateDone || st.Attempt != 1 || st.Result.Version != 1 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestQueueInvalidJobsDeadLetterAtOnce(t *testing.T) {
+	r := newRig(t, "redis")
+	w, q := r.worker("w1", nil)
+	run(t, w)
+	ctx := context.Background()
+	bad := &Job{Session: "s1", Format: "anthropic", Body: []byte(`{"messages": [`)}
+	if _, err := q.Enqueue(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitState(t, q, bad, 10*time.Second); st.State != StateDead || st.Attempt != 0 || !strings.Contains(st.Error, "unparsable request body") {
+		t.Fatalf("status %+v", st)
+	}
+	// An undecodable stream entry is dead-lettered too.
+	if err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: q.StreamKey(), Values: []string{"job", "not json"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, _ := q.DeadCount(ctx)
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead count %d", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(r.up.Requests()) != 0 {
+		t.Fatal("invalid jobs reached the summarizer")
+	}
+	// Enqueue refuses what can never run.
+	var je *JobError
+	if _, err := q.Enqueue(ctx, &Job{Session: "s1", Format: "anthropic"}); !errors.As(err, &je) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestQueueGracefulShutdownRequeues(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
+		rep := labelResponder(rec)
+		rep.Delay = 500 * time.Millisecond
+		return rep
+	})
+	w1, q := r.worker("w1", nil)
+	w1.ShutdownGrace = 50 * time.Millisecond
+	stop := run(t, w1)
+	j := job("s1", "g", 1)
+	if _, err := q.Enqueue(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(r.up.Requests()) == 1 })
+	stop() // the running job is aborted after the grace period and handed back
+	st, _ := q.Status(context.Background(), j.Session, j.Hash)
+	if st == nil || st.State != StateRetrying || st.Attempt != 0 {
+		t.Fatalf("status after shutdown %+v", st)
+	}
+	w2, _ := r.worker("w2", nil)
+	run(t, w2)
+	if st := waitState(t, q, j, 10*time.Second); st.State != StateDone || st.Attempt != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestHelperWorkerProcess is not a test: TestWorkerKilledMidJobIsRedelivered runs the test
+// binary again with CONDENSE_FLUSH_HELPER set, making this a real worker process to SIGKILL.
+func TestHelperWorkerProcess(t *testing.T) {
+	if os.Getenv("CONDENSE_FLUSH_HELPER") != "worker" {
+		t.Skip("helper process only")
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("CONDENSE_FLUSH_REDIS")})
+	st, err := store.NewRedisStore(ctx, redis.NewClient(&redis.Options{Addr: os.Getenv("CONDENSE_FLUSH_REDIS")}), "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic,
+		BaseURL: os.Getenv("CONDENSE_FLUSH_UPSTREAM"), Model: "claude-haiku-4-5", APIKey: "k"}, IdleTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{Queue: NewQueue(rdb, ""), Consumer: "doomed", Block: 50 * time.Millisecond, ClaimIdle: time.Minute, Log: quiet,
+		Orch: &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: l, Owner: "doomed", LeaseTTL: time.Second, Log: quiet}}
+	_ = w.Run(ctx) // runs until killed
+}
+
+// TestWorkerKilledMidJobIsRedelivered starts a real worker process, SIGKILLs it while its
+// summarizer call is in flight, and checks that another worker reclaims the job (XAUTOCLAIM),
+// waits out the dead worker's lease and completes the flush exactly once.
+func TestWorkerKilledMidJobIsRedelivered(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.Enqueue(upstreamfake.Reply{Text: "- never delivered", Delay: 2 * time.Second})
+	q := NewQueue(r.rdb, "")
+	if err := q.ensureGroup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j := job("s1", "k", 1)
+	if _, err := q.Enqueue(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWorkerProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "CONDENSE_FLUSH_HELPER=worker", "CONDENSE_FLUSH_REDIS="+r.redis.Addr, "CONDENSE_FLUSH_UPSTREAM="+r.up.URL)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	waitFor(t, func() bool {
+		st, _ := q.Status(context.Background(), j.Session, j.Hash)
+		return st != nil && st.State == StateRunning && len(r.up.Requests()) == 1
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed = true
+	pending, err := r.rdb.XPending(context.Background(), q.StreamKey(), q.Group).Result()
+	if err != nil || pending.Count != 1 || pending.Consumers["doomed"] != 1 {
+		t.Fatalf("pending %+v err %v", pending, err)
+	}
+
+	m := NewMetrics(prometheus.NewRegistry())
+	w, _ := r.worker("survivor", m)
+	run(t, w)
+	st := waitState(t, q, j, 20*time.Second)
+	if st.State != StateDone || st.Result.Outcome != OutcomeFlushed || st.Result.Version != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("reclaimed")); got < 1 {
+		t.Fatalf("reclaimed %v", got)
+	}
+	stt, v := r.state("s1")
+	if v != 1 || len(stt.Summaries) != 1 {
+		t.Fatalf("version %d summaries %d", v, len(stt.Summaries))
+	}
+	if pending, _ := r.rdb.XPending(context.Background(), q.StreamKey(), q.Group).Result(); pending.Count != 0 {
+		t.Fatalf("still pending %+v", pending)
+	}
+}
