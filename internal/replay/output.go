@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -45,7 +46,13 @@ func tok(n int64) string {
 	return b.String()
 }
 
-func pct(v float64) string { return fmt.Sprintf("%+.1f%%", -v*100) }
+// pct formats a savings fraction as a cost change ("-42.0%" = 42% cheaper).
+func pct(v float64) string {
+	if math.Abs(v) < 0.0005 {
+		return "0.0%"
+	}
+	return fmt.Sprintf("%+.1f%%", -v*100)
+}
 
 // diagSummary lists diagnostic counts as "kind×n, ...".
 func diagSummary(m map[string]int) string {

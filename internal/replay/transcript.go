@@ -81,7 +81,8 @@ var ErrNotRequestLog = errors.New("not a request log")
 
 // ParseRequestLog reads a request log: JSONL where each line is either a request body (an
 // object with "messages") or an envelope {"time": RFC3339, "output_tokens": N, "body": {...}}
-// (also "request" for "body", "timestamp" for "time"). The wire format is Anthropic unless a
+// (also "request" for "body", "timestamp" for "time", "usage.output_tokens", and "provider":
+// "openai"; `condense import` writes such envelopes). The wire format is Anthropic unless a
 // body looks like OpenAI Chat Completions (tool-role messages, tool_calls, or system/developer
 // messages inside "messages"). Blank lines are skipped; any other bad line is a *LineError.
 func ParseRequestLog(name string, data []byte) (*Requests, error) {
@@ -128,6 +129,12 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 				m.Time = t
 			}
 			m.OutputTokens = v.Get("output_tokens").Int()
+			if u := v.Get("usage.output_tokens"); u.Exists() && u.Int() > 0 {
+				m.OutputTokens = u.Int()
+			}
+			if v.Get("provider").Str == "openai" {
+				openai = true
+			}
 		} else if !body.Get("messages").IsArray() {
 			return nil, &LineError{File: name, Line: line, Msg: "messages is not an array"}
 		}

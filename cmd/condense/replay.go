@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/sessions"
+	"github.com/condense-dev/condense/internal/strategies"
+)
+
+// replayFlags are the flags of `condense replay`.
+type replayFlags struct {
+	strategies    string
+	jsonOut       bool
+	htmlFile      string
+	markdownFile  string
+	pricesFile    string
+	breakpoints   string
+	provider      string
+	charsPerToken float64
+	perSession    bool
+	progress      string
+	maskWindow    int
+	clear         strategies.ClearToolUses
+	clearExclude  []string
+	condense      strategies.CondenseOptions
+}
+
+func init() {
+	f := &replayFlags{clear: strategies.DefaultClearToolUses()}
+	cmd := &cobra.Command{
+		Use:   "replay FILE|DIR...",
+		Short: "Replay recorded agent sessions through pruning strategies and compare their cost",
+		Long: `Replay reads recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
+mini-SWE-agent; directories are read file by file) or request logs (JSONL of request bodies or
+` + "`condense import`" + ` envelopes) and sends every request, in order, through each strategy:
+
+  none              the agent's requests unchanged
+  condense          the condense engine in-process (cache-aware flush policy, extractive summarizer)
+  reference         the engine with the reference extension's defaults (flush at every final reply)
+  clear-tool-uses   Anthropic context editing clear_tool_uses_20250919 (trigger/keep/clear_at_least/exclude)
+  observation-mask  keep only the last N tool outputs
+
+Every rewritten request is validated (wire.Validate) and billed with the prompt-cache cost model
+(docs/cost-model.md): tokens estimated from characters, Anthropic prefix caching over
+tools → system → messages at the cache breakpoints with a 5-minute TTL driven by the
+transcript's times, writes at 1.25×, reads at 0.1×, per-model prices. No cluster, Redis or API
+key is needed.`,
+		Example: `  condense replay ~/.claude/projects/myrepo/
+  condense replay session.jsonl --html report.html
+  condense replay ../shared/corpus/raw --markdown docs/benchmarks/corpus.md --json > corpus.json`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd, args, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.strategies, "strategies", strings.Join(strategyNames, ","), "comma-separated strategies; the first is the baseline")
+	fl.BoolVar(&f.jsonOut, "json", false, "write the full report (with per-request series) as JSON to standard output instead of the table")
+	fl.StringVar(&f.htmlFile, "html", "", "write an HTML report with inline SVG charts to `FILE`")
+	fl.StringVar(&f.markdownFile, "markdown", "", "write a Markdown report to `FILE`")
+	fl.StringVar(&f.pricesFile, "prices", "", "price table `FILE` in the internal/cost/prices.yaml format (default: the embedded table)")
+	fl.StringVar(&f.breakpoints, "cache-breakpoints", "auto", "auto (the request's cache_control, else pi/Claude Code's placement) or client (only the request's own)")
+	fl.StringVar(&f.provider, "provider", "", "request form for sessions: anthropic|openai (default: each session's native form)")
+	fl.Float64Var(&f.charsPerToken, "chars-per-token", 4, "ASCII characters per token of the estimator")
+	fl.BoolVar(&f.perSession, "per-session", false, "print one table per session before the totals")
+	fl.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
+	fl.IntVar(&f.maskWindow, "mask-window", 10, "observation-mask: tool outputs kept")
+	fl.IntVar(&f.clear.Trigger, "clear-trigger", f.clear.Trigger, "clear-tool-uses: input-token trigger")
+	fl.IntVar(&f.clear.Keep, "clear-keep", f.clear.Keep, "clear-tool-uses: tool uses kept")
+	fl.IntVar(&f.clear.ClearAtLeast, "clear-at-least", 0, "clear-tool-uses: minimum tokens cleared per activation")
+	fl.StringSliceVar(&f.clearExclude, "clear-exclude", nil, "clear-tool-uses: tool names never cleared")
+	fl.BoolVar(&f.clear.ClearToolInputs, "clear-inputs", false, "clear-tool-uses: also clear tool inputs")
+	addCondenseFlags(fl, &f.condense)
+	rootCmd.AddCommand(cmd)
+}
+
+// strategyNames lists the strategies in report order.
+var strategyNames = []string{"none", "condense", "reference", "clear-tool-uses", "observation-mask"}
+
+// buildStrategies turns --strategies into strategies.
+func buildStrategies(f *replayFlags) ([]replay.Strategy, error) {
+	var out []replay.Strategy
+	seen := map[string]bool{}
+	for _, name := range strings.Split(f.strategies, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		switch name {
+		case "none":
+			out = append(out, strategies.None{})
+		case "clear-tool-uses":
+			c := f.clear
+			c.ExcludeTools = f.clearExclude
+			out = append(out, c)
+		case "observation-mask":
+			out = append(out, strategies.ObservationMask{Window: f.maskWindow})
+		case "condense":
+			o, err := condenseOptions(f.condense)
+			if err != nil {
+				return nil, err
+			}
+			s, err := strategies.NewCondense(o)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		case "reference":
+			out = append(out, strategies.Reference())
+		default:
+			return nil, fmt.Errorf("--strategies: unknown strategy %q (want %s)", name, strings.Join(strategyNames, ", "))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--strategies: none given")
+	}
+	return out, nil
+}
+
+// replayFiles expands the arguments into files: directories contribute their regular files
+// (recursively, sorted), files themselves.
+func replayFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") && !strings.HasSuffix(d.Name(), ".md") && !strings.HasSuffix(d.Name(), ".py") {
+				found = append(found, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		sort.Strings(found)
+		files = append(files, found...)
+	}
+	return files, nil
+}
+
+func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
+	strats, err := buildStrategies(f)
+	if err != nil {
+		return err
+	}
+	opts := replay.Options{Strategies: strats, Estimator: cost.CharEstimator{CharsPerToken: f.charsPerToken}}
+	if f.charsPerToken <= 0 {
+		return fmt.Errorf("--chars-per-token must be positive")
+	}
+	switch f.breakpoints {
+	case "auto":
+		opts.Breakpoints = cost.BreakpointsAuto
+	case "client":
+		opts.Breakpoints = cost.BreakpointsClient
+	default:
+		return fmt.Errorf("--cache-breakpoints %q: want auto or client", f.breakpoints)
+	}
+	if f.pricesFile != "" {
+		if opts.Prices, err = cost.LoadPrices(f.pricesFile); err != nil {
+			return err
+		}
+	}
+	prov := sessions.Provider(f.provider)
+	if prov != "" && prov != sessions.Anthropic && prov != sessions.OpenAI {
+		return fmt.Errorf("--provider %q: want anthropic or openai", f.provider)
+	}
+	files, err := replayFiles(args)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return errors.New("no files to replay")
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+
+	// Open every file first: the progress bar needs the request count.
+	stderr := cmd.ErrOrStderr()
+	var trs []replay.Transcript
+	var reports []replay.SessionReport
+	total := 0
+	for _, p := range files {
+		t, err := replay.Open(p, prov)
+		if err != nil {
+			reports = append(reports, replay.SessionReport{File: filepath.Base(p), Error: err.Error()})
+			continue
+		}
+		trs = append(trs, t)
+		total += t.Len() * len(strats)
+	}
+	var bar *progressbar.ProgressBar
+	show := f.progress == "always"
+	if f.progress == "auto" {
+		if fd, ok := stderr.(*os.File); ok && term.IsTerminal(int(fd.Fd())) {
+			show = true
+		}
+	} else if f.progress != "always" && f.progress != "never" {
+		return fmt.Errorf("--progress %q: want auto, always or never", f.progress)
+	}
+	if show {
+		bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("replaying"),
+			progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(100_000_000),
+			progressbar.OptionClearOnFinish())
+		opts.Progress = func() { _ = bar.Add(1) }
+	}
+	for _, t := range trs {
+		if bar != nil {
+			bar.Describe(t.Name())
+		}
+		rep, err := replay.Run(ctx, t, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			rep.File, rep.Error = t.Name(), err.Error()
+		}
+		reports = append(reports, rep)
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	sort.SliceStable(reports, func(i, j int) bool { return reports[i].File < reports[j].File })
+	report := replay.NewReport(reports)
+	out := cmd.OutOrStdout()
+	if f.jsonOut {
+		err = replay.WriteJSON(out, report)
+	} else {
+		err = replay.WriteTable(out, report, f.perSession)
+	}
+	if err != nil {
+		return err
+	}
+	if f.htmlFile != "" {
+		if err := writeFileWith(f.htmlFile, func(w io.Writer) error { return replay.WriteHTML(w, report, "condense replay") }); err != nil {
+			return err
+		}
+	}
+	if f.markdownFile != "" {
+		if err := writeFileWith(f.markdownFile, func(w io.Writer) error {
+			return replay.WriteMarkdown(w, report, "Replay of the agent-session corpus")
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFileWith writes a file atomically (temporary file + rename).
+func writeFileWith(path string, write func(io.Writer) error) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/condense-dev/condense/internal/strategies"
+)
+
+// condenseFlagValues holds the condense strategy's flags until the command runs.
+var condenseFlagValues struct {
+	policyFile string
+	plain      bool
+}
+
+// addCondenseFlags registers the condense strategy's flags.
+func addCondenseFlags(fl *pflag.FlagSet, o *strategies.CondenseOptions) {
+	fl.StringVar(&condenseFlagValues.policyFile, "policy", "", "condense: engine policy from a PruningPolicy manifest, ProxyConfig or bare spec (YAML/JSON) `FILE`")
+	fl.BoolVar(&condenseFlagValues.plain, "no-cache-aware", false, "condense: flush at every trigger, without weighing it against the prompt cache")
+	fl.IntVar(&o.Horizon, "horizon", strategies.DefaultHorizon, "condense: minimum further requests the cache-aware flush decision assumes")
+	o.CacheAware = true
+}
+
+// condenseOptions finalises the condense options from the flags.
+func condenseOptions(o strategies.CondenseOptions) (strategies.CondenseOptions, error) {
+	o.CacheAware = !condenseFlagValues.plain
+	if condenseFlagValues.policyFile != "" {
+		pol, err := strategies.LoadPolicy(condenseFlagValues.policyFile)
+		if err != nil {
+			return o, err
+		}
+		o.Policy = &pol
+	}
+	return o, nil
+}

@@ -1,0 +1,82 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/sessions"
+)
+
+// sessionTranscript adapts an imported session to Transcript in one provider form.
+type sessionTranscript struct {
+	s    *sessions.Session
+	prov sessions.Provider
+}
+
+// FromSession returns the transcript of an imported session in the given provider form ("" for
+// the session's native form).
+func FromSession(s *sessions.Session, p sessions.Provider) (Transcript, error) {
+	if p == "" {
+		p = s.Native
+	}
+	ok := false
+	for _, q := range s.Providers() {
+		ok = ok || q == p
+	}
+	if !ok {
+		return nil, fmt.Errorf("%s: %w: %s", s.Name, sessions.ErrProvider, p)
+	}
+	return &sessionTranscript{s: s, prov: p}, nil
+}
+
+func (t *sessionTranscript) Name() string { return t.s.Name }
+func (t *sessionTranscript) Kind() string { return string(t.s.Format) }
+func (t *sessionTranscript) Len() int     { return t.s.Len() }
+
+func (t *sessionTranscript) WireFormat() cost.WireFormat {
+	if t.prov == sessions.OpenAI {
+		return cost.OpenAI
+	}
+	return cost.Anthropic
+}
+
+func (t *sessionTranscript) Meta(k int) Meta {
+	p := t.s.Point(k)
+	m := Meta{Time: p.Time, Model: p.Model}
+	if p.Usage != nil && p.Usage.OutputTokens > 0 {
+		m.OutputTokens = p.Usage.OutputTokens
+	}
+	return m
+}
+
+func (t *sessionTranscript) AppendRequest(dst []byte, k int) ([]byte, error) {
+	return t.s.AppendRequest(dst, k, t.prov)
+}
+
+// Open reads one file as a transcript: any session format the importers know (auto-detected),
+// else a request log (ParseRequestLog). provider picks the request form of sessions ("" =
+// native).
+func Open(path string, provider sessions.Provider) (Transcript, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(path)
+	s, serr := sessions.Import(name, data, sessions.FormatAuto)
+	if serr == nil {
+		return FromSession(s, provider)
+	}
+	if errors.Is(serr, sessions.ErrUnknownFormat) {
+		r, lerr := ParseRequestLog(name, data)
+		if lerr == nil {
+			return r, nil
+		}
+		if !errors.Is(lerr, ErrNotRequestLog) {
+			return nil, lerr
+		}
+	}
+	return nil, serr
+}

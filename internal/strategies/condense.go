@@ -1,0 +1,318 @@
+package strategies
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// DefaultHorizon is the smallest number of further requests the cache-aware policy assumes a
+// session still has when it weighs a flush (it assumes at least as many more requests as the
+// session has already made, and never fewer than this).
+const DefaultHorizon = 8
+
+// maxFollowups bounds the re-plans of one flush (Plan.Followup).
+const maxFollowups = 4
+
+// CondenseOptions configures the condense engine strategy.
+type CondenseOptions struct {
+	// Name is the strategy's report name ("condense" when empty).
+	Name string
+	// Policy is the engine policy (pruner.DefaultPolicy when nil).
+	Policy *pruner.Policy
+	// CacheAware wraps the flush trigger in the cache-aware decision (see Engine).
+	CacheAware bool
+	// Horizon is the minimum expected further requests of the cache-aware decision
+	// (DefaultHorizon when <= 0).
+	Horizon int
+	// Summarizer summarizes flush batches (summarize.Extractive when nil).
+	Summarizer summarize.Summarizer
+	// Parallel bounds concurrent summarizer calls (4 when <= 0).
+	Parallel int
+}
+
+// Engine replays requests through the condense pruning engine in-process: the session's
+// pruner.State lives in memory, flushes run PlanFlush → summarizer → Commit, and every request
+// is rendered with pruner.Render.
+//
+// Flushes are triggered the way the proxy's default agent-message trigger does: when the
+// request shows a new final assistant reply (an assistant message without tool calls). The
+// reference strategy flushes at every such trigger. With CacheAware, a due flush is weighed
+// against the simulated provider cache first:
+//
+//   - when the prefix cache has expired anyway (Cache.Alive is false) the flush is free and runs;
+//   - otherwise it runs only if the tokens it removes, read at the cache-read price on each of
+//     the expected remaining requests (max(Horizon, requests so far)), save more than
+//     re-writing the cached prefix it invalidates costs (lost cached tokens × (write − read)
+//     multipliers) plus the summarizer calls; else it stays due and is weighed again on the
+//     next request (when more results have accumulated or the cache has expired).
+type Engine struct {
+	opts CondenseOptions
+	pol  pruner.Policy
+}
+
+// NewCondense returns the condense strategy (cache-aware by default when built from flags;
+// the zero CondenseOptions is the plain engine with the default policy).
+func NewCondense(o CondenseOptions) (*Engine, error) {
+	pol := pruner.DefaultPolicy()
+	if o.Policy != nil {
+		pol = *o.Policy
+	}
+	if o.Horizon < 0 {
+		return nil, fmt.Errorf("condense: negative horizon")
+	}
+	if o.Name == "" {
+		o.Name = "condense"
+	}
+	return &Engine{opts: o, pol: pol}, nil
+}
+
+// Reference returns the engine with the reference extension's defaults (pruner.DefaultPolicy,
+// extractive summaries, flush at every final reply, no cache awareness).
+func Reference() *Engine {
+	e, _ := NewCondense(CondenseOptions{Name: "reference"})
+	return e
+}
+
+// Name implements replay.Strategy.
+func (e *Engine) Name() string { return e.opts.Name }
+
+// New implements replay.Strategy.
+func (e *Engine) New(context.Context, replay.Transcript) (replay.Runner, error) {
+	sum := e.opts.Summarizer
+	if sum == nil {
+		sum = summarize.Extractive{}
+	}
+	h := e.opts.Horizon
+	if h <= 0 {
+		h = DefaultHorizon
+	}
+	return &engineRunner{e: e, st: pruner.NewState(), sum: sum, horizon: h, memo: map[uint64]memoOut{}}, nil
+}
+
+type memoOut struct {
+	text string
+	ok   bool
+}
+
+type engineRunner struct {
+	e       *Engine
+	st      *pruner.State
+	sum     summarize.Summarizer
+	horizon int
+	// lastFinal is the hash of the last final assistant reply that triggered.
+	lastFinal uint64
+	due       bool
+	memo      map[uint64]memoOut
+	base      time.Time
+}
+
+func (r *engineRunner) Close() error { return nil }
+
+func wireFormat(f cost.WireFormat) wire.Format {
+	if f == cost.OpenAI {
+		return wire.OpenAI
+	}
+	return wire.Anthropic
+}
+
+// finalReply returns the hash of the request's last assistant message when it has no tool
+// calls (a final reply), else 0.
+func finalReply(req *wire.Request) uint64 {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, b := range m.Blocks {
+			if b.Kind == wire.KindToolUse {
+				return 0
+			}
+		}
+		h := xxhash.Sum64(m.Raw())
+		if h == 0 {
+			h = 1
+		}
+		return h
+	}
+	return 0
+}
+
+func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay.Result, error) {
+	wr, err := wire.Parse(wireFormat(req.Format), req.Body)
+	if err != nil {
+		return replay.Result{}, err
+	}
+	now := req.Time
+	if now.IsZero() {
+		if r.base.IsZero() {
+			r.base = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		}
+		now = r.base.Add(time.Duration(req.Index) * time.Second)
+	}
+	var res replay.Result
+	if h := finalReply(wr); h != 0 && h != r.lastFinal {
+		r.lastFinal = h
+		r.due = true
+	}
+	if r.due {
+		if err := r.flush(ctx, req, wr, now, &res); err != nil {
+			return replay.Result{}, err
+		}
+	}
+	out := pruner.Render(wr, r.st, r.e.pol)
+	for _, d := range out.Diagnostics {
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: string(d.Kind), Detail: d.Detail})
+	}
+	if out.Fallback != "" {
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "render-fallback", Detail: out.Fallback})
+	}
+	if len(out.Diagnostics) > 0 {
+		r.st, _ = r.st.WithDiagnostics(out.Diagnostics)
+	}
+	res.Body = out.Body
+	return res, nil
+}
+
+// flush plans and summarizes a flush, then commits it (reference) or weighs it against the
+// cache first (cache-aware).
+func (r *engineRunner) flush(ctx context.Context, req *replay.Request, wr *wire.Request, now time.Time, res *replay.Result) error {
+	st := r.st
+	var calls []replay.Call
+	var sumUSD float64
+	prices := req.Cache.Prices()
+	for round := 0; round <= maxFollowups; round++ {
+		plan, err := pruner.PlanFlush(wr, st, r.e.pol, now)
+		if err != nil {
+			return err
+		}
+		if plan.Empty() {
+			break
+		}
+		outputs := map[string]string{}
+		var todo []*summarize.Request
+		var keys []uint64
+		for _, b := range plan.Batches {
+			k := xxhash.Sum64String(string(b.Kind) + "\x00" + b.Prompt)
+			if m, ok := r.memo[k]; ok {
+				if m.ok {
+					outputs[b.ID] = m.text
+				}
+				continue
+			}
+			sr := &summarize.Request{ID: b.ID, System: b.System, Prompt: b.Prompt, Parts: b.Parts}
+			if b.Kind == pruner.KindRangeFusion {
+				sr.Kind = summarize.KindRange
+			}
+			for _, c := range b.Calls {
+				sr.Calls = append(sr.Calls, summarize.Call{Label: c.Label, Tool: c.Tool, Args: c.Args, Result: c.Result, IsError: c.IsError})
+			}
+			todo = append(todo, sr)
+			keys = append(keys, k)
+		}
+		for i, o := range summarize.Run(ctx, r.sum, todo, r.e.opts.Parallel) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if o.Err != nil {
+				r.memo[keys[i]] = memoOut{}
+				res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "summarizer-error", Detail: o.Err.Error()})
+				continue
+			}
+			r.memo[keys[i]] = memoOut{text: o.Result.Text, ok: true}
+			outputs[o.ID] = o.Result.Text
+			u := o.Result.Usage
+			if u.InputTokens > 0 || u.OutputTokens > 0 || o.Result.Model != summarize.ExtractiveModel {
+				c := replay.Call{Model: o.Result.Model, Input: u.InputTokens + u.CacheReadTokens + u.CacheCreationTokens, Output: u.OutputTokens}
+				calls = append(calls, c)
+				pr, _ := prices.Lookup(c.Model)
+				sumUSD += cost.Usage{Input: c.Input, Output: c.Output}.Cost(pr)
+			}
+		}
+		next, err := plan.Commit(outputs)
+		if err != nil {
+			return err
+		}
+		st = next
+		if !plan.Followup {
+			break
+		}
+	}
+	// Summarizer calls are paid whether or not the flush is kept.
+	res.Calls = append(res.Calls, calls...)
+	if st == r.st {
+		r.due = false
+		return nil
+	}
+	if !r.e.opts.CacheAware {
+		r.st, r.due = st, false
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "flush"})
+		return nil
+	}
+	keep, why, err := r.worthIt(req, wr, st, sumUSD)
+	if err != nil {
+		return err
+	}
+	if keep {
+		r.st, r.due = st, false
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "flush", Detail: why})
+	} else {
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "flush-deferred", Detail: why})
+	}
+	return nil
+}
+
+// worthIt is the cache-aware decision: keep the flushed state st when the cache has expired
+// anyway, or when the expected savings over the remaining requests exceed the cost of
+// re-writing the invalidated cached prefix plus the summarizer calls.
+func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner.State, sumUSD float64) (bool, string, error) {
+	if !req.Cache.Alive(req.Time) {
+		return true, "prefix cache expired: the rewrite is free", nil
+	}
+	cur := pruner.Render(wr, r.st, r.e.pol)
+	next := pruner.Render(wr, st, r.e.pol)
+	pc, err := req.Prompt(cur.Body)
+	if err != nil {
+		return false, "", err
+	}
+	pn, err := req.Prompt(next.Body)
+	if err != nil {
+		return false, "", err
+	}
+	if pc.Model == "" {
+		pc.Model, pn.Model = req.Model, req.Model
+	}
+	pc.Time, pn.Time = req.Time, req.Time
+	price, _ := req.Cache.Prices().Lookup(pc.Model)
+	saved := float64(pc.Tokens() - pn.Tokens())
+	lost := float64(req.Cache.Peek(&pc) - req.Cache.Peek(&pn))
+	if lost < 0 {
+		lost = 0
+	}
+	remaining := math.Max(float64(r.horizon), float64(req.Index))
+	if req.Total > 0 && price.Cache == cost.CacheNone {
+		remaining = math.Max(remaining, 1)
+	}
+	read := price.CacheRead
+	if price.Cache == cost.CacheNone {
+		read = 1
+	}
+	write := price.CacheWrite5m
+	if price.Cache != cost.CacheAnthropic {
+		write = 1
+	}
+	perMTok := price.Input / 1e6
+	gain := saved * read * remaining * perMTok
+	loss := lost*math.Max(write-read, 0)*perMTok + sumUSD
+	why := fmt.Sprintf("saves %.0f tokens × %.0f requests ≈ $%.5f vs re-writing %.0f cached tokens ≈ $%.5f", saved, remaining, gain, lost, loss)
+	return gain > loss, why, nil
+}
