@@ -21,8 +21,8 @@ import (
 // Every form accepts ttl=DURATION (idle expiry, Go duration syntax, 0 disables it; default
 // DefaultTTL); Redis forms also accept prefix=NAME (key prefix, default "condense") and the
 // go-redis option parameters (dial_timeout, pool_size, ...). Redis clients are created with
-// context deadlines honoured and command retries disabled (a retried commit could report a
-// conflict for its own success). A Redis server that cannot be reached yields an error
+// context deadlines honoured, command retries disabled (a retried commit could report a
+// conflict for its own success) and one dial attempt per command (dialer_retries=N overrides). A Redis server that cannot be reached yields an error
 // satisfying errors.Is(err, ErrUnavailable).
 func Open(ctx context.Context, rawURL string) (Store, error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
@@ -121,21 +121,21 @@ func openRedis(ctx context.Context, rawURL string) (Store, error) {
 		if err != nil {
 			return nil, invalidArg("redis URL: %v", err)
 		}
-		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialTimeout)
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
 		rdb = redis.NewClient(o)
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(u.String())
 		if err != nil {
 			return nil, invalidArg("redis sentinel URL: %v", err)
 		}
-		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialTimeout)
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
 		rdb = redis.NewFailoverClient(o)
 	case "cluster":
 		o, err := redis.ParseClusterURL(u.String())
 		if err != nil {
 			return nil, invalidArg("redis cluster URL: %v", err)
 		}
-		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialTimeout)
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
 		rdb = redis.NewClusterClient(o)
 	default:
 		return nil, invalidArg("unknown redis mode %q", mode)
@@ -148,10 +148,13 @@ func openRedis(ctx context.Context, rawURL string) (Store, error) {
 	return s, nil
 }
 
-func tune(ctxTimeout *bool, retries *int, dial *time.Duration) {
+func tune(ctxTimeout *bool, retries, dialRetries *int, dial *time.Duration) {
 	*ctxTimeout = true
 	if *retries == 0 {
 		*retries = -1
+	}
+	if *dialRetries == 0 { // fail open fast: one dial attempt per command unless the URL says otherwise
+		*dialRetries = 1
 	}
 	if *dial == 0 {
 		*dial = 2 * time.Second

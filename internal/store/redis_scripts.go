@@ -49,11 +49,17 @@ if ARGV[3] ~= '0' then
   local f = redis.call('HGET', KEYS[1], 'f') or '0'
   if f ~= ARGV[3] then return {-1, f} end
 end
-local nv = redis.call('HINCRBY', KEYS[1], 'v', 1)
-redis.call('HSET', KEYS[1], 's', ARGV[4])
-touch(ARGV[1], ARGV[5], now_ms())
-redis.call('PUBLISH', ARGV[6], 'c' .. string.format('%d', nv) .. ':' .. ARGV[1])
-return {1, string.format('%d', nv)}
+-- Version, state, id and last-seen change in ONE absolute HSET: if the AOF tail holding this
+-- script's MULTI block is torn and a later block is appended (Redis 7.0 keeps a truncated
+-- MULTI's prefix; see docs/store.md), a replayed prefix is a whole commit, never a bumped
+-- version without its state.
+local nv = string.format('%d', tonumber(cur) + 1)
+redis.call('HSET', KEYS[1], 'v', nv, 's', ARGV[4], 'id', ARGV[1], 'seen', string.format('%d', now_ms()))
+if ARGV[5] ~= '0' then
+  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ARGV[5]) end
+end
+redis.call('PUBLISH', ARGV[6], 'c' .. nv .. ':' .. ARGV[1])
+return {1, nv}
 `)
 
 // diagnostics: ARGV id, ttl, channel, then triples (key, kind, payload). Returns the number added.
