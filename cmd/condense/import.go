@@ -117,6 +117,9 @@ func runImport(cmd *cobra.Command, path string, format sessions.Format, provider
 		return err
 	}
 	if f != nil {
+		if err := f.Chmod(0o644); err != nil {
+			return err
+		}
 		if err := f.Close(); err != nil {
 			return err
 		}

@@ -278,7 +278,7 @@ func (c *ccImporter) blocks(r *ccRecord, assistant bool) ([]part, error) {
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(content, &raws); err != nil {
-		return nil, lineError(c.name, r.line, fmt.Errorf("message.content: %w", err))
+		return nil, lineError(c.name, r.line, prefixPath("message.content", err))
 	}
 	var out []part
 	for i, raw := range raws {

@@ -60,5 +60,9 @@ func AppendEnvelope(dst []byte, s *Session, k int, p Provider) ([]byte, error) {
 		dst = append(dst, `,"dropped":true`...)
 	}
 	dst = append(dst, `,"body":`...)
-	return s.AppendRequest(dst, k, p)
+	dst, err := s.AppendRequest(dst, k, p)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, '}'), nil
 }

@@ -145,6 +145,9 @@ func lineError(name string, line int, err error) error {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
+		if se.Error() == "unexpected end of JSON input" {
+			return &ParseError{File: name, Line: line, Err: errors.New("truncated JSON record (unexpected end of input)")}
+		}
 		return &ParseError{File: name, Line: line, Err: fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)}
 	}
 	if err.Error() == "unexpected end of JSON input" {

@@ -311,7 +311,7 @@ func (p *piImporter) message(e *piEntry) (bool, error) {
 		var blocks []piBlock
 		if !isNull(m.Content) {
 			if err := json.Unmarshal(m.Content, &blocks); err != nil {
-				return false, lineError(p.name, e.line, fmt.Errorf("message.content: %w", err))
+				return false, lineError(p.name, e.line, prefixPath("message.content", err))
 			}
 		}
 		out := msg{role: "assistant"}
@@ -348,7 +348,7 @@ func (p *piImporter) message(e *piEntry) (bool, error) {
 			blocks = []piBlock{{Type: "text", Text: s}}
 		} else if !isNull(m.Content) {
 			if err := json.Unmarshal(m.Content, &blocks); err != nil {
-				return false, lineError(p.name, e.line, fmt.Errorf("message.content: %w", err))
+				return false, lineError(p.name, e.line, prefixPath("message.content", err))
 			}
 		}
 		r := part{kind: pResult, id: m.ToolCallID, isError: m.IsError, errField: true}

@@ -294,7 +294,8 @@ func Detect(name string, data []byte) (Format, error) {
 	// Whole-document JSON (SWE-agent / mini-SWE-agent) versus JSONL: a JSON document spans
 	// lines, so its first line alone does not parse.
 	first, _, _ := bytes.Cut(trim, []byte("\n"))
-	if (strings.HasSuffix(name, ".traj") || strings.HasSuffix(name, ".traj.json")) || !validJSON(first) {
+	if strings.HasSuffix(name, ".traj") || strings.HasSuffix(name, ".traj.json") || !validJSON(first) ||
+		hasTopKey(first, "history") || hasTopKey(first, "trajectory_format") {
 		if hasTopKey(trim, "history") || hasTopKey(trim, "trajectory") && !hasTopKey(trim, "messages") {
 			return FormatSWEAgent, nil
 		}

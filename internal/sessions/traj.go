@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,9 @@ import (
 func docError(name string, data []byte, err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
+		if se.Error() == "unexpected end of JSON input" {
+			return &ParseError{File: name, Line: lineOfOffset(data, int64(len(bytes.TrimRight(data, " \t\r\n")))), Err: errors.New("truncated JSON document (unexpected end of input)")}
+		}
 		return &ParseError{File: name, Line: lineOfOffset(data, se.Offset), Err: fmt.Errorf("invalid JSON: %v", se)}
 	}
 	var te *json.UnmarshalTypeError
