@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// errorType maps an HTTP status to the provider error type the proxy reports for it.
+func errorType(f wire.Format, status int) string {
+	if f == wire.OpenAI {
+		switch status {
+		case http.StatusUnauthorized:
+			return "authentication_error"
+		case http.StatusRequestEntityTooLarge, http.StatusBadRequest:
+			return "invalid_request_error"
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return "server_error"
+		}
+		return "server_error"
+	}
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	}
+	return "api_error"
+}
+
+// ErrorBody returns a provider-shaped error body: for Anthropic
+// {"type":"error","error":{"type":…,"message":…}}, for OpenAI
+// {"error":{"message":…,"type":…,"param":null,"code":…}}.
+func ErrorBody(f wire.Format, status int, code, msg string) []byte {
+	typ := errorType(f, status)
+	if f == wire.OpenAI {
+		var c any
+		if code != "" {
+			c = code
+		}
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
+		return b
+	}
+	b, _ := json.Marshal(struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{Type: "error", Error: struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}{typ, msg}})
+	return b
+}
+
+// writeError writes a provider-shaped error response produced by the proxy itself. The
+// X-Condense-Error header tells operators the proxy, not the provider, refused the request.
+func writeError(w http.ResponseWriter, f wire.Format, status int, code, msg string) {
+	b := ErrorBody(f, status, code, msg)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("X-Condense-Error", code)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,479 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/flush"
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// Counter names the proxy keeps in the store besides the store.Stat* ones.
+const (
+	statSplices        = "proxySplices"        // > 0: the splice blob exists
+	statLastTokens     = "proxyLastTokens"     // estimated tokens of the last forwarded request
+	statFlushRequested = "proxyFlushRequested" // admin flush requests
+	statFlushServed    = "proxyFlushServed"    // admin flush requests started
+	statFailOpen       = "proxyFailOpen"
+	statRecoveries     = "proxyRecoveryRounds"
+	statDeferred       = "proxyDeferredQueries"
+)
+
+// turn is one client request as it moves through the proxy.
+type turn struct {
+	f      wire.Format
+	ep     endpoint
+	sid    string
+	log    *slog.Logger
+	hdr    http.Header
+	path   string
+	query  string
+	client *wire.Request // as the client sent it
+	view   *wire.Request // client + re-inserted hidden exchanges + query tool (the model's view)
+	fwd    *wire.Request // what goes upstream (rendered view); continuations append to it
+	body   []byte        // serialized fwd
+	snap   *store.Snapshot
+	state  *pruner.State
+	splice *spliceSet
+	open   string // non-empty: failing open for this reason (forward the client bytes)
+	t0     time.Time
+}
+
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := io.Copy(&buf, http.MaxBytesReader(nil, r.Body, limit))
+	return buf.Bytes(), err
+}
+
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Format, ep endpoint) {
+	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now()}
+	code := 0
+	defer func() {
+		if code != 0 {
+			s.met.Requests.WithLabelValues(string(ep), f.String(), fmt.Sprint(code)).Inc()
+		}
+	}()
+	body, err := readBody(r, s.opt.MaxBodyBytes)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			code = http.StatusRequestEntityTooLarge
+			writeError(w, f, code, "request_too_large", fmt.Sprintf("condense proxy: request body exceeds %d bytes", s.opt.MaxBodyBytes))
+			return
+		}
+		code = http.StatusBadRequest
+		writeError(w, f, code, "body_read_failed", "condense proxy: reading request body: "+err.Error())
+		return
+	}
+	req, err := wire.Parse(f, body)
+	if err != nil {
+		code = http.StatusBadRequest
+		writeError(w, f, code, "malformed_request", "condense proxy: malformed request body: "+err.Error())
+		return
+	}
+	t.client = req
+	var src SessionSource
+	t.sid, src = SessionID(f, r.Header, body)
+	t.log = s.log.With("session", t.sid, "endpoint", string(ep))
+	if len(s.opt.SessionSecret) > 0 && !config.VerifySessionToken(s.opt.SessionSecret, t.sid, r.Header.Get(HeaderToken)) {
+		code = http.StatusUnauthorized
+		t.log.Warn("rejected request without a valid session token", "source", string(src))
+		writeError(w, f, code, "invalid_session_token", "condense proxy: missing or invalid "+HeaderToken+" for this session")
+		return
+	}
+	if err := store.ValidateSessionID(t.sid); err != nil {
+		if src == SourceHeader {
+			code = http.StatusBadRequest
+			writeError(w, f, code, "invalid_session_id", "condense proxy: invalid "+HeaderSession+": "+err.Error())
+			return
+		}
+		t.open = "session-id"
+	}
+
+	s.prepare(r.Context(), t)
+	s.met.AddedSeconds.WithLabelValues(string(ep)).Observe(time.Since(t.t0).Seconds())
+
+	resp, err := s.send(r.Context(), t, t.body)
+	if err != nil {
+		code = http.StatusBadGateway
+		if r.Context().Err() != nil {
+			code = 499
+			return
+		}
+		t.log.Warn("upstream unreachable", "err", err)
+		writeError(w, f, http.StatusBadGateway, "upstream_unreachable", "condense proxy: upstream unreachable: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	code = resp.StatusCode
+	if ep == epCountTokens || resp.StatusCode != http.StatusOK {
+		relayRaw(w, resp)
+		s.recordStats(t, usage{})
+		return
+	}
+	var out *outcome
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		out = s.relayStream(r.Context(), w, t, resp)
+	} else {
+		out = s.relayJSON(r.Context(), w, t, resp)
+	}
+	s.recordStats(t, out.usage)
+	s.afterResponse(t, out)
+}
+
+// send forwards body to the provider with the client's headers.
+func (s *Server) send(ctx context.Context, t *turn, body []byte) (*http.Response, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstreamURL(t.f, t.path, t.query), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	copyRequestHeaders(up.Header, t.hdr)
+	up.ContentLength = int64(len(body))
+	start := time.Now()
+	resp, err := s.client.Do(up)
+	s.met.UpstreamSecs.WithLabelValues(string(t.ep)).Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+// storeCtx bounds one store call on the request path; it is detached from client
+// cancellation only in background paths.
+func (s *Server) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opt.StoreTimeout)
+}
+
+func (s *Server) load(ctx context.Context, sid string) (*store.Snapshot, error) {
+	c, cancel := s.storeCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	snap, err := s.opt.Store.Load(c, sid)
+	s.met.StoreSeconds.WithLabelValues("load").Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.met.StoreErrors.WithLabelValues("load").Inc()
+	}
+	return snap, err
+}
+
+// failOpen forwards the client's bytes unchanged.
+func (s *Server) failOpen(t *turn, reason string, err error) {
+	t.open = reason
+	t.fwd, t.view, t.body = t.client, t.client, t.client.Raw()
+	s.met.FailOpen.WithLabelValues(reason).Inc()
+	t.log.Warn("forwarding unpruned", "reason", reason, "err", err)
+}
+
+// prepare loads the session, waits for an unfinished flush, re-inserts hidden exchanges,
+// adds the query tool, renders, and starts due flushes. On any failure it fails open.
+func (s *Server) prepare(ctx context.Context, t *turn) {
+	t.fwd, t.view, t.body = t.client, t.client, t.client.Raw()
+	if s.opt.Store == nil || t.open != "" {
+		if t.open != "" {
+			s.failOpen(t, t.open, nil)
+		}
+		s.met.Bytes.WithLabelValues("before").Add(float64(len(t.body)))
+		s.met.Bytes.WithLabelValues("after").Add(float64(len(t.body)))
+		return
+	}
+	snap, err := s.load(ctx, t.sid)
+	if err != nil {
+		s.failOpen(t, "store", err)
+		return
+	}
+	snap = s.waitForFlush(ctx, t, snap)
+	if err := s.useSnapshot(t, snap); err != nil {
+		s.failOpen(t, "state", err)
+		return
+	}
+	if n := snap.Stats[statSplices]; n > 0 {
+		sp, err := s.loadSplices(ctx, t.sid)
+		if err != nil {
+			s.failOpen(t, "store", err)
+			return
+		}
+		t.splice = sp
+	}
+	view, err := s.buildView(t)
+	if err != nil {
+		s.failOpen(t, "splice", err)
+		return
+	}
+	t.view = view
+	s.render(t)
+
+	if t.ep != epCountTokens && s.opt.Flusher != nil {
+		if trig := s.dueTrigger(t); trig != "" {
+			tk := s.startFlush(t, trig, t.view.Bytes())
+			if tk != nil && s.opt.FlushWaitTimeout > 0 {
+				if s.waitTicket(ctx, tk) {
+					if snap, err := s.load(ctx, t.sid); err == nil && snap.Version != t.snap.Version {
+						if s.useSnapshot(t, snap) == nil {
+							s.render(t)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) useSnapshot(t *turn, snap *store.Snapshot) error {
+	st := pruner.NewState()
+	if len(snap.State) > 0 {
+		if err := st.UnmarshalBinary(snap.State); err != nil {
+			return err
+		}
+	}
+	t.snap, t.state = snap, st
+	return nil
+}
+
+// render runs the pruning engine over the view.
+func (s *Server) render(t *turn) {
+	start := time.Now()
+	res := pruner.Render(t.view, t.state, s.opt.Policy)
+	s.met.RenderSeconds.Observe(time.Since(start).Seconds())
+	t.fwd, t.body = res.Request, res.Body
+	if res.Fallback != "" {
+		s.met.FailOpen.WithLabelValues("render-invalid").Inc()
+		t.log.Warn("rendered request failed validation; forwarding the unpruned view", "why", res.Fallback)
+	}
+	if !res.Unchanged || t.view != t.client {
+		s.met.RequestsPruned.Inc()
+	}
+	before := len(t.client.Raw())
+	s.met.Bytes.WithLabelValues("before").Add(float64(before))
+	s.met.Bytes.WithLabelValues("after").Add(float64(len(t.body)))
+	s.met.Tokens.WithLabelValues("before").Add(float64(estimateTokens(before)))
+	s.met.Tokens.WithLabelValues("after").Add(float64(estimateTokens(len(t.body))))
+	if len(res.Diagnostics) > 0 {
+		diags := make([]store.Diagnostic, len(res.Diagnostics))
+		for i, d := range res.Diagnostics {
+			diags[i] = store.Diagnostic{Kind: string(d.Kind), Key: d.Key, Detail: d.Detail}
+			s.met.Diagnostics.WithLabelValues(string(d.Kind)).Inc()
+		}
+		s.background(func(ctx context.Context) {
+			if err := s.opt.Store.AddDiagnostics(ctx, t.sid, diags); err != nil {
+				s.met.StoreErrors.WithLabelValues("diagnostics").Inc()
+				t.log.Warn("recording diagnostics failed", "err", err)
+			}
+		})
+	}
+}
+
+func estimateTokens(n int) int { return (n + 3) / 4 }
+
+// contextWindow returns a model's context window in tokens (a conservative table; unknown
+// models get 200k).
+func contextWindow(model string) int {
+	m := strings.ToLower(model)
+	switch {
+	case strings.Contains(m, "[1m]"), strings.HasPrefix(m, "gpt-4.1"):
+		return 1_000_000
+	case strings.HasPrefix(m, "gpt-5"):
+		return 400_000
+	case strings.HasPrefix(m, "gpt-4o"), strings.HasPrefix(m, "gpt-4-turbo"), strings.HasPrefix(m, "o1"), strings.HasPrefix(m, "o3"), strings.HasPrefix(m, "o4"):
+		return 128_000
+	}
+	return 200_000
+}
+
+// dueTrigger returns the flush trigger that fires for this request, or "".
+func (s *Server) dueTrigger(t *turn) string {
+	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] {
+		return "manual"
+	}
+	tokens := estimateTokens(len(t.body))
+	window := float64(contextWindow(t.client.Model))
+	if th := s.opt.Trigger.BudgetThreshold; th > 0 && float64(tokens) >= min(BudgetCap, th*window) {
+		return "budget"
+	}
+	if d := s.opt.Trigger.TurnDelta; d > 0 {
+		if last := t.snap.Stats[statLastTokens]; last > 0 && float64(int64(tokens)-last) >= d*window {
+			return "delta"
+		}
+	}
+	return ""
+}
+
+// startFlush hands a flush of the session to the flusher and remembers its ticket.
+func (s *Server) startFlush(t *turn, trigger string, body []byte) *flush.Ticket {
+	job := &flush.Job{Session: t.sid, Format: t.f.String(), Body: body, Trigger: trigger,
+		SessionModel: s.sessionEndpoint(t)}
+	tk, err := s.opt.Flusher.Enqueue(s.ctx, job)
+	if err != nil {
+		t.log.Warn("starting flush failed", "trigger", trigger, "err", err)
+		return nil
+	}
+	s.met.FlushTriggers.WithLabelValues(trigger).Inc()
+	t.log.Info("flush started", "trigger", trigger)
+	s.flights.Store(t.sid, tk)
+	if trigger == "manual" {
+		delta := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
+		s.background(func(ctx context.Context) {
+			_ = s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statFlushServed: delta})
+		})
+	}
+	return tk
+}
+
+// sessionEndpoint describes the session's own model, the summarizer's fallback target. The
+// credentials of the request are reused (they never leave this process).
+func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
+	ep := &summarize.Endpoint{Model: t.client.Model, Header: http.Header{}}
+	if t.f == wire.OpenAI {
+		ep.Format, ep.BaseURL = summarize.Format("openai"), s.opt.OpenAIBaseURL
+		ep.APIKey = strings.TrimPrefix(t.hdr.Get("Authorization"), "Bearer ")
+	} else {
+		ep.Format, ep.BaseURL = summarize.Format("anthropic"), s.opt.AnthropicBaseURL
+		ep.APIKey = t.hdr.Get("X-Api-Key")
+		for _, k := range []string{"Anthropic-Version", "Anthropic-Beta", "Authorization"} {
+			if v := t.hdr.Get(k); v != "" {
+				ep.Header.Set(k, v)
+			}
+		}
+	}
+	return ep
+}
+
+// waitTicket waits for a flush at most FlushWaitTimeout and reports whether it finished.
+func (s *Server) waitTicket(ctx context.Context, tk *flush.Ticket) bool {
+	timer := time.NewTimer(s.opt.FlushWaitTimeout)
+	defer timer.Stop()
+	select {
+	case <-tk.Done():
+		s.met.FlushWaits.WithLabelValues("done").Inc()
+		return true
+	case <-timer.C:
+		s.met.FlushWaits.WithLabelValues("timeout").Inc()
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// waitForFlush waits (at most FlushWaitTimeout) for an unfinished flush of the session —
+// started by this process, or holding the lease in another replica — and returns the
+// freshest snapshot.
+func (s *Server) waitForFlush(ctx context.Context, t *turn, snap *store.Snapshot) *store.Snapshot {
+	if s.opt.FlushWaitTimeout <= 0 {
+		return snap
+	}
+	if v, ok := s.flights.Load(t.sid); ok {
+		tk := v.(*flush.Ticket)
+		select {
+		case <-tk.Done():
+			return snap
+		default:
+		}
+		if s.waitTicket(ctx, tk) {
+			if fresh, err := s.load(ctx, t.sid); err == nil {
+				return fresh
+			}
+		}
+		return snap
+	}
+	if snap.Lease == nil {
+		return snap
+	}
+	deadline := time.Now().Add(s.opt.FlushWaitTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
+		fresh, err := s.load(ctx, t.sid)
+		if err != nil {
+			return snap
+		}
+		snap = fresh
+		if snap.Lease == nil {
+			s.met.FlushWaits.WithLabelValues("done").Inc()
+			return snap
+		}
+	}
+	s.met.FlushWaits.WithLabelValues("timeout").Inc()
+	return snap
+}
+
+// background runs f detached from the request with a store-sized timeout.
+func (s *Server) background(f func(ctx context.Context)) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.opt.StoreTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+// recordStats adds the request's counters to the session (one store write, in the background).
+func (s *Server) recordStats(t *turn, u usage) {
+	s.met.UsageTokens.WithLabelValues("input").Add(float64(u.input))
+	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
+	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
+	s.met.UsageTokens.WithLabelValues("cache_creation").Add(float64(u.cacheCreation))
+	if s.opt.Store == nil || t.ep == epCountTokens || t.open == "session-id" {
+		return
+	}
+	before, after := len(t.client.Raw()), len(t.body)
+	delta := map[string]int64{
+		store.StatRequests:         1,
+		store.StatBytesBefore:      int64(before),
+		store.StatBytesAfter:       int64(after),
+		store.StatTokensBefore:     int64(estimateTokens(before)),
+		store.StatTokensAfter:      int64(estimateTokens(after)),
+		store.StatCacheReadTokens:  int64(u.cacheRead),
+		store.StatCacheWriteTokens: int64(u.cacheCreation),
+		"inputTokens":              int64(u.input),
+		"outputTokens":             int64(u.output),
+	}
+	if t.open != "" {
+		delta[statFailOpen] = 1
+	}
+	if t.snap != nil {
+		delta[statLastTokens] = int64(estimateTokens(after)) - t.snap.Stats[statLastTokens]
+	}
+	s.background(func(ctx context.Context) {
+		start := time.Now()
+		err := s.opt.Store.IncrStats(ctx, t.sid, delta)
+		s.met.StoreSeconds.WithLabelValues("incr_stats").Observe(time.Since(start).Seconds())
+		if err != nil {
+			s.met.StoreErrors.WithLabelValues("incr_stats").Inc()
+			t.log.Warn("recording stats failed", "err", err)
+		}
+	})
+}
+
+// afterResponse stores hidden exchanges and, after a final answer, starts the next flush.
+func (s *Server) afterResponse(t *turn, out *outcome) {
+	if out == nil || t.open != "" || s.opt.Store == nil {
+		return
+	}
+	if out.splice != nil {
+		sp := out.splice
+		s.background(func(ctx context.Context) {
+			if err := s.saveSplice(ctx, t, sp); err != nil {
+				s.met.StoreErrors.WithLabelValues("splice").Inc()
+				t.log.Warn("storing hidden exchange failed", "err", err)
+			}
+		})
+	}
+	if out.final && s.opt.Flusher != nil && !s.opt.Trigger.OnDemand && len(out.viewTail) > 0 {
+		msgs, err := parseMessages(t.f, out.viewTail)
+		if err != nil {
+			t.log.Warn("cannot build the flush transcript", "err", err)
+			return
+		}
+		all := append(append([]*wire.Message(nil), t.view.Messages...), msgs...)
+		s.startFlush(t, "agent-message", t.view.WithMessages(all).Bytes())
+	}
+}

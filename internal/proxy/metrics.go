@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the proxy's Prometheus metrics (condense_ prefix). Flush and summarizer
+// metrics are registered by package flush on the same registry.
+type Metrics struct {
+	Requests       *prometheus.CounterVec   // condense_requests_total{endpoint,format,code}
+	RenderSeconds  prometheus.Histogram     // condense_render_duration_seconds
+	AddedSeconds   *prometheus.HistogramVec // condense_added_latency_seconds{endpoint}
+	UpstreamSecs   *prometheus.HistogramVec // condense_upstream_duration_seconds{endpoint}
+	Bytes          *prometheus.CounterVec   // condense_request_bytes_total{stage}
+	Tokens         *prometheus.CounterVec   // condense_request_tokens_estimated_total{stage}
+	UsageTokens    *prometheus.CounterVec   // condense_upstream_usage_tokens_total{kind}
+	Diagnostics    *prometheus.CounterVec   // condense_diagnostics_total{kind}
+	StoreSeconds   *prometheus.HistogramVec // condense_store_duration_seconds{op}
+	StoreErrors    *prometheus.CounterVec   // condense_store_errors_total{op}
+	FailOpen       *prometheus.CounterVec   // condense_fail_open_total{reason}
+	Recoveries     *prometheus.CounterVec   // condense_recovery_total{mode}
+	FlushTriggers  *prometheus.CounterVec   // condense_flush_triggers_total{trigger}
+	FlushWaits     *prometheus.CounterVec   // condense_flush_waits_total{result}
+	RequestsPruned prometheus.Counter       // condense_requests_pruned_total
+}
+
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
+
+// NewMetrics creates the proxy metrics and registers them with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_requests_total",
+			Help: "Requests handled by the proxy, by endpoint, wire format and response status."}, []string{"endpoint", "format", "code"}),
+		RenderSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "condense_render_duration_seconds",
+			Help: "Time to parse, render and serialize a request.", Buckets: latencyBuckets}),
+		AddedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_added_latency_seconds",
+			Help: "Latency the proxy adds before a request is sent upstream (read, parse, load, render).", Buckets: latencyBuckets}, []string{"endpoint"}),
+		UpstreamSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_upstream_duration_seconds",
+			Help: "Time from sending a request upstream to its response headers.", Buckets: prometheus.DefBuckets}, []string{"endpoint"}),
+		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_bytes_total",
+			Help: "Request body bytes before and after pruning."}, []string{"stage"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_tokens_estimated_total",
+			Help: "Estimated request tokens (bytes/4) before and after pruning."}, []string{"stage"}),
+		UsageTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_upstream_usage_tokens_total",
+			Help: "Token usage reported by the provider, by kind (input, output, cache_read, cache_creation)."}, []string{"kind"}),
+		Diagnostics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_diagnostics_total",
+			Help: "Render diagnostics by kind."}, []string{"kind"}),
+		StoreSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_store_duration_seconds",
+			Help: "Session store call latency by operation.", Buckets: latencyBuckets}, []string{"op"}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_store_errors_total",
+			Help: "Session store errors by operation."}, []string{"op"}),
+		FailOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_fail_open_total",
+			Help: "Requests forwarded unpruned because something failed, by reason."}, []string{"reason"}),
+		Recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_recovery_total",
+			Help: "context_tree_query handling: rounds answered in the proxy, deferred (mixed) calls, exhausted rounds."}, []string{"mode"}),
+		FlushTriggers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_flush_triggers_total",
+			Help: "Flushes started by the proxy, by trigger."}, []string{"trigger"}),
+		FlushWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_flush_waits_total",
+			Help: "Requests that found an unfinished flush, by result (done, timeout)."}, []string{"result"}),
+		RequestsPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "condense_requests_pruned_total",
+			Help: "Requests whose forwarded body differs from what the client sent."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.UpstreamSecs, m.Bytes, m.Tokens, m.UsageTokens,
+			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned)
+	}
+	return m
+}

@@ -1,0 +1,302 @@
+// Package proxy is the condense pruning proxy: an HTTP server speaking the Anthropic Messages
+// and OpenAI Chat Completions APIs that loads a session's pruning state, renders a pruned
+// request, forwards it to the provider, relays the response (SSE event by event), answers
+// context_tree_query calls itself, and starts flushes. Everything that can fail fails open:
+// the client's request is then forwarded unchanged. See docs/proxy.md.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/condense-dev/condense/internal/flush"
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxBodyBytes = 32 << 20
+	DefaultStoreTimeout = 2 * time.Second
+	// BudgetCap caps the budget trigger: a flush is due at min(BudgetCap, threshold × window).
+	BudgetCap = 300_000
+)
+
+// Flusher starts flushes. *flush.InProcess satisfies it.
+type Flusher interface {
+	Enqueue(ctx context.Context, job *flush.Job) (*flush.Ticket, error)
+}
+
+// Trigger configures when the proxy starts flushes (see config.Trigger).
+type Trigger struct {
+	// OnDemand disables the agent-message trigger: flushes then start only through the admin
+	// API or the budget/delta triggers.
+	OnDemand bool
+	// BudgetThreshold, when > 0, starts a flush once a request's estimated tokens reach
+	// min(BudgetCap, BudgetThreshold × the model's context window).
+	BudgetThreshold float64
+	// TurnDelta, when > 0, starts a flush when one request grows the estimated tokens by at
+	// least TurnDelta × the context window.
+	TurnDelta float64
+}
+
+// Options configures a Server.
+type Options struct {
+	// AnthropicBaseURL is the Anthropic API base URL without /v1 (e.g. https://api.anthropic.com).
+	AnthropicBaseURL string
+	// OpenAIBaseURL is the OpenAI API base URL including /v1 (e.g. https://api.openai.com/v1).
+	OpenAIBaseURL string
+	// Store holds session state. Nil disables pruning (every request is forwarded unchanged).
+	Store store.Store
+	// Policy is the pruning policy used to render.
+	Policy pruner.Policy
+	// Flusher starts flushes; nil disables flushing.
+	Flusher Flusher
+	// Trigger says when flushes start.
+	Trigger Trigger
+	// MaxBodyBytes rejects larger request bodies with 413 (default 32 MiB).
+	MaxBodyBytes int64
+	// FlushWaitTimeout is how long a request waits for an unfinished flush of its session
+	// (0: never wait, use the last committed state).
+	FlushWaitTimeout time.Duration
+	// MaxRecoveryRounds bounds the context_tree_query rounds answered within one client
+	// request (0 disables in-proxy answering: calls are then deferred to the next request).
+	MaxRecoveryRounds int
+	// SessionSecret, when non-empty, requires X-Condense-Token = HMAC-SHA256(secret, session).
+	SessionSecret []byte
+	// StoreTimeout bounds each store call on the request path (default 2s).
+	StoreTimeout time.Duration
+	// Client sends upstream requests (default: a transport without timeouts on the body).
+	Client *http.Client
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// Registry, when set, receives the metrics; otherwise the server makes its own.
+	Registry *prometheus.Registry
+	// DisableQueryTool stops adding the context_tree_query definition to requests.
+	DisableQueryTool bool
+}
+
+// Server is the proxy. It is an http.Handler; Close stops background work.
+type Server struct {
+	opt     Options
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	met     *Metrics
+	client  *http.Client
+	mux     *http.ServeMux
+	ready   func(context.Context) error
+	mcp     http.Handler
+	flights sync.Map // session → *flush.Ticket of the last flush this process started
+	bg      sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+// New returns a Server.
+func New(opt Options) (*Server, error) {
+	if opt.AnthropicBaseURL == "" || opt.OpenAIBaseURL == "" {
+		return nil, errors.New("proxy: both upstream base URLs are required")
+	}
+	opt.AnthropicBaseURL = strings.TrimRight(opt.AnthropicBaseURL, "/")
+	opt.OpenAIBaseURL = strings.TrimRight(opt.OpenAIBaseURL, "/")
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opt.StoreTimeout <= 0 {
+		opt.StoreTimeout = DefaultStoreTimeout
+	}
+	if opt.MaxRecoveryRounds < 0 {
+		opt.MaxRecoveryRounds = 0
+	}
+	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s.met = NewMetrics(s.reg)
+	if s.client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 1024
+		tr.MaxIdleConnsPerHost = 512
+		tr.DisableCompression = false
+		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		s.client = &http.Client{Transport: tr}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Anthropic, epMessages) })
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Anthropic, epCountTokens) })
+	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.OpenAI, epChat) })
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.Handle("GET /metrics", s.MetricsHandler())
+	s.mux.HandleFunc("GET /admin/sessions/{id}", s.handleAdminSession)
+	s.mux.HandleFunc("GET /admin/sessions/{id}/records/{ref}", s.handleAdminRecord)
+	s.mux.HandleFunc("POST /admin/sessions/{id}/flush", s.handleAdminFlush)
+	s.mcp = s.newMCPHandler()
+	s.mux.Handle("/mcp", s.mcp)
+	s.mux.Handle("/mcp/", s.mcp)
+	s.mux.HandleFunc("/", s.handlePassThrough)
+	return s, nil
+}
+
+// Registry returns the Prometheus registry holding the proxy metrics; other components
+// (flush, summarizer) may register on it.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Metrics returns the proxy metrics.
+func (s *Server) Metrics() *Metrics { return s.met }
+
+// MetricsHandler serves the registry in the Prometheus exposition format.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+}
+
+// SetReadiness sets an extra readiness check for /readyz (for example the flush worker's).
+func (s *Server) SetReadiness(f func(context.Context) error) { s.ready = f }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close stops background work started by the server (it does not close the store or the
+// flusher, which the caller owns) and waits for it.
+func (s *Server) Close() error {
+	s.cancel()
+	s.bg.Wait()
+	return nil
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
+	defer cancel()
+	if s.opt.Store != nil {
+		if _, err := s.opt.Store.Load(ctx, "condense-readyz"); err != nil {
+			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	if s.ready != nil {
+		if err := s.ready(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// endpoint identifies a model endpoint.
+type endpoint string
+
+const (
+	epMessages    endpoint = "messages"
+	epCountTokens endpoint = "count_tokens"
+	epChat        endpoint = "chat_completions"
+	epOther       endpoint = "other"
+)
+
+// upstreamURL returns the provider URL for a request path.
+func (s *Server) upstreamURL(f wire.Format, path, rawQuery string) string {
+	var u string
+	if f == wire.OpenAI {
+		u = s.opt.OpenAIBaseURL + strings.TrimPrefix(path, "/v1")
+	} else {
+		u = s.opt.AnthropicBaseURL + path
+	}
+	if rawQuery != "" {
+		u += "?" + rawQuery
+	}
+	return u
+}
+
+// hopHeaders are not forwarded in either direction (RFC 9110 §7.6.1), plus the ones the
+// proxy computes itself.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+	"Content-Length": true, "Host": true,
+}
+
+// copyRequestHeaders copies client headers to the upstream request: everything as sent
+// (anthropic-version, anthropic-beta, authorization, x-api-key, unknown ones) except hop-by-hop
+// headers, the proxy's own X-Condense-* headers and Accept-Encoding (the transport negotiates
+// compression itself so the proxy can read responses).
+func copyRequestHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[k] || k == "Accept-Encoding" || strings.HasPrefix(k, "X-Condense-") {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}
+
+func copyResponseHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[k] {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}
+
+// handlePassThrough forwards any other path untouched: Anthropic when the request carries
+// anthropic-version or x-api-key, OpenAI otherwise.
+func (s *Server) handlePassThrough(w http.ResponseWriter, r *http.Request) {
+	f := wire.OpenAI
+	if r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Api-Key") != "" {
+		f = wire.Anthropic
+	}
+	up, err := http.NewRequestWithContext(r.Context(), r.Method, s.upstreamURL(f, r.URL.Path, r.URL.RawQuery), r.Body)
+	if err != nil {
+		writeError(w, f, http.StatusBadGateway, "bad_upstream_url", err.Error())
+		return
+	}
+	up.ContentLength = r.ContentLength
+	copyRequestHeaders(up.Header, r.Header)
+	resp, err := s.client.Do(up)
+	if err != nil {
+		s.met.Requests.WithLabelValues(string(epOther), f.String(), "502").Inc()
+		writeError(w, f, http.StatusBadGateway, "upstream_unreachable", "condense proxy: upstream unreachable: "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	s.met.Requests.WithLabelValues(string(epOther), f.String(), fmt.Sprint(resp.StatusCode)).Inc()
+	relayRaw(w, resp)
+}
+
+// relayRaw copies a response as it arrives, flushing after every read so streams stay live.
+func relayRaw(w http.ResponseWriter, resp *http.Response) {
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	fl, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

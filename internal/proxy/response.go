@@ -1,0 +1,862 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// usage is provider-reported token usage.
+type usage struct{ input, output, cacheRead, cacheCreation int }
+
+func (u *usage) add(o usage) {
+	u.input += o.input
+	u.output += o.output
+	u.cacheRead += o.cacheRead
+	u.cacheCreation += o.cacheCreation
+}
+
+func anthropicUsage(v gjson.Result) usage {
+	return usage{input: int(v.Get("input_tokens").Int()), output: int(v.Get("output_tokens").Int()),
+		cacheRead: int(v.Get("cache_read_input_tokens").Int()), cacheCreation: int(v.Get("cache_creation_input_tokens").Int())}
+}
+
+// openAIUsage reads a Chat Completions usage object; input excludes cached tokens.
+func openAIUsage(v gjson.Result) usage {
+	cached := int(v.Get("prompt_tokens_details.cached_tokens").Int())
+	return usage{input: int(v.Get("prompt_tokens").Int()) - cached, output: int(v.Get("completion_tokens").Int()), cacheRead: cached}
+}
+
+// outcome is what the proxy learned from a response.
+type outcome struct {
+	usage usage
+	// final: a final answer (no client tool calls, an end-of-turn stop).
+	final bool
+	// splice is the hidden exchange to store, if any.
+	splice *splice
+	// viewTail are the model-view messages this response adds to the transcript.
+	viewTail []json.RawMessage
+}
+
+// call is one tool call of a response.
+type call struct {
+	id, name string
+	input    []byte
+}
+
+func (c call) isQuery() bool { return c.name == pruner.QueryToolName }
+
+func splitCalls(calls []call) (query, client []call) {
+	for _, c := range calls {
+		if c.isQuery() {
+			query = append(query, c)
+		} else {
+			client = append(client, c)
+		}
+	}
+	return
+}
+
+func jsonStr(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// answer answers context_tree_query calls from the session state. cont are the messages
+// that carry the results in a continuation request; results are the same results in the
+// stored splice form (Anthropic tool_result blocks, OpenAI tool messages).
+func (s *Server) answer(ctx context.Context, t *turn, calls []call) (cont, results []json.RawMessage) {
+	for _, c := range calls {
+		text := s.queryText(ctx, t, c.input)
+		if t.f == wire.OpenAI {
+			m, _ := json.Marshal(map[string]string{"role": "tool", "tool_call_id": c.id, "content": text})
+			results = append(results, m)
+		} else {
+			b, _ := json.Marshal(map[string]string{"type": "tool_result", "tool_use_id": c.id, "content": text})
+			results = append(results, b)
+		}
+	}
+	if t.f == wire.OpenAI {
+		return results, results
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`{"role":"user","content":[`)
+	for i, r := range results {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(r)
+	}
+	buf.WriteString(`]}`)
+	return []json.RawMessage{buf.Bytes()}, results
+}
+
+// queryText answers one context_tree_query input.
+func (s *Server) queryText(ctx context.Context, t *turn, input []byte) string {
+	ids, err := pruner.ParseQueryInput(input)
+	if err != nil {
+		return "context_tree_query: " + err.Error()
+	}
+	if t.state == nil {
+		return "context_tree_query: the pruning state of this session is unavailable right now; retry later."
+	}
+	lookup := func(key string) ([]byte, bool) {
+		c, cancel := s.storeCtx(ctx)
+		defer cancel()
+		b, err := s.opt.Store.GetBlob(c, t.sid, key)
+		return b, err == nil
+	}
+	return pruner.QueryAll(t.state, ids, lookup)
+}
+
+// continueWith sends a continuation of the forwarded request with msgs appended. It returns
+// nil when the continuation cannot be used (the caller then defers the queries).
+func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessage, wantStream bool) (*http.Response, *wire.Request) {
+	extra, err := parseMessages(t.f, msgs)
+	if err != nil {
+		t.log.Warn("building the recovery continuation failed", "err", err)
+		return nil, nil
+	}
+	next := t.fwd.WithMessages(append(append([]*wire.Message(nil), t.fwd.Messages...), extra...))
+	resp, err := s.send(ctx, t, next.Bytes())
+	if err != nil {
+		t.log.Warn("recovery continuation failed", "err", err)
+		return nil, nil
+	}
+	isStream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if resp.StatusCode != http.StatusOK || isStream != wantStream {
+		t.log.Warn("recovery continuation refused upstream; deferring the queries", "status", resp.StatusCode)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil, nil
+	}
+	s.met.Recoveries.WithLabelValues("answered").Inc()
+	return resp, next
+}
+
+// canContinue reports whether a round's queries may be answered in the proxy.
+func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bool {
+	return len(query) > 0 && len(client) == 0 && toolStop && rounds <= s.opt.MaxRecoveryRounds
+}
+
+// ---- non-streaming -------------------------------------------------------------------
+
+type jsonRound struct {
+	data    []byte
+	asst    json.RawMessage
+	calls   []call
+	visible []json.RawMessage // Anthropic: visible content blocks
+	text    string            // OpenAI: content text
+	stop    string
+	u       usage
+}
+
+func parseJSONRound(f wire.Format, data []byte) (*jsonRound, error) {
+	if !gjson.ValidBytes(data) {
+		return nil, errors.New("response is not JSON")
+	}
+	r := &jsonRound{data: data}
+	root := gjson.ParseBytes(data)
+	if f == wire.Anthropic {
+		content := root.Get("content")
+		if !content.IsArray() {
+			return nil, errors.New("no content array")
+		}
+		var all []string
+		content.ForEach(func(_, b gjson.Result) bool {
+			all = append(all, b.Raw)
+			if b.Get("type").Str == "tool_use" {
+				c := call{id: b.Get("id").Str, name: b.Get("name").Str, input: []byte(b.Get("input").Raw)}
+				r.calls = append(r.calls, c)
+				if c.isQuery() {
+					return true
+				}
+			}
+			r.visible = append(r.visible, json.RawMessage(b.Raw))
+			return true
+		})
+		r.asst = json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+		r.stop = root.Get("stop_reason").Str
+		r.u = anthropicUsage(root.Get("usage"))
+		return r, nil
+	}
+	msg := root.Get("choices.0.message")
+	if !msg.IsObject() {
+		return nil, errors.New("no choices[0].message")
+	}
+	r.text = msg.Get("content").Str
+	var tcs []string
+	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		tcs = append(tcs, tc.Raw)
+		r.calls = append(r.calls, call{id: tc.Get("id").Str, name: tc.Get("function.name").Str, input: []byte(tc.Get("function.arguments").Str)})
+		return true
+	})
+	r.asst = openAIAssistant(r.text, tcs)
+	r.stop = root.Get("choices.0.finish_reason").Str
+	r.u = openAIUsage(root.Get("usage"))
+	return r, nil
+}
+
+func openAIAssistant(text string, toolCalls []string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"role":"assistant","content":`)
+	if text == "" {
+		b.WriteString("null")
+	} else {
+		b.Write(jsonStr(text))
+	}
+	if len(toolCalls) > 0 {
+		b.WriteString(`,"tool_calls":[`)
+		b.WriteString(strings.Join(toolCalls, ","))
+		b.WriteByte(']')
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func toolStop(f wire.Format, stop string) bool {
+	if f == wire.OpenAI {
+		return stop == "tool_calls"
+	}
+	return stop == "tool_use"
+}
+
+func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
+	out := &outcome{}
+	hdr := resp.Header.Clone()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
+		return out
+	}
+	var rounds []*jsonRound
+	var replace []json.RawMessage
+	var deferred []call
+	for {
+		r, err := parseJSONRound(t.f, data)
+		if err != nil {
+			if len(rounds) == 0 { // not a shape we know: relay untouched
+				copyResponseHeaders(w.Header(), hdr)
+				w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write(data)
+				return out
+			}
+			break
+		}
+		rounds = append(rounds, r)
+		out.usage.add(r.u)
+		query, client := splitCalls(r.calls)
+		if s.canContinue(len(rounds), query, client, toolStop(t.f, r.stop)) {
+			cont, _ := s.answer(ctx, t, query)
+			resp2, next := s.continueWith(ctx, t, append([]json.RawMessage{r.asst}, cont...), false)
+			if resp2 != nil {
+				data, err = io.ReadAll(resp2.Body)
+				resp2.Body.Close()
+				if err == nil {
+					replace = append(replace, r.asst)
+					replace = append(replace, cont...)
+					t.fwd = next
+					continue
+				}
+			}
+		}
+		deferred = query
+		break
+	}
+	last := rounds[len(rounds)-1]
+	_, lastClient := splitCalls(last.calls)
+	var results []json.RawMessage
+	if len(deferred) > 0 {
+		s.met.Recoveries.WithLabelValues("deferred").Inc()
+		_, results = s.answer(ctx, t, deferred)
+	}
+	replace = append(replace, last.asst)
+
+	var dg digester
+	var body []byte
+	var visibleMsg json.RawMessage
+	stop := last.stop
+	if len(deferred) > 0 && len(lastClient) == 0 {
+		stop = map[wire.Format]string{wire.Anthropic: "end_turn", wire.OpenAI: "stop"}[t.f]
+	}
+	if t.f == wire.Anthropic {
+		var vis []string
+		for _, r := range rounds {
+			for _, b := range r.visible {
+				vis = append(vis, string(b))
+				v := gjson.ParseBytes(b)
+				switch v.Get("type").Str {
+				case "text":
+					dg.text(v.Get("text").Str)
+				case "tool_use":
+					dg.call(v.Get("id").Str)
+				}
+			}
+		}
+		content := "[" + strings.Join(vis, ",") + "]"
+		body, _ = sjson.SetRawBytes(last.data, "content", []byte(content))
+		body, _ = sjson.SetBytes(body, "stop_reason", stop)
+		if len(rounds) > 1 {
+			body = setAnthropicUsage(body, "usage", out.usage)
+		}
+		visibleMsg = json.RawMessage(`{"role":"assistant","content":` + content + `}`)
+	} else {
+		var texts []string
+		for _, r := range rounds {
+			if r.text != "" {
+				texts = append(texts, r.text)
+			}
+		}
+		text := strings.Join(texts, "\n\n")
+		dg.text(text)
+		var tcs []string
+		gjson.GetBytes(last.data, "choices.0.message.tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			if tc.Get("function.name").Str != pruner.QueryToolName {
+				tcs = append(tcs, tc.Raw)
+				dg.call(tc.Get("id").Str)
+			}
+			return true
+		})
+		body = last.data
+		if text != last.text {
+			body, _ = sjson.SetBytes(body, "choices.0.message.content", text)
+		}
+		if len(tcs) != len(last.calls) {
+			if len(tcs) == 0 {
+				body, _ = sjson.DeleteBytes(body, "choices.0.message.tool_calls")
+			} else {
+				body, _ = sjson.SetRawBytes(body, "choices.0.message.tool_calls", []byte("["+strings.Join(tcs, ",")+"]"))
+			}
+		}
+		body, _ = sjson.SetBytes(body, "choices.0.finish_reason", stop)
+		if len(rounds) > 1 {
+			body = setOpenAIUsage(body, "usage", out.usage)
+		}
+		visibleMsg = openAIAssistant(text, tcs)
+	}
+	if len(rounds) > 1 || len(deferred) > 0 {
+		out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+	}
+	out.final = len(lastClient) == 0 && !toolStop(t.f, stop)
+	if out.splice != nil && len(deferred) == 0 {
+		out.viewTail = replace
+	} else {
+		out.viewTail = []json.RawMessage{visibleMsg}
+	}
+	copyResponseHeaders(w.Header(), hdr)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	return out
+}
+
+func setAnthropicUsage(b []byte, path string, u usage) []byte {
+	b, _ = sjson.SetBytes(b, path+".input_tokens", u.input)
+	b, _ = sjson.SetBytes(b, path+".output_tokens", u.output)
+	b, _ = sjson.SetBytes(b, path+".cache_read_input_tokens", u.cacheRead)
+	b, _ = sjson.SetBytes(b, path+".cache_creation_input_tokens", u.cacheCreation)
+	return b
+}
+
+func setOpenAIUsage(b []byte, path string, u usage) []byte {
+	b, _ = sjson.SetBytes(b, path+".prompt_tokens", u.input+u.cacheRead)
+	b, _ = sjson.SetBytes(b, path+".completion_tokens", u.output)
+	b, _ = sjson.SetBytes(b, path+".total_tokens", u.input+u.cacheRead+u.output)
+	b, _ = sjson.SetBytes(b, path+".prompt_tokens_details.cached_tokens", u.cacheRead)
+	return b
+}
+
+// ---- streaming -----------------------------------------------------------------------
+
+// sseEvent is one server-sent event: its exact bytes, its name and its data.
+type sseEvent struct {
+	raw  []byte
+	name string
+	data []byte
+}
+
+// readEvent reads one event (up to and including its blank line).
+func readEvent(br *bufio.Reader) (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := br.ReadBytes('\n')
+		ev.raw = append(ev.raw, line...)
+		trim := bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(trim) == 0 && len(line) > 0:
+			if len(ev.raw) > len(line) {
+				return ev, nil
+			}
+			ev.raw = ev.raw[:0] // stray blank line
+		case bytes.HasPrefix(trim, []byte("event:")):
+			ev.name = string(bytes.TrimSpace(trim[6:]))
+		case bytes.HasPrefix(trim, []byte("data:")):
+			d := trim[5:]
+			if len(d) > 0 && d[0] == ' ' {
+				d = d[1:]
+			}
+			if ev.data != nil {
+				ev.data = append(ev.data, '\n')
+			}
+			ev.data = append(ev.data, d...)
+		}
+		if err != nil {
+			return ev, err
+		}
+	}
+}
+
+func encodeEvent(name string, data []byte) []byte {
+	var b bytes.Buffer
+	if name != "" {
+		b.WriteString("event: ")
+		b.WriteString(name)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	return b.Bytes()
+}
+
+type emitter struct {
+	w  http.ResponseWriter
+	fl http.Flusher
+}
+
+func (e emitter) emit(b []byte) {
+	_, _ = e.w.Write(b)
+	if e.fl != nil {
+		e.fl.Flush()
+	}
+}
+
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	e := emitter{w: w, fl: fl}
+	if t.f == wire.OpenAI {
+		return s.streamOpenAI(ctx, e, t, resp)
+	}
+	return s.streamAnthropic(ctx, e, t, resp)
+}
+
+// blockAcc accumulates one streamed Anthropic content block.
+type blockAcc struct {
+	start                   gjson.Result
+	text, thinking, sig, in strings.Builder
+	hasInput                bool
+	held                    bool
+	client                  int
+}
+
+func (a *blockAcc) delta(d gjson.Result) {
+	switch d.Get("type").Str {
+	case "text_delta":
+		a.text.WriteString(d.Get("text").Str)
+	case "thinking_delta":
+		a.thinking.WriteString(d.Get("thinking").Str)
+	case "signature_delta":
+		a.sig.WriteString(d.Get("signature").Str)
+	case "input_json_delta":
+		a.hasInput = true
+		a.in.WriteString(d.Get("partial_json").Str)
+	}
+}
+
+func (a *blockAcc) final() []byte {
+	b := []byte(a.start.Raw)
+	switch a.start.Get("type").Str {
+	case "text":
+		b, _ = sjson.SetBytes(b, "text", a.start.Get("text").Str+a.text.String())
+	case "thinking":
+		b, _ = sjson.SetBytes(b, "thinking", a.start.Get("thinking").Str+a.thinking.String())
+		b, _ = sjson.SetBytes(b, "signature", a.start.Get("signature").Str+a.sig.String())
+	}
+	if a.hasInput {
+		in := strings.TrimSpace(a.in.String())
+		if in == "" || !gjson.Valid(in) {
+			in = "{}"
+		}
+		b, _ = sjson.SetRawBytes(b, "input", []byte(in))
+	}
+	return b
+}
+
+type anthropicRound struct {
+	blocks    map[int64]*blockAcc
+	order     []int64
+	stop      string
+	deltaData []byte
+	u         usage
+}
+
+func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
+	out := &outcome{}
+	var replace []json.RawMessage
+	var deferred []call
+	var visible []string
+	var dg digester
+	clientIdx := 0
+	var last *anthropicRound
+	for round := 1; ; round++ {
+		r := &anthropicRound{blocks: map[int64]*blockAcc{}}
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		for {
+			ev, err := readEvent(br)
+			if len(ev.raw) > 0 && len(ev.data) > 0 {
+				d := gjson.ParseBytes(ev.data)
+				switch d.Get("type").Str {
+				case "message_start":
+					r.u = anthropicUsage(d.Get("message.usage"))
+					r.u.output = 0
+					if round == 1 {
+						e.emit(ev.raw)
+					}
+				case "content_block_start":
+					idx := d.Get("index").Int()
+					a := &blockAcc{start: d.Get("content_block")}
+					r.blocks[idx] = a
+					r.order = append(r.order, idx)
+					if a.start.Get("type").Str == "tool_use" && a.start.Get("name").Str == pruner.QueryToolName {
+						a.held = true
+						continue
+					}
+					a.client = clientIdx
+					clientIdx++
+					e.emit(reindex(ev, a.client, idx))
+				case "content_block_delta", "content_block_stop":
+					idx := d.Get("index").Int()
+					a := r.blocks[idx]
+					if a == nil {
+						e.emit(ev.raw)
+						continue
+					}
+					a.delta(d.Get("delta"))
+					if !a.held {
+						e.emit(reindex(ev, a.client, idx))
+					}
+				case "message_delta":
+					r.stop = d.Get("delta.stop_reason").Str
+					r.deltaData = ev.data
+					u := d.Get("usage")
+					r.u.output = int(u.Get("output_tokens").Int())
+					if v := u.Get("input_tokens"); v.Exists() && int(v.Int()) > r.u.input {
+						r.u.input = int(v.Int())
+					}
+				case "message_stop":
+				default:
+					e.emit(ev.raw)
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		out.usage.add(r.u)
+		var all []string
+		var calls []call
+		for _, idx := range r.order {
+			a := r.blocks[idx]
+			fb := a.final()
+			all = append(all, string(fb))
+			v := gjson.ParseBytes(fb)
+			if v.Get("type").Str == "tool_use" {
+				calls = append(calls, call{id: v.Get("id").Str, name: v.Get("name").Str, input: []byte(v.Get("input").Raw)})
+			}
+			if a.held {
+				continue
+			}
+			visible = append(visible, string(fb))
+			switch v.Get("type").Str {
+			case "text":
+				dg.text(v.Get("text").Str)
+			case "tool_use":
+				dg.call(v.Get("id").Str)
+			}
+		}
+		asst := json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+		query, client := splitCalls(calls)
+		if r.deltaData != nil && s.canContinue(round, query, client, r.stop == "tool_use") {
+			cont, _ := s.answer(ctx, t, query)
+			resp2, next := s.continueWith(ctx, t, append([]json.RawMessage{asst}, cont...), true)
+			if resp2 != nil {
+				replace = append(replace, asst)
+				replace = append(replace, cont...)
+				t.fwd, resp = next, resp2
+				continue
+			}
+		}
+		deferred = query
+		replace = append(replace, asst)
+		last = r
+		_, lastClient := splitCalls(calls)
+		if last.deltaData == nil { // the stream broke off: nothing more to say
+			return out
+		}
+		stop := last.stop
+		if len(deferred) > 0 && len(lastClient) == 0 {
+			stop = "end_turn"
+		}
+		d, _ := sjson.SetBytes(last.deltaData, "delta.stop_reason", stop)
+		d, _ = sjson.SetBytes(d, "usage.output_tokens", out.usage.output)
+		if round > 1 {
+			d = setAnthropicUsage(d, "usage", out.usage)
+		}
+		e.emit(encodeEvent("message_delta", d))
+		e.emit(encodeEvent("message_stop", []byte(`{"type":"message_stop"}`)))
+		var results []json.RawMessage
+		if len(deferred) > 0 {
+			s.met.Recoveries.WithLabelValues("deferred").Inc()
+			_, results = s.answer(ctx, t, deferred)
+		}
+		if round > 1 || len(deferred) > 0 {
+			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+		}
+		out.final = len(lastClient) == 0 && stop != "tool_use"
+		if out.splice != nil && len(deferred) == 0 {
+			out.viewTail = replace
+		} else {
+			out.viewTail = []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)}
+		}
+		return out
+	}
+}
+
+// reindex rewrites an event's "index" member when the client sees another index.
+func reindex(ev sseEvent, client int, upstream int64) []byte {
+	if int64(client) == upstream {
+		return ev.raw
+	}
+	d, err := sjson.SetBytes(ev.data, "index", client)
+	if err != nil {
+		return ev.raw
+	}
+	return encodeEvent(ev.name, d)
+}
+
+type oaCall struct {
+	id, name string
+	args     strings.Builder
+	held     bool
+	mapped   bool
+	client   int
+}
+
+type openAIRound struct {
+	calls       map[int64]*oaCall
+	order       []int64
+	text        strings.Builder
+	finish      string
+	finishChunk []byte
+	usageChunk  []byte
+	done        bool
+	u           usage
+}
+
+func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
+	out := &outcome{}
+	var replace []json.RawMessage
+	var deferred []call
+	var visibleText strings.Builder
+	var visibleCalls []string
+	clientCalls := 0
+	for round := 1; ; round++ {
+		r := &openAIRound{calls: map[int64]*oaCall{}}
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		for {
+			ev, err := readEvent(br)
+			if len(ev.raw) > 0 && len(ev.data) > 0 {
+				s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls)
+			}
+			if err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		out.usage.add(r.u)
+		var tcs []string
+		var calls []call
+		for _, idx := range r.order {
+			c := r.calls[idx]
+			raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": c.args.String()}})
+			tcs = append(tcs, string(raw))
+			calls = append(calls, call{id: c.id, name: c.name, input: []byte(c.args.String())})
+			if !c.held {
+				visibleCalls = append(visibleCalls, string(raw))
+			}
+		}
+		asst := openAIAssistant(r.text.String(), tcs)
+		query, client := splitCalls(calls)
+		if r.finishChunk != nil && s.canContinue(round, query, client, r.finish == "tool_calls") {
+			cont, _ := s.answer(ctx, t, query)
+			resp2, next := s.continueWith(ctx, t, append([]json.RawMessage{asst}, cont...), true)
+			if resp2 != nil {
+				replace = append(replace, asst)
+				replace = append(replace, cont...)
+				t.fwd, resp = next, resp2
+				continue
+			}
+		}
+		deferred = query
+		replace = append(replace, asst)
+		if r.finishChunk == nil {
+			return out
+		}
+		stop := r.finish
+		if len(deferred) > 0 && len(client) == 0 {
+			stop = "stop"
+		}
+		fc, _ := sjson.SetBytes(r.finishChunk, "choices.0.finish_reason", stop)
+		e.emit(encodeEvent("", fc))
+		if r.usageChunk != nil {
+			uc := r.usageChunk
+			if round > 1 {
+				uc = setOpenAIUsage(uc, "usage", out.usage)
+			}
+			e.emit(encodeEvent("", uc))
+		}
+		if r.done {
+			e.emit([]byte("data: [DONE]\n\n"))
+		}
+		var dg digester
+		dg.text(visibleText.String())
+		for _, c := range client {
+			dg.call(c.id)
+		}
+		var results []json.RawMessage
+		if len(deferred) > 0 {
+			s.met.Recoveries.WithLabelValues("deferred").Inc()
+			_, results = s.answer(ctx, t, deferred)
+		}
+		if round > 1 || len(deferred) > 0 {
+			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+		}
+		out.final = len(client) == 0 && stop != "tool_calls"
+		if out.splice != nil && len(deferred) == 0 {
+			out.viewTail = replace
+		} else {
+			var vc []string
+			for _, c := range client {
+				raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
+				vc = append(vc, string(raw))
+			}
+			out.viewTail = []json.RawMessage{openAIAssistant(visibleText.String(), vc)}
+		}
+		return out
+	}
+}
+
+// openAIChunk processes one Chat Completions stream chunk: it accumulates the round, hides
+// context_tree_query calls, renumbers the client's tool call indexes, holds the finish and
+// usage chunks and [DONE], and relays everything else at once.
+func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, visible *strings.Builder, clientCalls *int) {
+	if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
+		r.done = true
+		return
+	}
+	ch := gjson.ParseBytes(ev.data)
+	if u := ch.Get("usage"); u.IsObject() {
+		r.u = openAIUsage(u)
+	}
+	choices := ch.Get("choices")
+	if !choices.IsArray() || len(choices.Array()) == 0 {
+		if ch.Get("usage").IsObject() {
+			r.usageChunk = ev.data
+			return
+		}
+		e.emit(ev.raw)
+		return
+	}
+	c0 := choices.Get("0")
+	delta := c0.Get("delta")
+	data := ev.data
+	changed := false
+	hasTools := false
+	if tcs := delta.Get("tool_calls"); tcs.IsArray() {
+		var keep []string
+		tcs.ForEach(func(_, tc gjson.Result) bool {
+			idx := tc.Get("index").Int()
+			c := r.calls[idx]
+			if c == nil {
+				c = &oaCall{}
+				r.calls[idx] = c
+				r.order = append(r.order, idx)
+			}
+			if v := tc.Get("id"); v.Str != "" {
+				c.id = v.Str
+			}
+			if v := tc.Get("function.name"); v.Str != "" {
+				c.name += v.Str
+				if c.name == pruner.QueryToolName {
+					c.held = true
+				}
+			}
+			c.args.WriteString(tc.Get("function.arguments").Str)
+			if c.held {
+				changed = true
+				return true
+			}
+			if !c.mapped {
+				c.mapped, c.client = true, *clientCalls
+				*clientCalls++
+			}
+			raw := tc.Raw
+			if int64(c.client) != idx {
+				nb, _ := sjson.Set(raw, "index", c.client)
+				raw, changed = nb, true
+			}
+			keep = append(keep, raw)
+			return true
+		})
+		hasTools = len(keep) > 0
+		if changed {
+			if len(keep) == 0 {
+				data, _ = sjson.DeleteBytes(data, "choices.0.delta.tool_calls")
+			} else {
+				data, _ = sjson.SetRawBytes(data, "choices.0.delta.tool_calls", []byte("["+strings.Join(keep, ",")+"]"))
+			}
+		}
+	}
+	content := delta.Get("content")
+	if content.Type == gjson.String && content.Str != "" {
+		if round > 1 && r.text.Len() == 0 && visible.Len() > 0 {
+			data, _ = sjson.SetBytes(data, "choices.0.delta.content", "\n\n"+content.Str)
+			visible.WriteString("\n\n")
+			changed = true
+		}
+		r.text.WriteString(content.Str)
+		visible.WriteString(content.Str)
+	}
+	if fr := c0.Get("finish_reason"); fr.Type == gjson.String {
+		r.finish = fr.Str
+		r.finishChunk = data
+		return
+	}
+	if changed && !hasTools && !(content.Type == gjson.String && content.Str != "") {
+		return // only hidden calls in this chunk
+	}
+	if round > 1 && delta.Get("role").Exists() && content.Str == "" && !hasTools {
+		return // the continuation's opening role chunk
+	}
+	if changed {
+		e.emit(encodeEvent("", data))
+		return
+	}
+	e.emit(ev.raw)
+}

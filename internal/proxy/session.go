@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// Header names the proxy reads; both are removed before a request goes upstream.
+const (
+	// HeaderSession carries an explicit session id.
+	HeaderSession = "X-Condense-Session"
+	// HeaderToken carries the session token (HMAC of the session id) when session auth is on.
+	HeaderToken = "X-Condense-Token"
+)
+
+// SessionSource says where a session id came from.
+type SessionSource string
+
+// Session id sources, in priority order.
+const (
+	SourceHeader   SessionSource = "header"
+	SourceMetadata SessionSource = "metadata.user_id"
+	SourceUser     SessionSource = "user"
+	SourceCacheKey SessionSource = "prompt_cache_key"
+	SourceDerived  SessionSource = "derived"
+)
+
+// SessionID derives the session id of a request: the X-Condense-Session header; else the
+// Anthropic metadata.user_id; else the OpenAI user, then prompt_cache_key; else "d-" and 24 hex
+// of a SHA-256 over the model-visible text of the system prompt and the first user message
+// (text only, so cache_control markers and key order do not change it).
+func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
+	if v := strings.TrimSpace(h.Get(HeaderSession)); v != "" {
+		return v, SourceHeader
+	}
+	if f == wire.Anthropic {
+		if v := gjson.GetBytes(body, "metadata.user_id"); v.Type == gjson.String && v.Str != "" {
+			return v.Str, SourceMetadata
+		}
+	} else {
+		if v := gjson.GetBytes(body, "user"); v.Type == gjson.String && v.Str != "" {
+			return v.Str, SourceUser
+		}
+		if v := gjson.GetBytes(body, "prompt_cache_key"); v.Type == gjson.String && v.Str != "" {
+			return v.Str, SourceCacheKey
+		}
+	}
+	hsh := sha256.New()
+	hsh.Write([]byte(f.String()))
+	hsh.Write([]byte{0})
+	if f == wire.Anthropic {
+		writeText(hsh, gjson.GetBytes(body, "system"))
+	}
+	hsh.Write([]byte{0})
+	firstUser := false
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		role := m.Get("role").Str
+		if f == wire.OpenAI && (role == "system" || role == "developer") && !firstUser {
+			writeText(hsh, m.Get("content"))
+			hsh.Write([]byte{1})
+			return true
+		}
+		if role == "user" {
+			hsh.Write([]byte{0})
+			writeText(hsh, m.Get("content"))
+			firstUser = true
+			return false
+		}
+		return true
+	})
+	sum := hsh.Sum(nil)
+	return "d-" + hex.EncodeToString(sum[:12]), SourceDerived
+}
+
+type byteWriter interface{ Write([]byte) (int, error) }
+
+// writeText writes the text parts of a content value (string, or array of blocks/parts).
+func writeText(w byteWriter, v gjson.Result) {
+	switch {
+	case v.Type == gjson.String:
+		_, _ = w.Write([]byte(v.Str))
+	case v.IsArray():
+		v.ForEach(func(_, b gjson.Result) bool {
+			if t := b.Get("text"); t.Type == gjson.String {
+				_, _ = w.Write([]byte(t.Str))
+				_, _ = w.Write([]byte{'\n'})
+			}
+			return true
+		})
+	}
+}
