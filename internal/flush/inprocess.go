@@ -9,19 +9,27 @@ import (
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = errors.New("flush: runner closed")
 
+// Flusher submits flushes; the proxy uses it without caring where flushes run.
+// *InProcess and *Queue implement it.
+type Flusher interface {
+	// Submit starts (or joins) the flush of job and returns a ticket to wait on.
+	Submit(ctx context.Context, job *Job) (*Ticket, error)
+}
+
 // Ticket is a handle on a submitted flush.
 type Ticket struct {
 	done chan struct{}
 	res  *Result
 	err  error
+	wait func(ctx context.Context) (*Result, error) // queued jobs: poll the job status
 }
 
-// Done is closed when the flush finished.
-func (t *Ticket) Done() <-chan struct{} { return t.done }
-
 // Wait blocks until the flush finished or ctx ends (then it returns ctx's error; the flush
-// keeps running).
+// keeps running). Use a context with a deadline for a bounded wait.
 func (t *Ticket) Wait(ctx context.Context) (*Result, error) {
+	if t.wait != nil {
+		return t.wait(ctx)
+	}
 	select {
 	case <-t.done:
 		return t.res, t.err
@@ -66,6 +74,11 @@ func (p *InProcess) init() {
 		p.sem = make(chan struct{}, n)
 		p.sessions = map[string]*sessionQ{}
 	})
+}
+
+// Submit implements Flusher (same as Enqueue).
+func (p *InProcess) Submit(ctx context.Context, job *Job) (*Ticket, error) {
+	return p.Enqueue(ctx, job)
 }
 
 // Enqueue submits job and returns its ticket at once. The flush runs detached from ctx

@@ -121,6 +121,26 @@ func (q *Queue) Enqueue(ctx context.Context, job *Job) (dup bool, err error) {
 	return false, nil
 }
 
+// Submit implements Flusher: it enqueues job (a duplicate joins the existing job) and
+// returns a ticket whose Wait polls the job's status. A dead job's Wait returns its last
+// error; its Result is nil unless the job completed.
+func (q *Queue) Submit(ctx context.Context, job *Job) (*Ticket, error) {
+	if _, err := q.Enqueue(ctx, job); err != nil {
+		return nil, err
+	}
+	session, hash := job.Session, job.Hash
+	return &Ticket{wait: func(ctx context.Context) (*Result, error) {
+		st, err := q.Wait(ctx, session, hash)
+		if err != nil {
+			return nil, err
+		}
+		if st.State == StateDead {
+			return st.Result, fmt.Errorf("flush: job dead-lettered after %d attempt(s): %s", st.Attempt, st.Error)
+		}
+		return st.Result, nil
+	}}, nil
+}
+
 // Status returns the recorded status of (session, hash), or nil when none is recorded.
 func (q *Queue) Status(ctx context.Context, session, hash string) (*Status, error) {
 	b, err := q.rdb.Get(ctx, q.StatusKey(session, hash)).Bytes()

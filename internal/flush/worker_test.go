@@ -333,3 +333,35 @@ func TestWorkerKilledMidJobIsRedelivered(t *testing.T) {
 		t.Fatalf("still pending %+v", pending)
 	}
 }
+
+func TestFlusherInterface(t *testing.T) {
+	r := newRig(t, "redis")
+	w, q := r.worker("w1", nil)
+	run(t, w)
+	for name, f := range map[string]Flusher{"queue": q, "in-process": &InProcess{Orch: r.orch("ip", nil)}} {
+		t.Run(name, func(t *testing.T) {
+			tk, err := f.Submit(context.Background(), job("s-"+name, name, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := tk.Wait(ctx)
+			if err != nil || res.Outcome != OutcomeFlushed || res.Version != 1 {
+				t.Fatalf("res %+v err %v", res, err)
+			}
+		})
+	}
+	r.up.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Status: 500, ErrorType: "api_error", ErrorMessage: "down"}
+	})
+	tk, err := q.Submit(context.Background(), job("s-dead", "x", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := tk.Wait(ctx); err == nil || !strings.Contains(err.Error(), "dead-lettered after 3") {
+		t.Fatalf("err %v", err)
+	}
+}
