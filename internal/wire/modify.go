@@ -55,6 +55,9 @@ func NewTool(f Format, raw []byte) (*Tool, error) {
 	}
 	name, err := toolName(f, obj)
 	if err != nil {
+		if serr := validJSON(raw); serr != nil {
+			return nil, serr
+		}
 		if se, ok := err.(*SchemaError); ok {
 			se.Offset += int64(i)
 			se.Path = "tool" + se.Path

@@ -16,7 +16,18 @@ func Parse(f Format, body []byte) (*Request, error) {
 		return nil, fmt.Errorf("wire: unknown format %d", uint8(f))
 	}
 	p := &parser{d: body, f: f}
-	return p.request()
+	r, err := p.request()
+	if err != nil && isSchema(err) {
+		// A shape problem was found before the end of the body: report bytes that are
+		// not JSON first, so the error class does not depend on scan order.
+		if serr := validJSON(body); serr != nil {
+			return nil, serr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 type parser struct {
@@ -104,7 +115,10 @@ func (p *parser) request() (*Request, error) {
 		return nil, synErr(i, "empty body")
 	}
 	if d[i] != '{' {
-		return nil, p.wrongType(i, 0, jpath{}, "object")
+		if err := validJSON(d); err != nil {
+			return nil, err
+		}
+		return nil, p.schemaErr(i, jpath{}, "request body must be a JSON object, found %s", jsonType(d[i]))
 	}
 	r := &Request{Format: p.f, body: d}
 	var err error

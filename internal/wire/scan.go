@@ -248,6 +248,9 @@ func scanObject(d []byte, i, depth int, fn memberFunc) (int, error) {
 			return 0, synErr(i, "expected ':' after object key")
 		}
 		i = skipWS(d, i+1)
+		if i >= len(d) {
+			return 0, synErr(i, "unexpected end of input, expected a value")
+		}
 		if fn != nil {
 			i, err = fn(ks, ke, i)
 		} else {

@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// fuzzParse checks, for any input: Parse never panics; it accepts exactly the valid JSON
+// (differential against encoding/json plus UTF-8 validity, up to MaxDepth and schema rules); an accepted
+// request serializes to the input slice itself; rebuilding every message and replacing
+// every tool result yields a request that parses again with the new text.
+func fuzzParse(t *testing.T, f Format, body []byte) {
+	r, err := Parse(f, body)
+	valid := json.Valid(body) && utf8.Valid(body) // invalid UTF-8 is rejected on purpose
+	if err != nil {
+		if r != nil {
+			t.Fatal("request returned together with an error")
+		}
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("untyped error %T: %v", err, err)
+		}
+		var se *SyntaxError
+		if errors.As(err, &se) {
+			if valid && !strings.Contains(se.Msg, "nesting") {
+				t.Fatalf("valid JSON rejected as syntax error: %v", err)
+			}
+			if se.Offset < 0 || se.Offset > int64(len(body)) {
+				t.Fatalf("offset %d outside input of %d bytes", se.Offset, len(body))
+			}
+		} else if !valid {
+			t.Fatalf("invalid JSON reported as schema error: %v", err)
+		}
+		return
+	}
+	if !valid {
+		t.Fatalf("invalid JSON accepted: %q", body)
+	}
+	out := r.Bytes()
+	if !bytes.Equal(out, body) || (len(body) > 0 && &out[0] != &body[0]) {
+		t.Fatal("unmodified request must serialize to its input slice")
+	}
+	msgs := make([]*Message, len(r.Messages))
+	for i, m := range r.Messages {
+		blocks := make([]*Block, len(m.Blocks))
+		for j, b := range m.Blocks {
+			blocks[j] = b
+			if b.Kind == KindToolResult {
+				blocks[j] = b.WithResultText("pruned\n" + b.ID)
+			}
+		}
+		msgs[i] = m.WithBlocks(blocks)
+	}
+	nb := r.WithMessages(msgs).Bytes()
+	r2, err := Parse(f, nb)
+	if err != nil {
+		t.Fatalf("rebuilt request does not parse: %v\n%s", err, nb)
+	}
+	if len(r2.Messages) != len(r.Messages) {
+		t.Fatalf("message count %d -> %d", len(r.Messages), len(r2.Messages))
+	}
+	for i, m := range r2.Messages {
+		for _, b := range m.Blocks {
+			if b.Kind == KindToolResult && b.ResultText() != "pruned\n"+b.ID {
+				t.Fatalf("message %d: result text %q", i, b.ResultText())
+			}
+		}
+	}
+	_ = Validate(r)
+}
+
+var fuzzSeeds = []string{
+	anthropicSample, openAISample, `{}`, `{"messages":[]}`, `[]`, `{"a":`, "{\"s\":\"\xff\"}",
+	`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"a"}]}]}]}`,
+	`{"messages":[{"role":"tool","tool_call_id":"c","content":null}]}`,
+}
+
+// FuzzParseAnthropic fuzzes Parse for the Anthropic format.
+func FuzzParseAnthropic(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzParse(t, Anthropic, body) })
+}
+
+// FuzzParseOpenAI fuzzes Parse for the OpenAI format.
+func FuzzParseOpenAI(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzParse(t, OpenAI, body) })
+}
