@@ -236,7 +236,9 @@ func (b *builder) fixResults(m *msg) {
 	}
 }
 
-// request records a request point: everything added so far is the request's context.
+// request records a request point: everything added so far is the request's context. It
+// returns the request index, or -1 (and counts Stats.EmptyRequests) when nothing precedes
+// the response.
 func (b *builder) request(pt RequestPoint) int {
 	if b.pend != nil && b.pend.role == "assistant" && hasCalls(b.pend) {
 		// A response that follows a tool-calling assistant message with no results in
@@ -245,6 +247,11 @@ func (b *builder) request(pt RequestPoint) int {
 		b.pend = &msg{role: "user"}
 	}
 	b.encodePend()
+	if len(b.forms[0].cur) == 0 {
+		// A response with nothing before it: no valid request can be rebuilt for it.
+		b.s.Stats.EmptyRequests++
+		return -1
+	}
 	for i, f := range b.forms {
 		b.publish(f)
 		pt.n[formIndex(f.p)] = len(f.cur)

@@ -229,7 +229,7 @@ func (c *ccImporter) record(r *ccRecord) error {
 			}
 			c.respPt = b.request(pt)
 		}
-		if m.Usage != nil {
+		if m.Usage != nil && c.respPt >= 0 {
 			b.s.points[c.respPt].Usage = &Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens,
 				CacheReadTokens: m.Usage.CacheReadInputTokens, CacheWriteTokens: m.Usage.CacheCreationInputTokens}
 		}

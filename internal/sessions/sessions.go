@@ -138,6 +138,7 @@ type Stats struct {
 	DroppedReasoning int // encrypted reasoning items (Codex)
 	OrphanResults    int // tool results without a matching call in the preceding message (dropped)
 	SyntheticResults int // "No result provided" results added for calls that had none
+	EmptyRequests    int // responses with no message before them: no request is rebuilt
 }
 
 // Session is an imported session.
