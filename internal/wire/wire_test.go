@@ -2,7 +2,9 @@ package wire
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -379,4 +381,56 @@ func TestCorpusRoundTrip(t *testing.T) {
 		n++
 	}
 	t.Logf("%d corpus requests round-tripped", n)
+}
+
+// TestCorpusOpenAIRoundTrip feeds the OpenAI-native corpus conversations (mini-SWE-agent
+// "messages" and SWE-agent "history", each entry verbatim with its extra members) through
+// the OpenAI parser: byte-identical round trip, and replacing one message's content changes
+// only that member.
+func TestCorpusOpenAIRoundTrip(t *testing.T) {
+	n := 0
+	for _, p := range corpus.Files(t) {
+		base := filepath.Base(p)
+		var key string
+		switch {
+		case strings.HasPrefix(base, "msa_"):
+			key = "messages"
+		case strings.HasPrefix(base, "sweagent_"):
+			key = "history"
+		default:
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		body := append(append([]byte(`{"model":"gpt-4o","messages":`), doc[key]...), '}')
+		r, err := Parse(OpenAI, body)
+		if err != nil {
+			t.Fatalf("%s: %v", base, err)
+		}
+		if len(r.Messages) < 3 || !bytes.Equal(r.Bytes(), body) {
+			t.Fatalf("%s: %d messages, round trip equal=%v", base, len(r.Messages), bytes.Equal(r.Bytes(), body))
+		}
+		mi := len(r.Messages) / 2
+		m := r.Messages[mi]
+		nm := m.WithBlocks([]*Block{NewTextBlock(OpenAI, "replaced")})
+		if m.Role == RoleTool {
+			nm = m.WithBlocks([]*Block{m.Blocks[0].WithResultText("replaced")})
+		}
+		msgs := append([]*Message(nil), r.Messages...)
+		msgs[mi] = nm
+		got := r.WithMessages(msgs).Bytes()
+		off := bytes.Index(body, m.Raw())
+		want := append(append(append([]byte(nil), body[:off]...), nm.Raw()...), body[off+len(m.Raw()):]...)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: replacing message %d changed other bytes", base, mi)
+		}
+		n++
+	}
+	t.Logf("%d OpenAI corpus conversations round-tripped", n)
 }
