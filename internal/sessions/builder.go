@@ -62,6 +62,7 @@ type builder struct {
 	lastRole    string   // for Stats.Messages
 	replay      bool     // re-adding kept messages after a compaction: no stats
 	toolNames   map[string]bool
+	missingIDs  int
 }
 
 // newBuilder returns a builder producing the given provider forms (Anthropic always first).
@@ -98,10 +99,23 @@ func (b *builder) add(m msg) {
 	if len(parts) != 1 || parts[0].kind != pText {
 		m.str = false
 	}
-	for _, p := range parts {
-		if p.kind == pCall {
-			b.toolNames[p.name] = true
+	for i := range parts {
+		p := &parts[i]
+		if p.kind != pCall {
+			continue
 		}
+		// Calls without id or name cannot be sent: give them stand-ins (their results, if
+		// any, cannot be matched and are dropped; the call gets a synthetic result).
+		if p.id == "" {
+			b.missingIDs++
+			p.id = "condense_missing_id_" + itoa(b.missingIDs)
+			p.raw = nil
+		}
+		if p.name == "" {
+			p.name = "unnamed_tool"
+			p.raw = nil
+		}
+		b.toolNames[p.name] = true
 	}
 	if !b.replay {
 		if m.role != b.lastRole {
@@ -245,6 +259,14 @@ func (b *builder) request(pt RequestPoint) int {
 		// between: close the calls with synthetic results so the request stays valid.
 		b.finalize()
 		b.pend = &msg{role: "user"}
+	}
+	if b.pend != nil && b.pend.role == "assistant" && !b.pendEncoded {
+		// The request ends with an assistant message (an Anthropic prefill, which the
+		// response continues): the API rejects trailing whitespace there.
+		trimTrailing(b.pend)
+		if len(b.pend.parts) == 0 {
+			b.pend = nil
+		}
 	}
 	b.encodePend()
 	if len(b.forms[0].cur) == 0 {
@@ -626,4 +648,24 @@ func encodeOpenAI(dst [][]byte, m *msg) [][]byte {
 	}
 	b = append(b, ']', '}')
 	return append(dst, b)
+}
+
+// trimTrailing removes trailing whitespace from the last text part of m (dropping the part
+// when nothing remains).
+func trimTrailing(m *msg) {
+	n := len(m.parts)
+	if n == 0 || m.parts[n-1].kind != pText {
+		return
+	}
+	p := &m.parts[n-1]
+	t := strings.TrimRight(p.text, " \t\r\n")
+	if t == p.text {
+		return
+	}
+	if t == "" {
+		m.parts = m.parts[:n-1]
+		return
+	}
+	p.text = t
+	p.raw = nil
 }
