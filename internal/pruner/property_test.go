@@ -1,0 +1,252 @@
+package pruner
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// genTx builds a random valid transcript driven by r: several user turns, each with tool
+// turns (one or more calls, sometimes errored, sometimes huge, sometimes protected or
+// recovery calls, OpenAI ids sometimes reused) and usually a closing text reply.
+func genTx(r *rand.Rand, f wire.Format) *tx {
+	x := newTx(f)
+	if f == wire.OpenAI && r.IntN(3) == 0 {
+		x.system("you are a coding agent")
+	}
+	tools := []string{"read", "bash", "edit", "todowrite", QueryToolName}
+	users := 1 + r.IntN(6)
+	n := 0
+	for u := 0; u < users; u++ {
+		x.user(fmt.Sprintf("task %d", r.IntN(4))) // repeated prompts exercise ordinals
+		turns := r.IntN(5)
+		for k := 0; k < turns; k++ {
+			var calls []tcall
+			var res []tres
+			for c := 0; c < 1+r.IntN(3); c++ {
+				n++
+				id := fmt.Sprintf("call_%d", n)
+				if f == wire.OpenAI && r.IntN(4) == 0 {
+					id = fmt.Sprintf("call_%d", r.IntN(3)) // reused across turns
+				}
+				dup := false
+				for _, o := range calls {
+					dup = dup || o.id == id
+				}
+				if dup {
+					continue
+				}
+				tool := tools[r.IntN(len(tools))]
+				input := fmt.Sprintf(`{"path":"src/f%d.go"}`, r.IntN(5))
+				if r.IntN(5) == 0 {
+					input = `{"path":"a/skills/b/SKILL.md"}`
+				}
+				if r.IntN(6) == 0 {
+					input = `{"cmd":"` + strings.Repeat("y", 600) + `"}`
+				}
+				size := []int{10, 300, 1500, 3000, 70000}[r.IntN(5)]
+				text := big(fmt.Sprintf("out-%d", r.IntN(6)), size)
+				calls = append(calls, tcall{id, tool, input})
+				res = append(res, tres{id: id, text: text, isErr: r.IntN(5) == 0})
+			}
+			thinking := ""
+			if f == wire.Anthropic && r.IntN(2) == 0 {
+				thinking = "thinking about it"
+			}
+			x.asst(thinking, "", calls...)
+			x.results(res...)
+		}
+		if u < users-1 || r.IntN(2) == 0 {
+			th := ""
+			if f == wire.Anthropic && r.IntN(2) == 0 {
+				th = "final thoughts"
+			}
+			x.asst(th, fmt.Sprintf("reply %d", r.IntN(3)))
+		}
+	}
+	if len(x.msgs) > 0 && x.msgs[len(x.msgs)-1]["role"] == "assistant" {
+		x.user("next")
+	}
+	return x
+}
+
+// genState flushes random prefixes of the transcript with random policies and randomly
+// missing outputs.
+func genState(tb testing.TB, r *rand.Rand, x *tx) (*State, Policy) {
+	pol := DefaultPolicy()
+	pol.Chain.RollingWindow = r.IntN(3)
+	if r.IntN(2) == 0 {
+		pol.BatchingMode = BatchAgentMessage
+	}
+	pol.MinBatchChars = []int{0, 1000}[r.IntN(2)]
+	pol.RecoveryGraceTurns = r.IntN(3)
+	pol.Chain.StripFinalAssistantThinking = r.IntN(4) != 0
+	st := NewState()
+	full := x.msgs
+	for i := 0; i < 1+r.IntN(3); i++ {
+		cut := 1 + r.IntN(len(full))
+		for cut < len(full) && full[cut-1]["role"] == "assistant" && hasCalls(full[cut-1]) {
+			cut++
+		}
+		y := &tx{f: x.f, msgs: full[:cut]}
+		req, err := wire.Parse(x.f, y.body())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p, err := PlanFlush(req, st, pol, t0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		outs := map[string]string{}
+		for _, b := range p.Batches {
+			if r.IntN(6) != 0 {
+				outs[b.ID] = testSummarizer(b)
+			}
+		}
+		st, err = p.Commit(outs)
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return st, pol
+}
+
+func hasCalls(m map[string]any) bool {
+	if _, ok := m["tool_calls"]; ok {
+		return true
+	}
+	c, _ := m["content"].([]any)
+	for _, b := range c {
+		if bm, ok := b.(map[string]any); ok && bm["type"] == "tool_use" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRender asserts the render properties for one transcript and state.
+func checkRender(tb testing.TB, req *wire.Request, st *State, pol Policy) {
+	tb.Helper()
+	res := Render(req, st, pol)
+	if res.Fallback != "" {
+		tb.Fatalf("fallback: %s", res.Fallback)
+	}
+	if wire.Validate(req) == nil {
+		if err := wire.Validate(res.Request); err != nil {
+			tb.Fatalf("invalid render: %v\n%s", err, res.Body)
+		}
+	}
+	if res.Unchanged && !bytes.Equal(res.Body, req.Raw()) {
+		tb.Fatal("unchanged but body differs")
+	}
+	again := Render(req, st, pol)
+	if !bytes.Equal(res.Body, again.Body) {
+		tb.Fatal("render not deterministic")
+	}
+	enc, _ := st.MarshalBinary()
+	var st2 State
+	if err := st2.UnmarshalBinary(enc); err != nil {
+		tb.Fatal(err)
+	}
+	if !bytes.Equal(Render(req, &st2, pol).Body, res.Body) {
+		tb.Fatal("render differs after state round trip")
+	}
+	if empty := Render(req, NewState(), pol); !empty.Unchanged {
+		tb.Fatal("empty state changed the request")
+	}
+	if _, err := wire.Parse(req.Format, res.Body); err != nil {
+		tb.Fatalf("rendered body does not parse: %v", err)
+	}
+}
+
+func TestPropertyRender(t *testing.T) {
+	n := 60
+	if testing.Short() {
+		n = 30
+	}
+	for i := 0; i < n; i++ {
+		for _, f := range formats {
+			r := rand.New(rand.NewPCG(uint64(i), uint64(f)))
+			x := genTx(r, f)
+			req := x.req(t)
+			if err := wire.Validate(req); err != nil {
+				t.Fatalf("generator produced an invalid transcript: %v", err)
+			}
+			st, pol := genState(t, r, x)
+			checkRender(t, req, st, pol)
+		}
+	}
+}
+
+// FuzzRenderGenerated drives the transcript and state generator with fuzz input.
+func FuzzRenderGenerated(f *testing.F) {
+	for _, s := range []uint64{1, 2, 3, 42, 1234} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64, anthropic bool) {
+		fm := wire.OpenAI
+		if anthropic {
+			fm = wire.Anthropic
+		}
+		r := rand.New(rand.NewPCG(seed, 7))
+		x := genTx(r, fm)
+		st, pol := genState(t, r, x)
+		checkRender(t, x.req(t), st, pol)
+	})
+}
+
+// FuzzRenderBody renders arbitrary request bodies against a non-empty state: no panic, and a
+// valid input stays valid.
+func FuzzRenderBody(f *testing.F) {
+	// Small seeds: the fuzz engine slows down sharply on inputs of tens of kilobytes.
+	small := func(fm wire.Format) []byte {
+		x := newTx(fm)
+		for i := 0; i < 3; i++ {
+			x.user(fmt.Sprint("t", i)).turn(fmt.Sprint("a", i), "read", `{"path":"p"}`, fmt.Sprint("out", i)).turn(fmt.Sprint("b", i), "bash", `{}`, "o").asst("", "ok")
+		}
+		return x.user("n").body()
+	}
+	seedA, seedO := small(wire.Anthropic), small(wire.OpenAI)
+	pol := kPolicy(1)
+	pol.MinBatchChars = 0
+	f.Add(seedA, true)
+	f.Add(seedO, false)
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), true)
+	f.Add([]byte(`{"messages":[{"role":"tool","tool_call_id":"x","content":"y"}]}`), false)
+	f.Add([]byte(`{`), true)
+	stA := flush(f, mustParse(f, wire.Anthropic, append([]byte(nil), seedA...)), NewState(), pol)
+	stO := flush(f, mustParse(f, wire.OpenAI, append([]byte(nil), seedO...)), NewState(), pol)
+	f.Fuzz(func(t *testing.T, body []byte, anthropic bool) {
+		fm, st := wire.OpenAI, stO
+		if anthropic {
+			fm, st = wire.Anthropic, stA
+		}
+		req, err := wire.Parse(fm, body)
+		if err != nil {
+			return
+		}
+		res := Render(req, st, pol)
+		if wire.Validate(req) == nil && wire.Validate(res.Request) != nil {
+			t.Fatalf("valid input rendered invalid: %v", wire.Validate(res.Request))
+		}
+		if !bytes.Equal(res.Body, Render(req, st, pol).Body) {
+			t.Fatal("not deterministic")
+		}
+		if _, err := PlanFlush(req, st, kPolicy(0), t0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func mustParse(tb testing.TB, f wire.Format, body []byte) *wire.Request {
+	r, err := wire.Parse(f, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
