@@ -70,8 +70,50 @@ func (x Extractive) maxErr() int {
 	return 3
 }
 
-// errorLine matches lines worth keeping as error evidence.
-var errorLine = regexp.MustCompile(`(?i)\b(error|errors|exception|fatal|panic|fail|failed|failure|fails|traceback|denied|not found|no such file|cannot|undefined|segmentation fault|exit (code|status) [1-9])\b`)
+// errorWords are the words (case-insensitive, whole words) that make a line error evidence.
+var errorWords = []string{"error", "errors", "exception", "fatal", "panic", "fail", "failed", "failure", "fails",
+	"traceback", "denied", "cannot", "undefined"}
+
+// isErrorLine reports whether line holds error evidence: one of errorWords as a whole word,
+// or the phrases "not found", "no such (file)", "segmentation fault", "exit code|status N"
+// with N non-zero. Words are maximal runs of [A-Za-z0-9_]. It does not allocate.
+func isErrorLine(line string) bool {
+	var prev, prev2 string
+	for i := 0; i < len(line); {
+		for i < len(line) && !isWordByte(line[i]) {
+			i++
+		}
+		j := i
+		for j < len(line) && isWordByte(line[j]) {
+			j++
+		}
+		if j == i {
+			break
+		}
+		w := line[i:j]
+		i = j
+		if len(w) >= 4 && len(w) <= 9 {
+			for _, e := range errorWords {
+				if strings.EqualFold(w, e) {
+					return true
+				}
+			}
+		}
+		switch {
+		case strings.EqualFold(prev, "not") && strings.EqualFold(w, "found"),
+			strings.EqualFold(prev, "no") && strings.EqualFold(w, "such"),
+			strings.EqualFold(prev, "segmentation") && strings.EqualFold(w, "fault"),
+			strings.EqualFold(prev2, "exit") && (strings.EqualFold(prev, "code") || strings.EqualFold(prev, "status")) && w[0] >= '1' && w[0] <= '9':
+			return true
+		}
+		prev2, prev = prev, w
+	}
+	return false
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
 
 func (x Extractive) batch(assistant string, calls []Call) string {
 	var b strings.Builder
@@ -103,7 +145,7 @@ func (x Extractive) batch(assistant string, calls []Call) string {
 		}
 		n := 0
 		for j := 1; j < len(lines)-1 && n < x.maxErr(); j++ {
-			if errorLine.MatchString(lines[j]) {
+			if isErrorLine(lines[j]) {
 				fmt.Fprintf(&b, "  - error: %s\n", clip(lines[j], x.maxLine()))
 				n++
 			}

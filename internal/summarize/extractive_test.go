@@ -291,3 +291,26 @@ func BenchmarkExtractiveCorpus(b *testing.B) {
 		}
 	}
 }
+
+func TestIsErrorLine(t *testing.T) {
+	for line, want := range map[string]bool{
+		"error: exit status 1":           true,
+		"--- FAIL: TestX (0.00s)":        true,
+		"Permission DENIED":              true,
+		"file not found":                 true,
+		"ls: x: No such file":            true,
+		"Segmentation fault (core)":      true,
+		"exited with exit code 2":        true,
+		"process exit code 0":            false,
+		"errorless output":               false,
+		"my_error_handler":               false,
+		"Traceback (most recent call)":   true,
+		"everything fine, 3 tests pass":  false,
+		"":                               false,
+		"TypeError: undefined is not ok": true,
+	} {
+		if got := isErrorLine(line); got != want {
+			t.Errorf("isErrorLine(%q) = %v", line, got)
+		}
+	}
+}

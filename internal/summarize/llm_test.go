@@ -194,9 +194,9 @@ func TestTotalTimeoutIsTyped(t *testing.T) {
 func TestEventsKeepIdleTimerAlive(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	// ~12 events 40ms apart: the stream lasts ~500ms, far longer than the 150ms idle window.
-	up.Enqueue(upstreamfake.Reply{Thinking: "let me think about it", Text: "- [[1:bash]] ok", ChunkDelay: 40 * time.Millisecond})
-	l := newLLM(t, Anthropic, up.URL, ThinkingLow, 150*time.Millisecond, 0)
+	// ~12 events 150ms apart: the stream lasts ~1.8s, far longer than the 1s idle window.
+	up.Enqueue(upstreamfake.Reply{Thinking: "let me think about it", Text: "- [[1:bash]] ok", ChunkDelay: 150 * time.Millisecond})
+	l := newLLM(t, Anthropic, up.URL, ThinkingLow, time.Second, 0)
 	res, err := l.Summarize(context.Background(), batchReq("b"))
 	if err != nil || res.Text != "- [[1:bash]] ok" {
 		t.Fatalf("res %+v err %v", res, err)
