@@ -47,8 +47,14 @@ var (
 )
 
 // touchEvery is how stale last-seen may get before a Load writes it again (Load otherwise
-// only reads, which keeps bbolt from syncing the file on every request).
-const touchEvery = time.Second
+// only reads, which keeps bbolt from syncing the file on every request): a tenth of the
+// idle TTL, at most one minute.
+func (s *EmbeddedStore) touchEvery() time.Duration {
+	if s.ttl <= 0 {
+		return time.Minute
+	}
+	return min(s.ttl/10, time.Minute)
+}
 
 // DefaultBoltPath returns the default embedded store file: $XDG_STATE_HOME/condense/state.db,
 // or ~/.local/state/condense/state.db when XDG_STATE_HOME is unset.
@@ -301,7 +307,7 @@ func (s *EmbeddedStore) Load(ctx context.Context, session string) (*Snapshot, er
 			snap.State = st
 		}
 		seen := int64(u64(b.get(keySeen)))
-		stale = now.UnixMilli()-seen >= touchEvery.Milliseconds()
+		stale = now.UnixMilli()-seen >= s.touchEvery().Milliseconds()
 		snap.LastSeen = time.UnixMilli(seen)
 		if err := readCounters(b.bucket(bktCounters), snap.Stats); err != nil {
 			return err
