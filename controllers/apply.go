@@ -1,0 +1,90 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// FieldOwner is the server-side-apply field manager of the operator.
+const FieldOwner = "condense-operator"
+
+// EventRecorder is the subset of the events API the controllers use (satisfied by the
+// recorder a controller-runtime manager hands out).
+type EventRecorder interface {
+	// Eventf records an event about regarding.
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// applyOwned sets owner as the controller of obj and server-side applies obj (typed, with
+// TypeMeta set) with force, so fields the operator owns are always reset to the desired values
+// and fields others own are left alone.
+func applyOwned(ctx context.Context, c client.Client, scheme *runtime.Scheme, owner client.Object, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(owner, obj, scheme); err != nil {
+		return err
+	}
+	return apply(ctx, c, obj)
+}
+
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	if obj.GetObjectKind().GroupVersionKind().Kind == "" {
+		return fmt.Errorf("apply %T: TypeMeta not set", obj)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	// StatefulSet claim templates carry their own (empty) metadata and status.
+	if tpls, ok, _ := unstructured.NestedSlice(u.Object, "spec", "volumeClaimTemplates"); ok {
+		for _, t := range tpls {
+			if tm, ok := t.(map[string]any); ok {
+				delete(tm, "status")
+				unstructured.RemoveNestedField(tm, "metadata", "creationTimestamp")
+			}
+		}
+		_ = unstructured.SetNestedSlice(u.Object, tpls, "spec", "volumeClaimTemplates")
+	}
+	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// deleteIfExists deletes the object of obj's type, namespace and name; absent is fine.
+func deleteIfExists(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Delete(ctx, obj, client.PropagationPolicy("Background"))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// isNil reports whether a builder returned a typed nil pointer.
+func isNil(obj client.Object) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// secretValue reads one key of a Secret in ns.
+func secretValue(ctx context.Context, c client.Reader, ns string, sel corev1.SecretKeySelector) ([]byte, error) {
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sel.Name}, &s); err != nil {
+		return nil, err
+	}
+	v, ok := s.Data[sel.Key]
+	if !ok {
+		return nil, fmt.Errorf("secret %s/%s has no key %q", ns, sel.Name, sel.Key)
+	}
+	return v, nil
+}

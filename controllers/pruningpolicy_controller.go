@@ -1,0 +1,417 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/internal/config"
+)
+
+// Condition reasons.
+const (
+	ReasonReconciled         = "Reconciled"
+	ReasonInvalidSpec        = "InvalidSpec"
+	ReasonSecretUnavailable  = "SecretUnavailable"
+	ReasonStoreUnreachable   = "StoreUnreachable"
+	ReasonStoreReachable     = "StoreReachable"
+	ReasonDeploymentReady    = "MinimumReplicasAvailable"
+	ReasonDeploymentNotReady = "MinimumReplicasUnavailable"
+	ReasonNotReady           = "NotReady"
+	ReasonPolicyNotFound     = "PolicyNotFound"
+	ReasonSessionNotInStore  = "SessionNotInStore"
+	ReasonSessionObserved    = "SessionObserved"
+	ReasonDiagnostics        = "DiagnosticsRecorded"
+	ReasonNoDiagnostics      = "NoDiagnostics"
+)
+
+// indexPolicyRef indexes AgentSessions by spec.policyRef.name.
+const indexPolicyRef = "spec.policyRef.name"
+
+// indexPolicySession indexes AgentSessions by "<policy>/<sessionID>".
+const indexPolicySession = "spec.policySession"
+
+// PruningPolicyReconciler turns a PruningPolicy into a running proxy: configuration ConfigMap,
+// Deployment, Service, PodDisruptionBudget, optional HorizontalPodAutoscaler, optional pruner
+// worker Deployment and, for redis.managed, a Redis StatefulSet with its Service and
+// configuration. Status is computed once per reconcile and written only when it changed.
+type PruningPolicyReconciler struct {
+	// Client reads from the cache and writes to the API server.
+	client.Client
+	// Scheme knows the API types.
+	Scheme *runtime.Scheme
+	// Recorder emits events.
+	Recorder EventRecorder
+	// Sessions holds the open session stores.
+	Sessions *SessionIndex
+	// Options are passed to the builders.
+	Options BuildOptions
+	// Resync is how often a policy is re-checked without a triggering change (default 60s).
+	Resync time.Duration
+
+	policyEvents chan event.TypedGenericEvent[*condensev1.PruningPolicy]
+}
+
+// +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// storeURL resolves the store URL the operator uses for the policy. The error is a
+// *specError for user mistakes (missing secret, wrong scheme).
+func storeURL(ctx context.Context, c client.Reader, p *condensev1.PruningPolicy) (string, error) {
+	ext := p.Spec.Redis.External
+	if ext == nil {
+		return managedRedisURL(p), nil
+	}
+	v, err := secretValue(ctx, c, p.Namespace, ext.URLSecretRef)
+	if err != nil {
+		return "", &specError{reason: ReasonSecretUnavailable, err: fmt.Errorf("redis.external.urlSecretRef: %w", err)}
+	}
+	url := strings.TrimSpace(string(v))
+	if err := checkExternalURL(ext.Mode, url); err != nil {
+		return "", &specError{reason: ReasonInvalidSpec, err: err}
+	}
+	return url, nil
+}
+
+// specError is a problem the user has to fix; reconciling again will not help until an
+// object changes.
+type specError struct {
+	reason string
+	err    error
+}
+
+func (e *specError) Error() string { return e.err.Error() }
+func (e *specError) Unwrap() error { return e.err }
+
+// Reconcile implements reconcile.Reconciler.
+func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	var p condensev1.PruningPolicy
+	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Sessions.Forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		r.Sessions.Forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	status := p.Status.DeepCopy()
+	status.ObservedGeneration = p.Generation
+	status.Endpoint = proxyEndpoint(&p)
+	resync := r.Resync
+	if resync <= 0 {
+		resync = time.Minute
+	}
+
+	cfg, err := RenderConfig(&p)
+	if err != nil {
+		msg := "the policy renders an invalid proxy configuration: " + err.Error()
+		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonInvalidSpec, msg)
+		r.event(&p, corev1.EventTypeWarning, ReasonInvalidSpec, "Render", msg)
+		return ctrl.Result{}, r.writeStatus(ctx, &p, status)
+	}
+	status.ConfigHash = cfg.Hash()
+	if err := r.applyChildren(ctx, &p, cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Store reachability.
+	url, uerr := storeURL(ctx, r.Client, &p)
+	var serr *specError
+	switch {
+	case errors.As(uerr, &serr):
+		setCond(status, p.Generation, condensev1.ConditionStoreReachable, false, serr.reason, serr.Error())
+	case uerr != nil:
+		return ctrl.Result{}, uerr
+	default:
+		if err := r.Sessions.Ensure(ctx, req.NamespacedName, url); err != nil {
+			setCond(status, p.Generation, condensev1.ConditionStoreReachable, false, ReasonStoreUnreachable, err.Error())
+		} else {
+			setCond(status, p.Generation, condensev1.ConditionStoreReachable, true, ReasonStoreReachable, "listed sessions in the store")
+		}
+	}
+
+	// Proxy availability.
+	var dep appsv1.Deployment
+	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: proxyName(&p)}, &dep); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	status.Replicas = dep.Status.Replicas
+	status.ReadyReplicas = dep.Status.ReadyReplicas
+	available := false
+	for _, c := range dep.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			available = true
+		}
+	}
+	if available && dep.Status.ObservedGeneration >= dep.Generation {
+		setCond(status, p.Generation, condensev1.ConditionProxyAvailable, true, ReasonDeploymentReady,
+			fmt.Sprintf("%d/%d proxy replicas ready", dep.Status.ReadyReplicas, dep.Status.Replicas))
+	} else {
+		setCond(status, p.Generation, condensev1.ConditionProxyAvailable, false, ReasonDeploymentNotReady,
+			fmt.Sprintf("proxy Deployment %s has %d/%d ready replicas", dep.Name, dep.Status.ReadyReplicas, dep.Status.Replicas))
+	}
+
+	// Sessions and their diagnostics.
+	var sessions condensev1.AgentSessionList
+	if err := r.List(ctx, &sessions, client.InNamespace(p.Namespace), client.MatchingFields{indexPolicyRef: p.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	status.Sessions = int32(len(sessions.Items))
+	status.Diagnostics = condensev1.DiagnosticCounts{}
+	for i := range sessions.Items {
+		d := sessions.Items[i].Status.Diagnostics
+		status.Diagnostics.Unresolved += d.Unresolved
+		status.Diagnostics.Mismatch += d.Mismatch
+		status.Diagnostics.Orphans += d.Orphans
+		status.Diagnostics.BackfillEmpty += d.BackfillEmpty
+	}
+
+	proxyOK := apimeta.IsStatusConditionTrue(status.Conditions, condensev1.ConditionProxyAvailable)
+	storeOK := apimeta.IsStatusConditionTrue(status.Conditions, condensev1.ConditionStoreReachable)
+	switch {
+	case proxyOK && storeOK:
+		setCond(status, p.Generation, condensev1.ConditionReady, true, ReasonReconciled, "proxy available and store reachable")
+	case !storeOK:
+		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonNotReady, "session store not reachable")
+	default:
+		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonNotReady, "proxy not available yet")
+	}
+	if err := r.writeStatus(ctx, &p, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	logger.V(1).Info("reconciled", "ready", proxyOK && storeOK)
+	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// applyChildren server-side applies every child object and deletes the optional ones the
+// policy no longer wants.
+func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condensev1.PruningPolicy, cfg *config.Config) error {
+	cm, err := BuildProxyConfigMap(p, cfg)
+	if err != nil {
+		return err
+	}
+	hash := cfg.Hash()
+	type child struct {
+		want  client.Object
+		empty client.Object
+	}
+	children := []child{
+		{cm, &corev1.ConfigMap{}},
+		{BuildProxyDeployment(p, r.Options, hash), &appsv1.Deployment{}},
+		{BuildProxyService(p), &corev1.Service{}},
+		{BuildProxyPDB(p), &policyv1.PodDisruptionBudget{}},
+		{BuildProxyHPA(p), &autoscalingv2.HorizontalPodAutoscaler{}},
+		{BuildPrunerDeployment(p, r.Options, hash), &appsv1.Deployment{}},
+		{BuildRedisConfigMap(p), &corev1.ConfigMap{}},
+		{BuildRedisService(p), &corev1.Service{}},
+		{BuildRedisStatefulSet(p), &appsv1.StatefulSet{}},
+	}
+	names := []string{proxyConfigName(p), proxyName(p), proxyName(p), proxyName(p), proxyName(p), prunerName(p),
+		redisConfigName(p), redisName(p), redisName(p)}
+	for i, c := range children {
+		if isNil(c.want) {
+			c.empty.SetNamespace(p.Namespace)
+			c.empty.SetName(names[i])
+			if err := r.deleteOwned(ctx, p, c.empty); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := applyOwned(ctx, r.Client, r.Scheme, p, c.want); err != nil {
+			return fmt.Errorf("apply %T %s: %w", c.want, c.want.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// deleteOwned deletes obj if it exists and is controlled by p (never someone else's object).
+func (r *PruningPolicyReconciler) deleteOwned(ctx context.Context, p *condensev1.PruningPolicy, obj client.Object) error {
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if !metav1.IsControlledBy(obj, p) {
+		return nil
+	}
+	if err := deleteIfExists(ctx, r.Client, obj); err != nil {
+		return err
+	}
+	r.event(p, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted %T %s no longer wanted by the policy", obj, obj.GetName()))
+	return nil
+}
+
+func setCond(status *condensev1.PruningPolicyStatus, gen int64, t string, ok bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+}
+
+func (r *PruningPolicyReconciler) event(obj runtime.Object, typ, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", note)
+	}
+}
+
+// writeStatus writes status when it differs from the stored one, retrying on conflicts with a
+// fresh copy, and emits an event for every condition that changed.
+func (r *PruningPolicyReconciler) writeStatus(ctx context.Context, p *condensev1.PruningPolicy, status *condensev1.PruningPolicyStatus) error {
+	if equality.Semantic.DeepEqual(&p.Status, status) {
+		return nil
+	}
+	old := p.Status.DeepCopy()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur condensev1.PruningPolicy
+		if err := r.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
+			return err
+		}
+		cur.Status = *status.DeepCopy()
+		if err := r.Status().Update(ctx, &cur); err != nil {
+			return err
+		}
+		*p = cur
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range status.Conditions {
+		prev := apimeta.FindStatusCondition(old.Conditions, c.Type)
+		if prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
+			typ := corev1.EventTypeNormal
+			if c.Status != metav1.ConditionTrue {
+				typ = corev1.EventTypeWarning
+			}
+			r.event(p, typ, c.Reason, "Status", fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message))
+		}
+	}
+	return nil
+}
+
+// SetupWithManager registers the controller, the AgentSession field indexes and the session
+// index runnable.
+func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := setupIndexes(mgr); err != nil {
+		return err
+	}
+	r.policyEvents = make(chan event.TypedGenericEvent[*condensev1.PruningPolicy], 256)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&condensev1.PruningPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
+		Owns(&appsv1.StatefulSet{}).
+		Watches(&condensev1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			s := o.(*condensev1.AgentSession)
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}}}
+		})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.policiesForSecret)).
+		WatchesRawSource(source.Channel(r.policyEvents, &handler.TypedEnqueueRequestForObject[*condensev1.PruningPolicy]{})).
+		Named("pruningpolicy").
+		Complete(r)
+}
+
+// policiesForSecret maps a Secret to the policies that reference it.
+func (r *PruningPolicyReconciler) policiesForSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	var list condensev1.PruningPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if policyUsesSecret(&list.Items[i], o.GetName()) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+func policyUsesSecret(p *condensev1.PruningPolicy, name string) bool {
+	s := &p.Spec
+	return (s.Redis.External != nil && s.Redis.External.URLSecretRef.Name == name) ||
+		(s.SessionAuth != nil && s.SessionAuth.SecretRef.Name == name) ||
+		(s.Summarizer.Credentials != nil && s.Summarizer.Credentials.SecretKeyRef.Name == name)
+}
+
+// EnqueuePolicy asks for a reconcile of the policy (used by the session index when store
+// reachability changes). It never blocks; a full queue drops the request (the resync catches up).
+func (r *PruningPolicyReconciler) EnqueuePolicy(key types.NamespacedName) {
+	if r.policyEvents == nil {
+		return
+	}
+	p := &condensev1.PruningPolicy{}
+	p.Namespace, p.Name = key.Namespace, key.Name
+	select {
+	case r.policyEvents <- event.TypedGenericEvent[*condensev1.PruningPolicy]{Object: p}:
+	default:
+	}
+}
+
+var indexesDone = map[ctrl.Manager]bool{}
+
+func setupIndexes(mgr ctrl.Manager) error {
+	if indexesDone[mgr] {
+		return nil
+	}
+	indexesDone[mgr] = true
+	fi := mgr.GetFieldIndexer()
+	ctx := context.Background()
+	if err := fi.IndexField(ctx, &condensev1.AgentSession{}, indexPolicyRef, func(o client.Object) []string {
+		return []string{o.(*condensev1.AgentSession).Spec.PolicyRef.Name}
+	}); err != nil {
+		return err
+	}
+	return fi.IndexField(ctx, &condensev1.AgentSession{}, indexPolicySession, func(o client.Object) []string {
+		s := o.(*condensev1.AgentSession)
+		return []string{policySessionKey(s.Spec.PolicyRef.Name, s.Spec.SessionID)}
+	})
+}
+
+// policySessionKey is the value of the policy+session index. Long ids are hashed by the
+// caller-independent SessionObjectName suffix to keep index values short.
+func policySessionKey(policy, session string) string {
+	return policy + "/" + SessionObjectName("", session)
+}

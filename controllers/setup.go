@@ -1,0 +1,64 @@
+// Package controllers holds the condense operator: the PruningPolicy controller (proxy,
+// pruner and managed Redis children, status) and the AgentSession controller (status from the
+// session store, finalizer, ttl, session tokens, discovery).
+package controllers
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Options configure Setup.
+type Options struct {
+	// Image is the condense image for proxy and pruner pods when a policy names none.
+	Image string
+	// OpenStore opens session stores (OpenRedisStore when nil).
+	OpenStore StoreOpener
+	// Discovery creates AgentSessions for sessions found in a store without one.
+	Discovery bool
+	// StoreMinInterval rate-limits store listings triggered by change notifications (default 1s).
+	StoreMinInterval time.Duration
+	// StoreResync lists every store at least this often (default 30s).
+	StoreResync time.Duration
+	// PolicyResync re-checks every policy at least this often (default 60s).
+	PolicyResync time.Duration
+	// Now is the clock used for ttl and activity (time.Now when nil).
+	Now func() time.Time
+}
+
+// Setup registers both controllers, the field indexes and the session index with mgr.
+func Setup(mgr ctrl.Manager, o Options) error {
+	idx := &SessionIndex{
+		Open:        o.OpenStore,
+		MinInterval: o.StoreMinInterval,
+		Resync:      o.StoreResync,
+		Log:         ctrl.Log.WithName("session-index"),
+	}
+	if err := mgr.Add(idx); err != nil {
+		return err
+	}
+	pr := &PruningPolicyReconciler{
+		Client:   mgr.GetClient(),
+		Scheme:   mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("condense-operator"),
+		Sessions: idx,
+		Options:  BuildOptions{Image: o.Image},
+		Resync:   o.PolicyResync,
+	}
+	if err := pr.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	sr := &AgentSessionReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Scheme:    mgr.GetScheme(),
+		Recorder:  mgr.GetEventRecorder("condense-operator"),
+		Sessions:  idx,
+		Discovery: o.Discovery,
+		Now:       o.Now,
+	}
+	idx.Notify = sr.Notify
+	return sr.SetupWithManager(mgr, func(k types.NamespacedName) { pr.EnqueuePolicy(k) })
+}
