@@ -1,8 +1,8 @@
 package pruner
 
 import (
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"

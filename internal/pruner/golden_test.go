@@ -1,0 +1,159 @@
+package pruner
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/condense-dev/condense/internal/sessions"
+	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden from the current engine")
+
+// goldenReport is what a corpus replay checks in.
+type goldenReport struct {
+	Requests     int            `json:"requests"`
+	Changed      int            `json:"changed"`
+	Flushes      int            `json:"flushes"`
+	BytesBefore  int64          `json:"bytesBefore"`
+	BytesAfter   int64          `json:"bytesAfter"`
+	LastBefore   int            `json:"lastBytesBefore"`
+	LastAfter    int            `json:"lastBytesAfter"`
+	Records      int            `json:"records"`
+	Summaries    int            `json:"summaries"`
+	Chains       int            `json:"chains"`
+	Aliases      int            `json:"aliases"`
+	Spilled      int64          `json:"spilled"`
+	Stubbed      int            `json:"stubbedInLastRequest"`
+	Diagnostics  map[string]int `json:"diagnostics"`
+	NextRef      int            `json:"nextRef"`
+	NextBlock    int            `json:"nextBlock"`
+	Fallbacks    int            `json:"fallbacks"`
+	InvalidInput int            `json:"invalidInputs"`
+}
+
+// endsWithReply reports a transcript whose last message is a user prompt right after a
+// text-only assistant reply: the agent-message trigger point as a proxy sees it.
+func endsWithReply(req *wire.Request) bool {
+	n := len(req.Messages)
+	if n < 2 {
+		return false
+	}
+	last, prev := req.Messages[n-1], req.Messages[n-2]
+	if last.Role != wire.RoleUser || hasToolResult(last) || prev.Role != wire.RoleAssistant {
+		return false
+	}
+	for _, b := range prev.Blocks {
+		if b.Kind == wire.KindToolUse {
+			return false
+		}
+	}
+	return true
+}
+
+// replay runs a session through the engine as the proxy would: render every request, flush
+// with the deterministic test summarizer at every agent reply (and every 40 requests, like a
+// budget trigger), record diagnostics as the proxy does.
+func replay(t *testing.T, s *sessions.Session) goldenReport {
+	pol := DefaultPolicy()
+	st := NewState()
+	rep := goldenReport{Diagnostics: map[string]int{}}
+	var buf []byte
+	for k := 0; k < s.Len(); k++ {
+		var err error
+		buf, err = s.AppendRequest(buf[:0], k, sessions.Anthropic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := append([]byte(nil), buf...)
+		req, err := wire.Parse(wire.Anthropic, body)
+		if err != nil {
+			t.Fatalf("request %d: %v", k, err)
+		}
+		rep.Requests++
+		inputValid := wire.Validate(req) == nil
+		if !inputValid {
+			rep.InvalidInput++
+		}
+		res := Render(req, st, pol)
+		if res.Fallback != "" {
+			rep.Fallbacks++
+			t.Errorf("request %d: render fell back: %s", k, res.Fallback)
+		}
+		if inputValid {
+			if err := wire.Validate(res.Request); err != nil {
+				t.Fatalf("request %d: invalid render: %v", k, err)
+			}
+		}
+		if !res.Unchanged {
+			rep.Changed++
+			rep.BytesBefore += int64(res.BytesBefore)
+			rep.BytesAfter += int64(res.BytesAfter)
+		} else {
+			rep.BytesBefore += int64(len(body))
+			rep.BytesAfter += int64(len(body))
+		}
+		rep.LastBefore, rep.LastAfter = len(body), len(res.Body)
+		rep.Stubbed = res.Stats.Stubbed
+		st, _ = st.WithDiagnostics(res.Diagnostics)
+		if endsWithReply(req) || k%40 == 39 {
+			rep.Flushes++
+			st = flush(t, req, st, pol)
+		}
+	}
+	for kind, n := range st.Diagnostics.Counts {
+		rep.Diagnostics[string(kind)] = n
+	}
+	rep.Records, rep.Summaries, rep.Chains, rep.Aliases = len(st.Records), len(st.Summaries), len(st.Chains), len(st.Aliases)
+	rep.Spilled, rep.NextRef, rep.NextBlock = st.Stats.Spilled, st.NextRef, st.NextBlock
+	return rep
+}
+
+func TestGoldenCorpusReplay(t *testing.T) {
+	var files []string
+	for _, f := range corpus.Files(t) {
+		if strings.HasPrefix(filepath.Base(f), "pi_") {
+			files = append(files, f)
+		}
+	}
+	if testing.Short() && len(files) > 1 {
+		files = files[:1]
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		t.Run(name, func(t *testing.T) {
+			s, err := sessions.ImportFile(path, sessions.FormatAuto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := replay(t, s)
+			if rep.Changed == 0 || rep.BytesAfter >= rep.BytesBefore {
+				t.Fatalf("engine never pruned: %+v", rep)
+			}
+			got, _ := json.MarshalIndent(rep, "", "  ")
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", "golden", strings.TrimSuffix(name, ".jsonl")+".json")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -run GoldenCorpusReplay -update)", err)
+			}
+			if string(want) != string(got) {
+				t.Fatalf("golden mismatch for %s\ngot:\n%s\nwant:\n%s", name, got, want)
+			}
+		})
+	}
+}
