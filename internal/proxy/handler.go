@@ -246,6 +246,9 @@ func (s *Server) render(t *turn) {
 	res := pruner.Render(t.view, t.state, s.opt.Policy)
 	s.met.RenderSeconds.Observe(time.Since(start).Seconds())
 	t.fwd, t.body = res.Request, res.Body
+	if res.Unchanged { // Body is the parsed original; the view may add hidden exchanges and the tool
+		t.fwd, t.body = t.view, t.view.Bytes()
+	}
 	if res.Fallback != "" {
 		s.met.FailOpen.WithLabelValues("render-invalid").Inc()
 		t.log.Warn("rendered request failed validation; forwarding the unpruned view", "why", res.Fallback)
@@ -309,24 +312,35 @@ func (s *Server) dueTrigger(t *turn) string {
 }
 
 // startFlush hands a flush of the session to the flusher and remembers its ticket.
-func (s *Server) startFlush(t *turn, trigger string, body []byte) *flush.Ticket {
+func (s *Server) startFlush(t *turn, trigger string, body []byte) <-chan struct{} {
 	job := &flush.Job{Session: t.sid, Format: t.f.String(), Body: body, Trigger: trigger,
 		SessionModel: s.sessionEndpoint(t)}
-	tk, err := s.opt.Flusher.Enqueue(s.ctx, job)
+	tk, err := s.opt.Flusher.Submit(s.ctx, job)
 	if err != nil {
 		t.log.Warn("starting flush failed", "trigger", trigger, "err", err)
 		return nil
 	}
 	s.met.FlushTriggers.WithLabelValues(trigger).Inc()
 	t.log.Info("flush started", "trigger", trigger)
-	s.flights.Store(t.sid, tk)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, cancel := context.WithTimeout(s.ctx, maxFlushTrack)
+		defer cancel()
+		if res, err := tk.Wait(c); err != nil && c.Err() == nil {
+			t.log.Warn("flush failed", "trigger", trigger, "err", err)
+		} else if res != nil {
+			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version)
+		}
+	}()
+	s.flights.Store(t.sid, (<-chan struct{})(done))
 	if trigger == "manual" {
 		delta := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
 		s.background(func(ctx context.Context) {
 			_ = s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statFlushServed: delta})
 		})
 	}
-	return tk
+	return done
 }
 
 // sessionEndpoint describes the session's own model, the summarizer's fallback target. The
@@ -349,11 +363,11 @@ func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
 }
 
 // waitTicket waits for a flush at most FlushWaitTimeout and reports whether it finished.
-func (s *Server) waitTicket(ctx context.Context, tk *flush.Ticket) bool {
+func (s *Server) waitTicket(ctx context.Context, done <-chan struct{}) bool {
 	timer := time.NewTimer(s.opt.FlushWaitTimeout)
 	defer timer.Stop()
 	select {
-	case <-tk.Done():
+	case <-done:
 		s.met.FlushWaits.WithLabelValues("done").Inc()
 		return true
 	case <-timer.C:
@@ -371,9 +385,9 @@ func (s *Server) waitForFlush(ctx context.Context, t *turn, snap *store.Snapshot
 		return snap
 	}
 	if v, ok := s.flights.Load(t.sid); ok {
-		tk := v.(*flush.Ticket)
+		tk := v.(<-chan struct{})
 		select {
-		case <-tk.Done():
+		case <-tk:
 			return snap
 		default:
 		}

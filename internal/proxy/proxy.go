@@ -35,10 +35,12 @@ const (
 	BudgetCap = 300_000
 )
 
-// Flusher starts flushes. *flush.InProcess satisfies it.
-type Flusher interface {
-	Enqueue(ctx context.Context, job *flush.Job) (*flush.Ticket, error)
-}
+// Flusher starts flushes: *flush.InProcess (in this process) and *flush.Queue (jobs for
+// `condense pruner` workers) implement it.
+type Flusher = flush.Flusher
+
+// maxFlushTrack bounds how long the proxy tracks a flush it started (for flushWaitTimeout).
+const maxFlushTrack = 10 * time.Minute
 
 // Trigger configures when the proxy starts flushes (see config.Trigger).
 type Trigger struct {
