@@ -92,6 +92,9 @@ func (b *builder) add(m msg) {
 		}
 		parts = append(parts, p)
 	}
+	if m.role == "user" {
+		parts = b.dropOrphans(parts)
+	}
 	if len(parts) == 0 {
 		return
 	}
@@ -145,6 +148,40 @@ func (b *builder) add(m msg) {
 	b.finalize()
 	mm := m
 	b.pend = &mm
+}
+
+// dropOrphans removes tool results that cannot answer a call of the assistant message before
+// the user message they will land in (so that a message made only of orphans never exists).
+func (b *builder) dropOrphans(parts []part) []part {
+	calls := b.prevCalls
+	if b.pend != nil && b.pend.role == "assistant" {
+		calls = nil
+		for _, p := range b.pend.parts {
+			if p.kind == pCall {
+				calls = append(calls, p.id)
+			}
+		}
+	}
+	out := parts[:0]
+	for _, p := range parts {
+		if p.kind == pResult && !p.synth {
+			found := false
+			for _, c := range calls {
+				if c == p.id {
+					found = true
+					break
+				}
+			}
+			if !found {
+				if !b.replay {
+					b.s.Stats.OrphanResults++
+				}
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // unencode removes the encoded pending message from every form (copy-on-write: the context a

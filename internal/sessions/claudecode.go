@@ -55,6 +55,17 @@ func importClaudeCode(name string, data []byte) (*Session, error) {
 	var recs []*ccRecord
 	err := jsonlLines(name, data, func(line int, raw []byte) error {
 		r := &ccRecord{line: line}
+		if t := gjson.GetBytes(raw, "type"); t.Type == gjson.String && t.Str != "user" && t.Str != "assistant" && t.Str != "system" {
+			// UI-only records (progress, snapshots, summaries, queue operations): only their
+			// place in the parent chain matters; skip decoding their (large) payloads.
+			r.Type = t.Str
+			r.UUID = gjson.GetBytes(raw, "uuid").String()
+			if p := gjson.GetBytes(raw, "parentUuid"); p.Type == gjson.String {
+				r.parent = p.Str
+			}
+			recs = append(recs, r)
+			return nil
+		}
 		if err := unmarshalLine(name, line, raw, r); err != nil {
 			return err
 		}
