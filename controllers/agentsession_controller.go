@@ -235,6 +235,7 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *condensev1.Age
 				r.event(s, corev1.EventTypeWarning, "DeleteFailed", "Delete", "deleting the session state from the store: "+err.Error())
 				return fmt.Errorf("delete session state: %w", err)
 			}
+			metricSessionStateDeletions.WithLabelValues(p.Namespace, p.Name).Inc()
 			r.event(s, corev1.EventTypeNormal, "StateDeleted", "Delete", "deleted the session's state from the store")
 			r.Sessions.Relist(ctx, key)
 		}
@@ -437,6 +438,7 @@ func (r *AgentSessionReconciler) discover(ctx context.Context, p *condensev1.Pru
 		}
 		return fmt.Errorf("discover session: %w", err)
 	}
+	metricSessionsDiscovered.WithLabelValues(p.Namespace, p.Name).Inc()
 	r.event(p, corev1.EventTypeNormal, "SessionDiscovered", "Create",
 		fmt.Sprintf("created AgentSession %s for session %q found in the store", s.Name, truncate(id, 80)))
 	return nil

@@ -122,6 +122,9 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Sessions.Forget(req.NamespacedName)
+			metricPolicyReady.DeleteLabelValues(req.Namespace, req.Name)
+			metricPolicySessions.DeleteLabelValues(req.Namespace, req.Name)
+			metricPolicyDiagnostics.DeletePartialMatch(map[string]string{"namespace": req.Namespace, "policy": req.Name})
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -216,6 +219,16 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	if err := r.writeStatus(ctx, &p, status); err != nil {
 		return ctrl.Result{}, err
+	}
+	ready := 0.0
+	if proxyOK && storeOK {
+		ready = 1
+	}
+	metricPolicyReady.WithLabelValues(p.Namespace, p.Name).Set(ready)
+	metricPolicySessions.WithLabelValues(p.Namespace, p.Name).Set(float64(status.Sessions))
+	for kind, v := range map[string]int64{"unresolved": status.Diagnostics.Unresolved, "mismatch": status.Diagnostics.Mismatch,
+		"orphans": status.Diagnostics.Orphans, "backfillEmpty": status.Diagnostics.BackfillEmpty} {
+		metricPolicyDiagnostics.WithLabelValues(p.Namespace, p.Name, kind).Set(float64(v))
 	}
 	logger.V(1).Info("reconciled", "ready", proxyOK && storeOK)
 	return ctrl.Result{RequeueAfter: resync}, nil

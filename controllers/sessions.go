@@ -329,6 +329,7 @@ func (x *SessionIndex) refresh(ctx context.Context, policy types.NamespacedName,
 	wasReachable := p.err == nil && !p.listedAt.IsZero()
 	p.listedAt = time.Now()
 	if err != nil {
+		metricStoreListings.WithLabelValues(policy.Namespace, policy.Name, "error").Inc()
 		p.err = err
 		ch.ReachabilityChanged = wasReachable
 		p.mu.Unlock()
@@ -338,6 +339,7 @@ func (x *SessionIndex) refresh(ctx context.Context, policy types.NamespacedName,
 		}
 		return
 	}
+	metricStoreListings.WithLabelValues(policy.Namespace, policy.Name, "ok").Inc()
 	p.err = nil
 	ch.ReachabilityChanged = !wasReachable
 	next := make(map[string]store.SessionInfo, len(list))

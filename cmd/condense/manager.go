@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/controllers"
+)
+
+// managerFlags are the flags of `condense manager`.
+type managerFlags struct {
+	metricsAddr    string
+	probeAddr      string
+	leaderElect    bool
+	leaderElectNS  string
+	image          string
+	discovery      bool
+	storeResync    time.Duration
+	storeMinPeriod time.Duration
+	policyResync   time.Duration
+	development    bool
+}
+
+func init() {
+	var f managerFlags
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the Kubernetes operator (PruningPolicy and AgentSession controllers)",
+		Long: `Run the condense operator. It reconciles PruningPolicies into proxy Deployments,
+Services, PodDisruptionBudgets, autoscalers, pruner workers and managed Redis, and keeps
+AgentSession status in step with the session store.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error { return runManager(f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" disables)")
+	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles at a time")
+	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	fl.StringVar(&f.image, "image", controllers.DefaultImage, "condense image for proxy and pruner pods of policies that name none")
+	fl.BoolVar(&f.discovery, "discovery", true, "create AgentSessions for sessions found in a store without one")
+	fl.DurationVar(&f.storeResync, "store-resync", 30*time.Second, "list every session store at least this often")
+	fl.DurationVar(&f.storeMinPeriod, "store-min-interval", time.Second, "minimum time between store listings triggered by change notifications")
+	fl.DurationVar(&f.policyResync, "policy-resync", time.Minute, "re-check every PruningPolicy at least this often")
+	fl.BoolVar(&f.development, "debug", false, "human-readable debug logging instead of JSON")
+	rootCmd.AddCommand(cmd)
+}
+
+// managerScheme returns the scheme with the built-in and condense types.
+func managerScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(condensev1.AddToScheme(s))
+	return s
+}
+
+func runManager(f managerFlags) error {
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+	if f.development {
+		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(h))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  managerScheme(),
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "condense-operator.condense.dev",
+		LeaderElectionNamespace: f.leaderElectNS,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := controllers.Setup(mgr, controllers.Options{
+		Image:            f.image,
+		Discovery:        f.discovery,
+		StoreResync:      f.storeResync,
+		StoreMinInterval: f.storeMinPeriod,
+		PolicyResync:     f.policyResync,
+	}); err != nil {
+		return fmt.Errorf("set up controllers: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
