@@ -109,8 +109,6 @@ const (
 	OutcomeFenced Outcome = "fenced"
 	// OutcomeError: the store, the planner or the job failed.
 	OutcomeError Outcome = "error"
-	// OutcomeDuplicate: the job (session, hash) already completed (queued jobs only).
-	OutcomeDuplicate Outcome = "duplicate"
 )
 
 // Sentinel errors returned (wrapped) with the matching outcomes.

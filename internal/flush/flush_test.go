@@ -2,12 +2,18 @@ package flush
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
@@ -347,5 +353,68 @@ func TestWaitVersion(t *testing.T) {
 				t.Fatalf("v %d err %v", v, err)
 			}
 		})
+	}
+}
+
+// openAITranscript is transcript() in Chat Completions form.
+func openAITranscript(tag string, n int) []byte {
+	msgs := []any{map[string]any{"role": "system", "content": "you are an agent"}, map[string]any{"role": "user", "content": "task " + tag}}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("call_%s_%d", tag, i)
+		msgs = append(msgs,
+			map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function",
+				"function": map[string]any{"name": "shell", "arguments": fmt.Sprintf(`{"cmd":"step %d"}`, i)}}}},
+			map[string]any{"role": "tool", "tool_call_id": id, "content": fmt.Sprintf("out %s %d\n", tag, i) + strings.Repeat("some output line\n", 150)})
+	}
+	msgs = append(msgs, map[string]any{"role": "assistant", "content": "done"}, map[string]any{"role": "user", "content": "next"})
+	b, _ := json.Marshal(map[string]any{"model": "gpt-5", "messages": msgs})
+	return b
+}
+
+// TestFlushFallsBackToSessionModel: the summarizer model is down; the job carries the
+// session's own model (an OpenAI endpoint on a second fake upstream), which writes the
+// summaries; the fallback is visible in the metrics.
+func TestFlushFallsBackToSessionModel(t *testing.T) {
+	r := newRig(t, "memory")
+	r.up.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Status: 503, ErrorType: "api_error", ErrorMessage: "unavailable"}
+	})
+	sess := upstreamfake.Start()
+	defer sess.Close()
+	sess.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
+		prompt := gjson.GetBytes(rec.Body, "messages.0.content").String()
+		_, calls := summarize.ParseBatchPrompt(prompt)
+		var lines []string
+		for _, c := range calls {
+			lines = append(lines, fmt.Sprintf("- [[%d:%s]] via session model", c.Label, c.Tool))
+		}
+		return upstreamfake.Reply{Text: strings.Join(lines, "\n")}
+	})
+	m := NewMetrics(prometheus.NewRegistry())
+	fb := summarize.NewFallback(r.llm)
+	fb.OnEvent = m.FallbackEvent
+	o := r.orch("a", fb)
+	o.Metrics = m
+	o.Parallelism = 1
+	j := &Job{Session: "oa", Format: "openai", Body: openAITranscript("o", 2),
+		SessionModel: &summarize.Endpoint{Format: summarize.OpenAI, BaseURL: sess.URL + "/v1", Model: "gpt-5", APIKey: "client-key"}}
+	res, err := o.Flush(context.Background(), j)
+	if err != nil || res.Outcome != OutcomeFlushed || res.Batches != 2 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	st, _ := r.state("oa")
+	if len(st.Summaries) != 2 || !strings.Contains(st.Summaries[0].Text, "via session model") {
+		t.Fatalf("summaries %+v", st.Summaries)
+	}
+	// First batch: primary failed, session rescued and fallback entered; second batch went
+	// straight to the session model.
+	if p, s := len(r.up.Requests()), len(sess.Requests()); p != 1 || s != 2 {
+		t.Fatalf("primary %d session %d", p, s)
+	}
+	if got := testutil.ToFloat64(m.FallbackActive); got != 1 {
+		t.Fatalf("fallback gauge %v", got)
+	}
+	if got := testutil.ToFloat64(m.SummarizerCalls.WithLabelValues("openai/gpt-5", "true")); got != 2 {
+		t.Fatalf("fallback calls %v", got)
 	}
 }
