@@ -16,6 +16,12 @@ import (
 // not care about.
 func claudeCodeRequest(tb testing.TB, path string) []byte {
 	tb.Helper()
+	return wrapMessages(claudeCodeMessages(tb, path))
+}
+
+// claudeCodeMessages returns the "message" objects of a Claude Code transcript.
+func claudeCodeMessages(tb testing.TB, path string) []json.RawMessage {
+	tb.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		tb.Fatal(err)
@@ -45,6 +51,11 @@ func claudeCodeRequest(tb testing.TB, path string) []byte {
 	if err := sc.Err(); err != nil {
 		tb.Fatal(err)
 	}
+	return msgs
+}
+
+// wrapMessages builds a request body around message objects.
+func wrapMessages(msgs []json.RawMessage) []byte {
 	var buf bytes.Buffer
 	buf.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":32000,"system":[{"type":"text","text":"You are a coding agent.","cache_control":{"type":"ephemeral"}}],"messages":[`)
 	for i, m := range msgs {
@@ -77,4 +88,27 @@ func largestClaudeCodeRequest(tb testing.TB) ([]byte, string) {
 		tb.Skip("no Claude Code corpus files")
 	}
 	return best, name
+}
+
+// twoMBRequest concatenates the messages of the Claude Code corpus files (in name order)
+// until the request reaches 2 MB: a deterministic, realistic ~2 MB Anthropic request.
+func twoMBRequest(tb testing.TB) []byte {
+	tb.Helper()
+	var msgs []json.RawMessage
+	size := 0
+	for _, p := range corpus.Files(tb) {
+		base := p[bytes.LastIndexByte([]byte(p), '/')+1:]
+		if !(bytes.HasPrefix([]byte(base), []byte("ccspot_")) || bytes.HasPrefix([]byte(base), []byte("cccodemie_"))) {
+			continue
+		}
+		for _, m := range claudeCodeMessages(tb, p) {
+			msgs = append(msgs, m)
+			size += len(m) + 1
+			if size >= 2<<20 {
+				return wrapMessages(msgs)
+			}
+		}
+	}
+	tb.Skip("Claude Code corpus smaller than 2 MB")
+	return nil
 }

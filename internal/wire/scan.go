@@ -61,6 +61,15 @@ func skipWS(d []byte, i int) int {
 	return i
 }
 
+// strPlain marks bytes that may appear in a JSON string without further checks:
+// printable ASCII other than '"' and '\\'.
+var strPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return
+}()
+
 const (
 	lo8 = 0x0101010101010101
 	hi8 = 0x8080808080808080
@@ -72,16 +81,19 @@ func scanString(d []byte, i int) (end int, escaped bool, err error) {
 	start := i
 	i++
 	for {
-		// Fast path: skip 8 plain ASCII bytes at a time.
+		// Fast path: skip plain printable ASCII, 8 bytes per step through a lookup table
+		// (measured faster than SWAR on agent transcripts, where a quote, escape or
+		// non-ASCII byte comes every dozen bytes or so).
 		for i+8 <= len(d) {
-			x := binary.LittleEndian.Uint64(d[i:])
-			q := x ^ (lo8 * '"')
-			b := x ^ (lo8 * '\\')
-			special := ((x - lo8*0x20) & ^x) | ((q - lo8) & ^q) | ((b - lo8) & ^b) | x
-			if special&hi8 != 0 {
+			w := d[i : i+8 : i+8]
+			if !(strPlain[w[0]] && strPlain[w[1]] && strPlain[w[2]] && strPlain[w[3]] &&
+				strPlain[w[4]] && strPlain[w[5]] && strPlain[w[6]] && strPlain[w[7]]) {
 				break
 			}
 			i += 8
+		}
+		for i < len(d) && strPlain[d[i]] {
+			i++
 		}
 		if i >= len(d) {
 			return 0, false, synErr(start, "unterminated string")
@@ -113,8 +125,6 @@ func scanString(d []byte, i int) (end int, escaped bool, err error) {
 			}
 		case c < 0x20:
 			return 0, false, synErr(i, "control character 0x%02x in string", c)
-		case c < utf8.RuneSelf:
-			i++
 		default:
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size <= 1 {
@@ -343,45 +353,55 @@ func hasBackslash(s []byte) bool {
 
 // unescape appends the decoded form of the validated string body s to dst.
 func unescape(dst, s []byte) []byte {
-	for len(s) > 0 {
-		j := indexBackslash(s)
-		dst = append(dst, s[:j]...)
-		s = s[j:]
-		if len(s) == 0 {
-			break
+	n := len(dst)
+	if cap(dst)-n < len(s) {
+		nd := make([]byte, n, n+len(s))
+		copy(nd, dst)
+		dst = nd
+	}
+	out := dst[n : n+len(s)] // decoded text is never longer than its escaped form
+	j := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			out[j] = c
+			j++
+			i++
+			continue
 		}
-		switch s[1] {
+		switch s[i+1] {
 		case 'b':
-			dst = append(dst, '\b')
+			out[j] = '\b'
 		case 'f':
-			dst = append(dst, '\f')
+			out[j] = '\f'
 		case 'n':
-			dst = append(dst, '\n')
+			out[j] = '\n'
 		case 'r':
-			dst = append(dst, '\r')
+			out[j] = '\r'
 		case 't':
-			dst = append(dst, '\t')
+			out[j] = '\t'
 		case 'u':
-			r := rune(hex4(s[2:6]))
-			s = s[6:]
+			r := rune(hex4(s[i+2 : i+6]))
+			i += 6
 			if utf16.IsSurrogate(r) {
-				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-					if r2 := utf16.DecodeRune(r, rune(hex4(s[2:6]))); r2 != utf8.RuneError {
-						dst = utf8.AppendRune(dst, r2)
-						s = s[6:]
+				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if r2 := utf16.DecodeRune(r, rune(hex4(s[i+2:i+6]))); r2 != utf8.RuneError {
+						j += utf8.EncodeRune(out[j:], r2)
+						i += 6
 						continue
 					}
 				}
 				r = utf8.RuneError
 			}
-			dst = utf8.AppendRune(dst, r)
+			j += utf8.EncodeRune(out[j:], r)
 			continue
 		default: // '"', '\\', '/'
-			dst = append(dst, s[1])
+			out[j] = s[i+1]
 		}
-		s = s[2:]
+		j++
+		i += 2
 	}
-	return dst
+	return dst[:n+j]
 }
 
 // indexBackslash returns the index of the first backslash in s, or len(s).
