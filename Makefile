@@ -35,7 +35,7 @@ generate:
 
 ## manifests: CRDs and RBAC under config/
 manifests:
-	$(TOOLS_BIN)/controller-gen crd:allowDangerousTypes=true rbac:roleName=condense-manager paths=./api/... paths=./controllers/... \
+	$(TOOLS_BIN)/controller-gen crd:allowDangerousTypes=true rbac:roleName=manager paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 
