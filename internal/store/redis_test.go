@@ -46,6 +46,16 @@ func TestRedisClusterContract(t *testing.T) {
 	})
 }
 
+func TestRedisSentinelContract(t *testing.T) {
+	sentinel := redistest.StartSentinel(t, redistest.Start(t, nil))
+	n := 0
+	storetest.Run(t, func(t *testing.T, ttl time.Duration) store.Store {
+		n++
+		// The master is found through the Sentinel; a per-subtest prefix keeps List exact.
+		return openRedis(t, sentinel.URL()+"&prefix=s"+itoa(n), ttl)
+	})
+}
+
 func itoa(n int) string {
 	if n == 0 {
 		return "0"

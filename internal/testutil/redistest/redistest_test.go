@@ -61,3 +61,15 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("URL = %q", c.URL())
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	m := Start(t, nil)
+	s := StartSentinel(t, m)
+	if got := s.URL(); !strings.HasPrefix(got, "redis+sentinel://127.0.0.1:") || !strings.HasSuffix(got, "?master_name=condense") {
+		t.Fatalf("URL = %q", got)
+	}
+	addr, err := s.Do("SENTINEL", "get-master-addr-by-name", "condense")
+	if err != nil || addr != "127.0.0.1\n"+strings.TrimPrefix(m.Addr, "127.0.0.1:") {
+		t.Fatalf("master addr = %q, %v", addr, err)
+	}
+}
