@@ -137,7 +137,11 @@ func ccRewinds(recs []*ccRecord, skipSide bool) (map[int]string, map[string]bool
 		if r.Type == "user" && !ccIsResultRecord(r) && r.parent != "" {
 			// Resolve the parent through non-conversation records.
 			a, ok := idx[r.parent]
-			for ok && !recs[a].isConv() {
+			for steps := 0; ok && !recs[a].isConv(); steps++ {
+				if steps > len(recs) { // a parent cycle
+					ok = false
+					break
+				}
 				a, ok = idx[recs[a].parent]
 			}
 			if ok && a < lastConv {

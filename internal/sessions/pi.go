@@ -133,6 +133,9 @@ func importPi(name string, data []byte) (*Session, error) {
 		if e.Type == "compaction" && e.FirstKeptEntryID == "" && e.FirstKeptEntryIndex != nil {
 			e.FirstKeptEntryID = "#" + strconv.Itoa(*e.FirstKeptEntryIndex)
 		}
+		if _, dup := byID[e.id]; dup {
+			return nil, &ParseError{File: name, Line: e.line, Path: "id", Err: fmt.Errorf("duplicate entry id %q", e.id)}
+		}
 		byID[e.id] = i
 		prev = e.id
 	}
@@ -193,7 +196,7 @@ type piImporter struct {
 // pathTo returns the entries from the root to id (inclusive).
 func (p *piImporter) pathTo(id string) []*piEntry {
 	var rev []*piEntry
-	for id != "" {
+	for id != "" && len(rev) <= len(p.entries) {
 		i, ok := p.byID[id]
 		if !ok {
 			break
