@@ -676,13 +676,14 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 	var visibleText strings.Builder
 	var visibleCalls []string
 	clientCalls := 0
+	firstID := ""
 	for round := 1; ; round++ {
 		r := &openAIRound{calls: map[int64]*oaCall{}}
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		for {
 			ev, err := readEvent(br)
 			if len(ev.raw) > 0 && len(ev.data) > 0 {
-				s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls)
+				s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls, &firstID)
 			}
 			if err != nil {
 				break
@@ -765,12 +766,23 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 // openAIChunk processes one Chat Completions stream chunk: it accumulates the round, hides
 // context_tree_query calls, renumbers the client's tool call indexes, holds the finish and
 // usage chunks and [DONE], and relays everything else at once.
-func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, visible *strings.Builder, clientCalls *int) {
+func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, visible *strings.Builder, clientCalls *int, firstID *string) {
 	if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
 		r.done = true
 		return
 	}
 	ch := gjson.ParseBytes(ev.data)
+	if id := ch.Get("id").Str; id != "" {
+		if *firstID == "" {
+			*firstID = id
+		} else if id != *firstID { // a continuation: clients accumulate chunks of one id
+			if d, err := sjson.SetBytes(ev.data, "id", *firstID); err == nil {
+				ev.data = d
+				ev.raw = encodeEvent(ev.name, d)
+				ch = gjson.ParseBytes(d)
+			}
+		}
+	}
 	if u := ch.Get("usage"); u.IsObject() {
 		r.u = openAIUsage(u)
 	}

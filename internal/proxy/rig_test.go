@@ -174,4 +174,3 @@ func messagesPrefix(body []byte) string {
 	raw := gjson.GetBytes(body, "messages").Raw
 	return strings.TrimSuffix(strings.TrimSpace(raw), "]")
 }
-

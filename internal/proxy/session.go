@@ -85,6 +85,7 @@ func writeText(w byteWriter, v gjson.Result) {
 	switch {
 	case v.Type == gjson.String:
 		_, _ = w.Write([]byte(v.Str))
+		_, _ = w.Write([]byte{'\n'})
 	case v.IsArray():
 		v.ForEach(func(_, b gjson.Result) bool {
 			if t := b.Get("text"); t.Type == gjson.String {
