@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -71,29 +70,18 @@ func BareID(key string) string {
 	return key[:i]
 }
 
-// CanonicalJSON returns raw with object keys sorted (byte order), insignificant whitespace
-// removed and strings re-encoded in one spelling (escapes decoded, HTML characters not
-// escaped). Numbers keep their literal text. Duplicate keys keep the last value. Input that
-// is not exactly one JSON value is returned with surrounding whitespace trimmed, unchanged
-// otherwise.
+// CanonicalJSON returns raw with object keys sorted (byte order of the decoded keys),
+// insignificant whitespace removed and strings re-encoded in one spelling: escapes decoded,
+// only '"', '\\' and control characters escaped (\n, \r, \t, else \u00XX), invalid UTF-8
+// replaced by U+FFFD. Numbers keep their literal text. A duplicate key keeps its last value.
+// Input that is not exactly one JSON value is returned with surrounding whitespace trimmed,
+// unchanged otherwise.
 func CanonicalJSON(raw []byte) []byte {
-	trimmed := bytes.TrimSpace(raw)
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return trimmed
+	out, ok := canonicalAppend(nil, raw, "")
+	if !ok {
+		return bytes.TrimSpace(raw)
 	}
-	if _, err := dec.Token(); err == nil {
-		return trimmed // trailing data
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return trimmed
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+	return out
 }
 
 // Fingerprint identifies a message in a transcript without timestamps.
@@ -126,21 +114,28 @@ func MessageHash(m *wire.Message) string {
 	h := sha256.New()
 	h.Write([]byte("condense/message/v1"))
 	writeField(h, []byte(m.Role))
+	var buf []byte
 	for _, b := range m.Blocks {
-		writeField(h, blockIdentity(b))
+		buf = appendBlockIdentity(buf[:0], b)
+		writeField(h, buf)
 	}
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:8])
 }
 
-// blockIdentity is the canonical content of a block, without cache_control.
-func blockIdentity(b *wire.Block) []byte {
+// appendBlockIdentity appends the canonical content of a block without its cache_control
+// member; string content is written as the text block it stands for.
+func appendBlockIdentity(dst []byte, b *wire.Block) []byte {
 	if b.IsStringForm() && b.Kind == wire.KindText {
-		b = wire.NewTextBlock(b.Format(), b.Text)
-	} else if b.CacheControl != nil {
-		b = b.WithCacheControl(nil)
+		dst = append(dst, `{"text":`...)
+		dst = appendString(dst, []byte(b.Text))
+		return append(dst, `,"type":"text"}`...)
 	}
-	return CanonicalJSON(b.Raw())
+	out, ok := canonicalAppend(dst, b.Raw(), "cache_control")
+	if !ok {
+		return append(dst, bytes.TrimSpace(b.Raw())...)
+	}
+	return out
 }
 
 // Fingerprints returns the fingerprint of every message, in order.
