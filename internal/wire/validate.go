@@ -252,6 +252,9 @@ func validateOpenAI(r *Request) error {
 		}
 		switch m.Role {
 		case RoleTool:
+			if len(m.Blocks) != 1 || m.Blocks[0].Kind != KindToolResult {
+				return verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
+			}
 			b := m.Blocks[0]
 			if turnCalls == nil {
 				return verr(RuleOrphanResult, mi, 0, "tool message %q does not follow an assistant message with tool_calls", b.ID)

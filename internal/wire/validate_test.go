@@ -101,3 +101,10 @@ func TestValidateOpenAI(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateConstructedToolMessageWithoutBlocks(t *testing.T) {
+	r := mustParse(t, OpenAI, `{"messages":[{"role":"user","content":"u"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"x"}]}`)
+	msgs := append([]*Message(nil), r.Messages...)
+	msgs[2] = msgs[2].WithBlocks(nil)
+	checkRule(t, Validate(r.WithMessages(msgs)), RuleEmptyContent, 2)
+}
