@@ -115,11 +115,12 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 		fp := afps[n-1]
 		p.anchor = &fp
 	}
+	aloc := v.locator(v.assistants)
 	taken := map[string]bool{}
 	// Frontier position (fail open: unresolvable means no positional trim).
 	fIdx := -1
 	if st.Frontier != nil {
-		fIdx = v.fpIndex(v.assistants).resolve(st.Frontier.Assistant)
+		fIdx = aloc.resolve(st.Frontier.Assistant)
 	}
 	var items []*planItem
 	var cur *planItem

@@ -116,7 +116,7 @@ func Render(req *wire.Request, st *State, pol Policy) *Result {
 	}
 	res.Unchanged = false
 	res.Request = nreq
-	res.Body = nreq.AppendTo(make([]byte, 0, len(req.Raw())))
+	res.Body = nreq.AppendTo(make([]byte, 0, outSize(req, out)))
 	res.BytesBefore = len(req.Raw())
 	res.BytesAfter = len(res.Body)
 	res.Diagnostics = r.freshDiags()
@@ -249,7 +249,7 @@ func (r *renderer) resolveChains() []acceptedRange {
 			finals = append(finals, ai)
 		}
 	}
-	pIdx, fIdx := v.fpIndex(v.prompts), v.fpIndex(finals)
+	pIdx, fIdx := v.locator(v.prompts), v.locator(finals)
 	var resolved []acceptedRange
 	for _, c := range r.st.Chains {
 		s, e := pIdx.resolve(c.Start), fIdx.resolve(c.Final)
@@ -455,7 +455,7 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 		return
 	}
 	v := r.v
-	aIdx := v.fpIndex(v.assistants)
+	aIdx := v.locator(v.assistants)
 	hostBlocks := map[int][]*wire.Block{}
 	var hosts []int
 	for _, s := range r.st.Summaries {
@@ -663,4 +663,19 @@ func mergeAdjacent(msgs []*wire.Message) []*wire.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// outSize estimates the serialized size of req with messages out (to size the output once).
+func outSize(req *wire.Request, out []*wire.Message) int {
+	n := len(req.Raw()) + 64
+	for _, m := range req.Messages {
+		n -= len(m.Bytes()) + 1
+	}
+	for _, m := range out {
+		n += len(m.Bytes()) + 1
+	}
+	if n < 64 {
+		n = 64
+	}
+	return n
 }

@@ -14,14 +14,17 @@ import (
 // (docs/state.md).
 const StateVersion = 1
 
-// Fingerprint locates one message of a transcript: a content hash plus an ordinal among the
-// messages of the same role class with that hash (see docs/engine.md). It mirrors
-// identity.Fingerprint.
+// Fingerprint locates one message of a transcript: identity.MessageHash plus an ordinal
+// among the messages of the same role class with that hash (see docs/engine.md), and a cheap
+// structural signature that lets resolution hash only the messages that can match.
 type Fingerprint struct {
-	// Hash is the message content hash.
+	// Hash is identity.MessageHash of the message.
 	Hash string `json:"h"`
-	// Ordinal distinguishes messages with equal content.
+	// Ordinal counts earlier messages of the class with the same Hash.
 	Ordinal int `json:"o"`
+	// Sig is a structural signature implied by the hash (equal hashes have equal Sig);
+	// 0 means unknown (every message of the class is hashed).
+	Sig uint64 `json:"s,omitempty"`
 }
 
 // Record is one indexed tool-result occurrence. Its full result text and full arguments are

@@ -141,7 +141,60 @@ func isSynthetic(m *wire.Message) bool {
 	return false
 }
 
-// fingerprints computes fingerprints of the messages at idx.
+// msgSig is a structural signature of a message computed from decoded fields only: role,
+// and per block its kind, type, id, name, error flag, content shape, and the length plus the
+// first and last 32 bytes of its text and thinking signature. Messages with equal
+// identity.MessageHash have equal signatures, so resolution only hashes messages whose
+// signature matches. It costs O(blocks), not O(bytes).
+func msgSig(m *wire.Message) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	num := func(n int) {
+		for i := 0; i < 8; i++ {
+			h ^= uint64(byte(n >> (8 * i)))
+			h *= prime
+		}
+	}
+	bytes := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime
+		}
+	}
+	str := func(s string) {
+		num(len(s))
+		if len(s) > 64 {
+			bytes(s[:32])
+			bytes(s[len(s)-32:])
+			return
+		}
+		bytes(s)
+	}
+	str(string(m.Role))
+	num(len(m.Blocks))
+	for _, b := range m.Blocks {
+		num(int(b.Kind))
+		str(b.Type)
+		str(b.Text)
+		str(b.Signature)
+		str(b.ID)
+		str(b.Name)
+		if b.IsError {
+			num(1)
+		}
+		num(len(b.Content))
+		for _, c := range b.Content {
+			num(int(c.Kind))
+			str(c.Text)
+		}
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// fingerprints computes full fingerprints (with signatures) of the messages at idx.
 func (v *view) fingerprints(idx []int) []Fingerprint {
 	if len(idx) == 0 {
 		return nil
@@ -153,18 +206,72 @@ func (v *view) fingerprints(idx []int) []Fingerprint {
 	fps := identity.Fingerprints(sub)
 	out := make([]Fingerprint, len(fps))
 	for i, fp := range fps {
-		out[i] = Fingerprint{Hash: fp.Hash, Ordinal: fp.Ordinal}
+		out[i] = Fingerprint{Hash: fp.Hash, Ordinal: fp.Ordinal, Sig: msgSig(sub[i])}
 	}
 	return out
 }
 
-// fpIndex maps fingerprints to message indices; a fingerprint seen twice maps to -1.
+// locator resolves fingerprints within one role class, hashing lazily.
+type locator struct {
+	v    *view
+	idx  []int
+	sigs []uint64
+	hash map[int]string
+	full fpIndex // built on demand for fingerprints without signature
+}
+
+func (v *view) locator(idx []int) *locator {
+	return &locator{v: v, idx: idx}
+}
+
+// resolve returns the unique message index of fp, or -1 (fail closed).
+func (l *locator) resolve(fp Fingerprint) int {
+	if fp.Sig == 0 {
+		if l.full == nil {
+			l.full = l.v.fpIndex(l.idx)
+		}
+		return l.full.resolve(fp)
+	}
+	if l.sigs == nil {
+		l.sigs = make([]uint64, len(l.idx))
+		for i, j := range l.idx {
+			l.sigs[i] = msgSig(l.v.msgs[j])
+		}
+		l.hash = map[int]string{}
+	}
+	ord, found := 0, -1
+	for i, j := range l.idx {
+		if l.sigs[i] != fp.Sig {
+			continue
+		}
+		h, ok := l.hash[j]
+		if !ok {
+			h = identity.MessageHash(l.v.msgs[j])
+			l.hash[j] = h
+		}
+		if h != fp.Hash {
+			continue
+		}
+		if ord == fp.Ordinal {
+			if found >= 0 {
+				return -1
+			}
+			found = j
+		}
+		ord++
+	}
+	return found
+}
+
+// fpIndex maps fingerprints (without signature) to message indices; a fingerprint seen twice
+// maps to -1.
 type fpIndex map[Fingerprint]int
 
 func (v *view) fpIndex(idx []int) fpIndex {
 	fps := v.fingerprints(idx)
 	m := make(fpIndex, len(fps))
 	for i, fp := range fps {
+		fp.Sig = 0
 		if _, dup := m[fp]; dup {
 			m[fp] = -1
 		} else {
@@ -176,6 +283,7 @@ func (v *view) fpIndex(idx []int) fpIndex {
 
 // resolve returns the unique index of fp, or -1 (fail closed).
 func (m fpIndex) resolve(fp Fingerprint) int {
+	fp.Sig = 0
 	if i, ok := m[fp]; ok {
 		return i
 	}
