@@ -96,19 +96,12 @@ func runImport(cmd *cobra.Command, path string, format sessions.Format, provider
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish())
 	}
-	var line []byte
-	for k := 0; k < s.Len(); k++ {
-		line, err = sessions.AppendEnvelope(line[:0], s, k, provider)
-		if err != nil {
-			return fmt.Errorf("%s: request %d: %w", path, k, err)
-		}
-		line = append(line, '\n')
-		if _, err := bw.Write(line); err != nil {
-			return err
-		}
-		if bar != nil {
-			_ = bar.Add(1)
-		}
+	var progress func(done, total int)
+	if bar != nil {
+		progress = func(int, int) { _ = bar.Add(1) }
+	}
+	if err := sessions.WriteEnvelopes(bw, s, provider, progress); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if bar != nil {
 		_ = bar.Finish()

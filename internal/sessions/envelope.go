@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"strconv"
 	"time"
 )
@@ -65,4 +67,26 @@ func AppendEnvelope(dst []byte, s *Session, k int, p Provider) ([]byte, error) {
 		return dst, err
 	}
 	return append(dst, '}'), nil
+}
+
+// WriteEnvelopes writes the envelope of every request, one per line, to w (what
+// `condense import` prints). progress, when not nil, is called after each line with the
+// number of lines written and the total.
+func WriteEnvelopes(w io.Writer, s *Session, p Provider, progress func(done, total int)) error {
+	var line []byte
+	var err error
+	for k := 0; k < s.Len(); k++ {
+		line, err = AppendEnvelope(line[:0], s, k, p)
+		if err != nil {
+			return fmt.Errorf("request %d: %w", k, err)
+		}
+		line = append(line, '\n')
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if progress != nil {
+			progress(k+1, s.Len())
+		}
+	}
+	return nil
 }

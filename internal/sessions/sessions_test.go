@@ -485,6 +485,7 @@ func TestBadInput(t *testing.T) {
 		{"trunc.jsonl", FormatAuto, piHeader + "\n" + `{"type":"message","message":{"role":"user","content":"hi"`, 2, "", nil, "truncated JSON record"},
 		{"types.jsonl", FormatAuto, piHeader + "\n" + `{"type":"message","message":{"role":5}}`, 2, "message.role", nil, "wrong type: got JSON number, want string"},
 		{"garbage.jsonl", FormatPi, piHeader + "\n" + piUser("a", 1) + "\n" + `not json` + "\n", 3, "", nil, "invalid JSON"},
+		{"dup.jsonl", FormatPi, `{"type":"session","version":3,"id":"s","cwd":"/w"}` + "\n" + `{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}` + "\n" + `{"type":"message","id":"a","parentId":"a","message":{"role":"user","content":"y"}}` + "\n", 3, "id", nil, "duplicate entry id"},
 		{"notpi.jsonl", FormatPi, `{"type":"message","message":{"role":"user","content":"x"}}` + "\n", 1, "", nil, "not a pi session"},
 		{"cc.jsonl", FormatClaudeCode, `{"type":"user","uuid":"u","message":{"role":"user","content":"x"}}` + "\n" + `{"type":"assistant","uuid":"a","message":{"role":"assistant","id":"m","content":{"type":"text"}}}` + "\n", 2, "message.content", nil, "wrong type"},
 		{"cc2.jsonl", FormatClaudeCode, `{"type":"assistant","uuid":"a","timestamp":7}` + "\n", 1, "timestamp", nil, "wrong type"},
@@ -524,5 +525,56 @@ func TestConcatenatedRecordsOnOneLine(t *testing.T) {
 	}
 	if got := joined(messagesOf(t, s, 1, Anthropic)); !strings.Contains(got, `"c"`) {
 		t.Errorf("second record of the line lost:\n%s", got)
+	}
+}
+
+func TestWriteEnvelopes(t *testing.T) {
+	data := lines(piHeader,
+		piUser("a", 1), piAsst(`[{"type":"text","text":"b"}]`, "stop", 2),
+		piUser("c", 3), piAsst(`[{"type":"text","text":"d"}]`, "stop", 4),
+	)
+	s := mustImport(t, "p.jsonl", data, FormatPi)
+	var buf bytes.Buffer
+	calls := 0
+	if err := WriteEnvelopes(&buf, s, Anthropic, func(done, total int) {
+		calls++
+		if done != calls || total != 2 {
+			t.Errorf("progress(%d, %d)", done, total)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(out) != 2 || calls != 2 {
+		t.Fatalf("%d lines, %d progress calls", len(out), calls)
+	}
+	for k, l := range out {
+		var e Envelope
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("line %d: %v", k, err)
+		}
+		body, _ := s.Request(k, Anthropic)
+		if e.Index != k || e.Provider != Anthropic || !bytes.Equal(e.Body, body) {
+			t.Errorf("line %d: %+v", k, e)
+		}
+	}
+	if err := WriteEnvelopes(&buf, s, OpenAI, nil); !errors.Is(err, ErrProvider) {
+		t.Errorf("OpenAI envelopes of a pi session: %v", err)
+	}
+}
+
+func TestClaudeCodeParentCycle(t *testing.T) {
+	// A parent chain that loops through UI records must not hang the rewind detection.
+	data := lines(
+		`{"type":"progress","uuid":"p1","parentUuid":"p2"}`,
+		`{"type":"progress","uuid":"p2","parentUuid":"p1"}`,
+		ccRec("user", "u1", "p1", `{"role":"user","content":"hi"}`),
+		ccRec("assistant", "a1", "u1", ccAsst("msg_1", `{"type":"text","text":"yo"}`)),
+		ccRec("user", "u2", "p2", `{"role":"user","content":"again"}`),
+		ccRec("assistant", "a2", "u2", ccAsst("msg_2", `{"type":"text","text":"yo"}`)),
+	)
+	s := mustImport(t, "cc.jsonl", data, FormatClaudeCode)
+	if s.Len() != 2 {
+		t.Fatalf("%d requests", s.Len())
 	}
 }
