@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"unsafe"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Parse parses a request body of format f. Malformed input yields an error matching
@@ -33,33 +35,73 @@ func Parse(f Format, body []byte) (*Request, error) {
 type parser struct {
 	d     []byte
 	f     Format
-	arena []byte // decoded string bytes; strings point into it and it is never overwritten
+	arena strings.Builder // decoded string bytes; the strings point into it
 }
 
 // text decodes a validated JSON string literal into the parser's arena, so that thousands
-// of strings cost one allocation. Bytes already in the arena are never written again
-// (append only writes past len; a reallocation leaves the old array to the strings using
-// it), so the strings are immutable.
+// of strings cost a few allocations (strings.Builder does not zero its memory). Bytes
+// already in the arena are never written again (the builder only appends, and when it
+// grows the old buffer stays with the strings using it), so the strings are immutable.
 func (p *parser) text(lit []byte) string {
 	s := lit[1 : len(lit)-1]
 	if len(s) == 0 {
 		return ""
 	}
-	if cap(p.arena)-len(p.arena) < len(s) {
-		n := len(p.d) / 4
+	a := &p.arena
+	if a.Cap()-a.Len() < len(s) {
+		n := len(p.d) / 2
 		if n < len(s) {
 			n = len(s)
 		}
-		p.arena = make([]byte, 0, n)
+		*a = strings.Builder{} // start a new chunk; earlier strings keep the old one
+		a.Grow(n)
 	}
-	start := len(p.arena)
-	if indexBackslash(s) == len(s) {
-		p.arena = append(p.arena, s...)
-	} else {
-		p.arena = unescape(p.arena, s)
+	start := a.Len()
+	for len(s) > 0 {
+		j := indexBackslash(s)
+		a.Write(s[:j])
+		if j == len(s) {
+			break
+		}
+		s = s[j:]
+		switch s[1] {
+		case 'b':
+			a.WriteByte('\b')
+		case 'f':
+			a.WriteByte('\f')
+		case 'n':
+			a.WriteByte('\n')
+		case 'r':
+			a.WriteByte('\r')
+		case 't':
+			a.WriteByte('\t')
+		case 'u':
+			var buf [8]byte
+			n, used := decodeU(s, buf[:0])
+			a.Write(n)
+			s = s[used:]
+			continue
+		default: // '"', '\\', '/'
+			a.WriteByte(s[1])
+		}
+		s = s[2:]
 	}
-	b := p.arena[start:]
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return a.String()[start:]
+}
+
+// decodeU decodes the \uXXXX escape (or surrogate pair) at the start of s, returning the
+// UTF-8 bytes appended to dst and the number of input bytes used.
+func decodeU(s, dst []byte) ([]byte, int) {
+	r := rune(hex4(s[2:6]))
+	if utf16.IsSurrogate(r) {
+		if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+			if r2 := utf16.DecodeRune(r, rune(hex4(s[8:12]))); r2 != utf8.RuneError {
+				return utf8.AppendRune(dst, r2), 12
+			}
+		}
+		r = utf8.RuneError
+	}
+	return utf8.AppendRune(dst, r), 6
 }
 
 func (p *parser) stringBlock(lit []byte) *Block {
