@@ -558,3 +558,27 @@ func TestConformanceChainRangePrune(t *testing.T) {
 		}
 	})
 }
+
+// Reference catalogue: src/chain-range-prune.test.ts 51-52 (nested range).
+func TestConformanceNestedRange(t *testing.T) {
+	req := chainTx(wire.Anthropic, 2).req(t)
+	st := flush(t, req, NewState(), kPolicy(0))
+	if len(st.Chains) != 2 {
+		t.Fatal(len(st.Chains))
+	}
+	outer := *st.Chains[0]
+	outer.Final = st.Chains[1].Final // spans both chains: chain b's start lies inside it
+	st.Chains = []*Chain{&outer, st.Chains[1]}
+	res := Render(req, st, kPolicy(0))
+	mustValid(t, req, res)
+	// b1 now also spans chain b: its recorded ids differ from the range (informational) and
+	// the summaries of everything it drops are suppressed.
+	if res.Stats.Chains != 1 || len(res.Diagnostics) != 2 || res.Diagnostics[0].Key != "overlap:b2" ||
+		res.Diagnostics[0].Detail != "blockId=b2 skipped: range nests inside blockId=b1" ||
+		res.Diagnostics[1].Kind != DiagRangeIDMismatch || res.Stats.Summaries != 0 {
+		t.Fatalf("%+v %+v", res.Stats, res.Diagnostics)
+	}
+	if strings.Contains(joined(res.Request), `id="b2"`) {
+		t.Fatal("nested synthetic inserted")
+	}
+}

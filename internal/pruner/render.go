@@ -384,6 +384,14 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 		if !sameSet(recorded, actual) {
 			r.diags = append(r.diags, Diagnostic{Kind: DiagRangeIDMismatch, Key: c.Block,
 				Detail: "blockId=" + c.Block + " recorded=" + strconv.Itoa(len(recorded)) + " actual=" + strconv.Itoa(len(actual))})
+			// The range wins: suppress summaries of what it actually drops.
+			for _, res := range v.results {
+				if res.msg > a.s && res.msg < a.e {
+					if k := res.occKey(); k != "" {
+						suppressed[k] = true
+					}
+				}
+			}
 		}
 		if r.pol.Chain.StripFinalAssistantThinking {
 			var keep []*wire.Block
