@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/flush"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+)
+
+// RunOptions tunes Run.
+type RunOptions struct {
+	// ProxyListener, MetricsListener and HealthListener replace listening on the configured
+	// addresses when set (tests pass 127.0.0.1:0 listeners).
+	ProxyListener, MetricsListener, HealthListener net.Listener
+	// Log is the logger (nil: slog.Default()).
+	Log *slog.Logger
+	// Ready, when set, is called with the proxy's address once it serves.
+	Ready func(addr string)
+}
+
+// OptionsFromConfig maps a configuration document to Options (without Store, Flusher and
+// Logger, which Run builds).
+func OptionsFromConfig(cfg *config.Config) (Options, error) {
+	o := Options{
+		AnthropicBaseURL:  cfg.Upstreams.Anthropic,
+		OpenAIBaseURL:     cfg.Upstreams.OpenAI,
+		Policy:            flush.PolicyFromConfig(cfg.Engine),
+		MaxBodyBytes:      cfg.Limits.MaxBodyBytes,
+		FlushWaitTimeout:  cfg.Limits.FlushWaitTimeout.D(),
+		MaxRecoveryRounds: cfg.Limits.MaxRecoveryRounds,
+		Trigger:           Trigger{OnDemand: cfg.Engine.Trigger.Mode == config.TriggerOnDemand},
+	}
+	if v := cfg.Engine.Trigger.AutoBudgetThreshold; v != nil {
+		o.Trigger.BudgetThreshold = *v
+	}
+	if v := cfg.Engine.Trigger.BudgetTurnDelta; v != nil {
+		o.Trigger.TurnDelta = *v
+	}
+	if cfg.SessionAuth.Enabled {
+		secret, err := cfg.SessionAuth.Secret()
+		if err != nil {
+			return o, err
+		}
+		if len(secret) == 0 {
+			return o, errors.New("proxy: sessionAuth.enabled but the secret file is empty")
+		}
+		o.SessionSecret = secret
+	}
+	return o, nil
+}
+
+// Run runs `condense proxy`: the store, the flusher (in-process, or jobs on the Redis stream
+// when summarizer.mode is "jobs"), the proxy on listen.proxy, /metrics on listen.metrics and
+// /healthz, /readyz on listen.health. It returns when ctx ends, after in-flight requests
+// finished (up to 30s) and running in-process flushes got a chance to finish.
+func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
+	log := ro.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	opt, err := OptionsFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	opt.Logger = log
+	storeURL, err := cfg.Store.ResolvedURL()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, storeURL)
+	if err != nil {
+		return fmt.Errorf("proxy: open store %s: %w", store.Describe(storeURL), err)
+	}
+	defer st.Close()
+	opt.Store = st
+
+	px, err := New(opt)
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	fm := flush.NewMetrics(px.Registry())
+	var inproc *flush.InProcess
+	if cfg.Summarizer.Mode == config.SummarizerJobs {
+		if !strings.HasPrefix(storeURL, "redis") {
+			return errors.New("proxy: summarizer.mode jobs needs a Redis store")
+		}
+		rdb, prefix, err := flush.RedisFromURL(storeURL)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		q := flush.NewQueue(rdb, prefix)
+		q.Metrics = fm
+		px.opt.Flusher = q
+	} else {
+		sum, err := summarize.FromConfig(cfg, summarize.Options{OnEvent: fm.FallbackEvent})
+		if err != nil {
+			return fmt.Errorf("proxy: summarizer: %w", err)
+		}
+		inproc = &flush.InProcess{Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
+			Summarizer: sum, Metrics: fm, Log: log}}
+		px.opt.Flusher = inproc
+	}
+
+	var servers []*http.Server
+	errc := make(chan error, 3)
+	serve := func(l net.Listener, addr string, h http.Handler, name string) error {
+		if l == nil {
+			if addr == "" {
+				return nil
+			}
+			if l, err = net.Listen("tcp", addr); err != nil {
+				return fmt.Errorf("proxy: listen %s (%s): %w", addr, name, err)
+			}
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+		servers = append(servers, srv)
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("proxy: %s server: %w", name, err)
+			}
+		}()
+		log.Info("listening", "what", name, "addr", l.Addr().String())
+		if name == "proxy" && ro.Ready != nil {
+			ro.Ready(l.Addr().String())
+		}
+		return nil
+	}
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", px.ServeHTTP)
+	health.HandleFunc("/readyz", px.ServeHTTP)
+	metrics := http.NewServeMux()
+	metrics.Handle("/metrics", px.MetricsHandler())
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range servers {
+			_ = s.Shutdown(c)
+		}
+		if inproc != nil {
+			_ = inproc.Close(c)
+		}
+	}()
+	if err := serve(ro.ProxyListener, cfg.Listen.Proxy, px, "proxy"); err != nil {
+		return err
+	}
+	if err := serve(ro.MetricsListener, cfg.Listen.Metrics, metrics, "metrics"); err != nil {
+		return err
+	}
+	if err := serve(ro.HealthListener, cfg.Listen.Health, health, "health"); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
