@@ -169,7 +169,7 @@ type Store struct {
 	// URL is a store URL as understood by store.Open: redis://, rediss://, redis+sentinel://,
 	// redis+cluster://, bolt:PATH (embedded) or memory: (default, single process only).
 	// Ignored when URLEnv is set.
-	URL string `json:"url,omitempty" yaml:"url,omitempty"`
+	URL string `json:"url" yaml:"url"`
 	// URLEnv names an environment variable holding the URL, so credentials in it stay out of the
 	// configuration file (the operator sets it from a Secret).
 	URLEnv string `json:"urlEnv,omitempty" yaml:"urlEnv,omitempty"`

@@ -113,6 +113,18 @@ func TestRoundTripAndHash(t *testing.T) {
 	if back.Hash() == c.Hash() {
 		t.Fatal("hash did not change with the config")
 	}
+	// Fields left empty on purpose must stay empty, not fall back to their defaults.
+	e := Default()
+	e.Store = Store{URLEnv: "CONDENSE_STORE_URL"}
+	e.Listen.Metrics, e.Listen.Health = "", ""
+	e.Engine.ProtectedPaths = []string{}
+	out, err = e.MarshalYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err = Parse(out); err != nil || !reflect.DeepEqual(back, e) {
+		t.Fatalf("round trip of emptied fields: %v\n%s", err, out)
+	}
 }
 
 func TestDecodeErrors(t *testing.T) {

@@ -1,0 +1,662 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/testutil/redistest"
+)
+
+var nsCounter int
+
+// newNamespace creates a fresh namespace for one test.
+func newNamespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	nsCounter++
+	name := fmt.Sprintf("t%d-%d", nsCounter, time.Now().UnixNano()%100000)
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// readDocs decodes every YAML document of a file into unstructured objects.
+func readDocs(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err.Error() == "EOF" {
+				break
+			}
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// TestOperatorAgainstAPIServer runs every API-server-backed check on one envtest control plane
+// (starting one costs seconds; compiling this package's test binary costs minutes).
+func TestOperatorAgainstAPIServer(t *testing.T) {
+	_, cfg, c := startEnv(t)
+	t.Run("CELValidation", func(t *testing.T) { testCELValidation(t, c) })
+	t.Run("CRDDefaults", func(t *testing.T) { testCRDDefaults(t, c) })
+	t.Run("Immutability", func(t *testing.T) { testImmutability(t, c) })
+
+	rds := redistest.Start(t, nil)
+	startManager(t, cfg, Options{
+		Image:            "condense:test",
+		Discovery:        true,
+		StoreMinInterval: 50 * time.Millisecond,
+		StoreResync:      time.Second,
+		PolicyResync:     2 * time.Second,
+	})
+	t.Run("Children", func(t *testing.T) { testChildren(t, c) })
+	t.Run("StatusThroughRedis", func(t *testing.T) { testStatusThroughRedis(t, c, rds) })
+	t.Run("SessionAuthToken", func(t *testing.T) { testSessionAuthToken(t, c, rds) })
+	t.Run("TTLExpiry", func(t *testing.T) { testTTLExpiry(t, c, rds) })
+	t.Run("StatusConflictRetry", func(t *testing.T) { testStatusConflictRetry(t, c) })
+	t.Run("StoreOutage", func(t *testing.T) { testStoreOutage(t, c) })
+}
+
+func testCELValidation(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	var valid []string
+	samples, _ := filepath.Glob(filepath.Join("..", "config", "samples", "condense_*.yaml"))
+	more, _ := filepath.Glob(filepath.Join("testdata", "cel", "valid", "*.yaml"))
+	valid = append(samples, more...)
+	if len(samples) < 3 || len(more) < 3 {
+		t.Fatalf("fixtures missing: %v %v", samples, more)
+	}
+	for _, f := range valid {
+		for _, u := range readDocs(t, f) {
+			u.SetNamespace(ns)
+			if err := c.Create(ctx, u); err != nil {
+				t.Errorf("%s: valid object rejected: %v", f, err)
+			}
+		}
+	}
+	invalid, _ := filepath.Glob(filepath.Join("testdata", "cel", "invalid", "*.yaml"))
+	if len(invalid) < 15 {
+		t.Fatalf("invalid fixtures missing: %v", invalid)
+	}
+	for _, f := range invalid {
+		data, _ := os.ReadFile(f)
+		first, _, _ := strings.Cut(string(data), "\n")
+		want, ok := strings.CutPrefix(first, "# expect: ")
+		if !ok {
+			t.Fatalf("%s: first line must be '# expect: <message>'", f)
+		}
+		for _, u := range readDocs(t, f) {
+			u.SetNamespace(ns)
+			err := c.Create(ctx, u)
+			if err == nil {
+				t.Errorf("%s: invalid object accepted", f)
+				continue
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: want an Invalid error containing %q, got %v", f, want, err)
+			}
+		}
+	}
+}
+
+func testCRDDefaults(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: ns}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s := p.Spec
+	if s.BatchingMode != "turn" || s.Trigger.Mode != "agent-message" || *s.MinBatchChars != 1000 || !*s.Dedup ||
+		*s.Spill.Threshold != 65536 || *s.Spill.PreviewBytes != 2048 || *s.RecoveryGraceTurns != 3 ||
+		len(s.ProtectedPaths) != 1 || s.ProtectedPaths[0] != "**/skills/**/*.md" ||
+		!*s.ChainCompression.Enabled || *s.ChainCompression.RollingWindow != 3 || !*s.ChainCompression.FuseRangeSummary ||
+		!*s.PurgeErrors.Enabled || *s.PurgeErrors.CooldownTurns != 2 || *s.PurgeErrors.MinArgChars != 500 ||
+		s.Summarizer.Model != "default" || s.Summarizer.ThinkingBudget != "off" || s.Summarizer.IdleTimeout.Duration != 20*time.Second ||
+		s.Summarizer.TotalTimeout.Duration != 180*time.Second || s.Upstreams.Anthropic != config.DefaultAnthropicBaseURL ||
+		*s.Proxy.Replicas != 2 || s.Redis.Managed == nil || !*s.Redis.Managed.Persistence || s.Redis.Managed.Storage.String() != "1Gi" {
+		t.Fatalf("CRD defaults not applied: %+v", s)
+	}
+	// The CRD defaults and the Go defaults of the config package must agree.
+	got, err := RenderConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Default()
+	want.Policy, want.Store = got.Policy, got.Store
+	if got.Hash() != want.Hash() {
+		a, _ := got.MarshalYAML()
+		b, _ := want.MarshalYAML()
+		t.Fatalf("CRD defaults render differently from config.Default():\n%s\nvs\n%s", a, b)
+	}
+	// An explicit empty list disables path protection instead of taking the default.
+	q := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nopaths", Namespace: ns},
+		Spec: condensev1.PruningPolicySpec{ProtectedPaths: []string{}}}
+	if err := c.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Spec.ProtectedPaths == nil || len(q.Spec.ProtectedPaths) != 0 {
+		t.Fatalf("explicit [] must stay empty, got %#v", q.Spec.ProtectedPaths)
+	}
+}
+
+func testImmutability(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	s := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "imm", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "p"}, SessionID: "one"}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.SessionID = "two"
+	if err := c.Update(ctx, s); err == nil || !strings.Contains(err.Error(), "sessionID is immutable") {
+		t.Fatalf("sessionID change: %v", err)
+	}
+	s.Spec.SessionID = "one"
+	s.Spec.PolicyRef.Name = "q"
+	if err := c.Update(ctx, s); err == nil || !strings.Contains(err.Error(), "policyRef is immutable") {
+		t.Fatalf("policyRef change: %v", err)
+	}
+	s.Spec.PolicyRef.Name = "p"
+	s.Spec.Owner = "alice"
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatalf("mutable field change rejected: %v", err)
+	}
+}
+
+func isControlledBy(obj client.Object, owner client.Object) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == owner.GetUID() && ref.Kind == "PruningPolicy" && ref.APIVersion == condensev1.GroupVersion.String()
+}
+
+func get(ctx context.Context, c client.Client, ns, name string, obj client.Object) error {
+	return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+}
+
+func testChildren(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "kids", Namespace: ns},
+		Spec: condensev1.PruningPolicySpec{
+			Proxy:  condensev1.ProxySpec{Autoscaling: &condensev1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 5}},
+			Pruner: condensev1.PrunerSpec{Replicas: 2},
+		}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	type child struct {
+		name string
+		obj  client.Object
+	}
+	children := []child{
+		{"kids-proxy-config", &corev1.ConfigMap{}}, {"kids-proxy", &appsv1.Deployment{}}, {"kids-proxy", &corev1.Service{}},
+		{"kids-proxy", &policyv1.PodDisruptionBudget{}}, {"kids-proxy", &autoscalingv2.HorizontalPodAutoscaler{}},
+		{"kids-pruner", &appsv1.Deployment{}}, {"kids-redis", &appsv1.StatefulSet{}}, {"kids-redis", &corev1.Service{}},
+		{"kids-redis-config", &corev1.ConfigMap{}},
+	}
+	for _, ch := range children {
+		eventually(t, 20*time.Second, fmt.Sprintf("%T %s", ch.obj, ch.name), func() (bool, string) {
+			if err := get(ctx, c, ns, ch.name, ch.obj); err != nil {
+				return false, err.Error()
+			}
+			return isControlledBy(ch.obj, p), "no controller reference to the policy"
+		})
+	}
+	var cm corev1.ConfigMap
+	var dep, worker appsv1.Deployment
+	_ = get(ctx, c, ns, "kids-proxy-config", &cm)
+	_ = get(ctx, c, ns, "kids-proxy", &dep)
+	_ = get(ctx, c, ns, "kids-pruner", &worker)
+	cfg, err := config.Parse([]byte(cm.Data[ConfigKey]))
+	if err != nil {
+		t.Fatalf("rendered ConfigMap does not load: %v", err)
+	}
+	if cfg.Policy.Name != "kids" || cfg.Summarizer.Mode != config.SummarizerJobs || cfg.Store.URL != "redis://kids-redis."+ns+".svc:6379/0" {
+		t.Fatalf("config: %+v", cfg)
+	}
+	hash := dep.Spec.Template.Annotations[AnnotationConfigHash]
+	if hash != cfg.Hash() || worker.Spec.Template.Annotations[AnnotationConfigHash] != hash {
+		t.Fatalf("config hash on pod templates %q/%q, want %q", hash, worker.Spec.Template.Annotations[AnnotationConfigHash], cfg.Hash())
+	}
+	if dep.Spec.Template.Spec.Containers[0].Image != "condense:test" {
+		t.Fatalf("image %s", dep.Spec.Template.Spec.Containers[0].Image)
+	}
+
+	// A policy change re-renders the config and rolls the pods; dropping autoscaling and
+	// workers deletes the HPA and the worker Deployment.
+	eventually(t, 10*time.Second, "policy update", func() (bool, string) {
+		var cur condensev1.PruningPolicy
+		if err := get(ctx, c, ns, "kids", &cur); err != nil {
+			return false, err.Error()
+		}
+		cur.Spec.MinBatchChars = new(int32(4321))
+		cur.Spec.Proxy.Autoscaling = nil
+		cur.Spec.Pruner.Replicas = 0
+		if err := c.Update(ctx, &cur); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	eventually(t, 20*time.Second, "re-rendered config and rolled template", func() (bool, string) {
+		if err := get(ctx, c, ns, "kids-proxy-config", &cm); err != nil {
+			return false, err.Error()
+		}
+		cfg, err := config.Parse([]byte(cm.Data[ConfigKey]))
+		if err != nil || cfg.Engine.MinBatchChars != 4321 {
+			return false, fmt.Sprintf("config not updated: %v", err)
+		}
+		if err := get(ctx, c, ns, "kids-proxy", &dep); err != nil {
+			return false, err.Error()
+		}
+		if dep.Spec.Template.Annotations[AnnotationConfigHash] != cfg.Hash() || dep.Spec.Template.Annotations[AnnotationConfigHash] == hash {
+			return false, "hash annotation not rolled"
+		}
+		return dep.Spec.Replicas != nil && *dep.Spec.Replicas == 2, "replicas not restored without autoscaling"
+	})
+	for _, gone := range []struct {
+		name string
+		obj  client.Object
+	}{{"kids-proxy", &autoscalingv2.HorizontalPodAutoscaler{}}, {"kids-pruner", &appsv1.Deployment{}}} {
+		eventually(t, 20*time.Second, fmt.Sprintf("%T %s deleted", gone.obj, gone.name), func() (bool, string) {
+			err := get(ctx, c, ns, gone.name, gone.obj)
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			if err == nil && !gone.obj.GetDeletionTimestamp().IsZero() {
+				return true, ""
+			}
+			return false, fmt.Sprint(err)
+		})
+	}
+	// A hand edit of an owned field is reverted by the next reconcile.
+	eventually(t, 10*time.Second, "hand edit", func() (bool, string) {
+		if err := get(ctx, c, ns, "kids-proxy-config", &cm); err != nil {
+			return false, err.Error()
+		}
+		cm.Data[ConfigKey] = "tampered"
+		return c.Update(ctx, &cm) == nil, "update failed"
+	})
+	eventually(t, 20*time.Second, "hand edit reverted", func() (bool, string) {
+		_ = get(ctx, c, ns, "kids-proxy-config", &cm)
+		return cm.Data[ConfigKey] != "tampered", "still tampered"
+	})
+
+	// Status: the Deployment is not available (no controllers run here) until we say so.
+	var cur condensev1.PruningPolicy
+	eventually(t, 20*time.Second, "status written", func() (bool, string) {
+		_ = get(ctx, c, ns, "kids", &cur)
+		cond := apimeta.FindStatusCondition(cur.Status.Conditions, condensev1.ConditionProxyAvailable)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cur.Status.ObservedGeneration == cur.Generation &&
+			cur.Status.Endpoint == "http://kids-proxy."+ns+".svc:8080", fmt.Sprintf("%+v", cur.Status)
+	})
+	// The managed Redis is not reachable from the test process: StoreReachable is False.
+	if cond := apimeta.FindStatusCondition(cur.Status.Conditions, condensev1.ConditionStoreReachable); cond == nil || cond.Status != metav1.ConditionFalse {
+		t.Fatalf("StoreReachable for an unreachable managed Redis: %+v", cond)
+	}
+	if apimeta.IsStatusConditionTrue(cur.Status.Conditions, condensev1.ConditionReady) {
+		t.Fatal("Ready must be False")
+	}
+}
+
+// markAvailable writes the status a deployment controller would write for a rolled-out proxy.
+func markAvailable(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	eventually(t, 20*time.Second, "deployment status", func() (bool, string) {
+		var d appsv1.Deployment
+		if err := get(context.Background(), c, ns, name, &d); err != nil {
+			return false, err.Error()
+		}
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue,
+				Reason: "MinimumReplicasAvailable", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+		}
+		if err := c.Status().Update(context.Background(), &d); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+// externalPolicy creates a URL Secret for the Redis and a policy using it.
+func externalPolicy(t *testing.T, c client.Client, ns, name, url string, mut func(*condensev1.PruningPolicy)) *condensev1.PruningPolicy {
+	t.Helper()
+	ctx := context.Background()
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + "-redis-url", Namespace: ns}, StringData: map[string]string{"url": url}}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: condensev1.PruningPolicySpec{Redis: condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{
+			URLSecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: sec.Name}, Key: "url"}}}}}
+	if mut != nil {
+		mut(p)
+	}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func openTestStore(t *testing.T, url string) store.Store {
+	t.Helper()
+	st, err := OpenRedisStore(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// sessionFor finds the AgentSession of a session id.
+func sessionFor(ctx context.Context, c client.Client, ns, id string) (*condensev1.AgentSession, error) {
+	var list condensev1.AgentSessionList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Spec.SessionID == id {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, errors.New("no AgentSession for " + id)
+}
+
+func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	// A per-database URL keeps this test's sessions apart from the other tests'.
+	url := rds.URL() + "/3"
+	p := externalPolicy(t, c, ns, "live", url, nil)
+	st := openTestStore(t, url)
+
+	eventually(t, 20*time.Second, "StoreReachable", func() (bool, string) {
+		var cur condensev1.PruningPolicy
+		_ = get(ctx, c, ns, "live", &cur)
+		return apimeta.IsStatusConditionTrue(cur.Status.Conditions, condensev1.ConditionStoreReachable), fmt.Sprintf("%+v", cur.Status.Conditions)
+	})
+	markAvailable(t, c, ns, "live-proxy")
+	eventually(t, 20*time.Second, "Ready", func() (bool, string) {
+		var cur condensev1.PruningPolicy
+		_ = get(ctx, c, ns, "live", &cur)
+		return apimeta.IsStatusConditionTrue(cur.Status.Conditions, condensev1.ConditionReady) && cur.Status.ReadyReplicas == 2,
+			fmt.Sprintf("%+v", cur.Status)
+	})
+
+	// A session appears in the store: discovery creates its AgentSession, owned by the policy.
+	const id = "sess-Alpha_01"
+	if _, err := st.Commit(ctx, id, 0, []byte("state-1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.IncrStats(ctx, id, map[string]int64{store.StatRequests: 3, store.StatBytesBefore: 1000, store.StatBytesAfter: 250,
+		store.StatTokensBefore: 300, store.StatTokensAfter: 80, store.StatFlushes: 1, StatRecords: 7, store.StatSummarizerCostMicros: 4200}); err != nil {
+		t.Fatal(err)
+	}
+	var s *condensev1.AgentSession
+	eventually(t, 20*time.Second, "discovered AgentSession with counters", func() (bool, string) {
+		var err error
+		if s, err = sessionFor(ctx, c, ns, id); err != nil {
+			return false, err.Error()
+		}
+		st := s.Status
+		ok := st.Requests == 3 && st.BytesBefore == 1000 && st.BytesAfter == 250 && st.ReclaimPercent == 75 && st.Records == 7 &&
+			st.Flushes == 1 && st.TokensBefore == 300 && st.TokensAfter == 80 && st.SummarizerCost == "0.0042" && st.Version == 1 &&
+			st.Active && st.LastSeen != nil && apimeta.IsStatusConditionTrue(st.Conditions, condensev1.ConditionReady) &&
+			apimeta.IsStatusConditionFalse(st.Conditions, condensev1.ConditionDegraded)
+		return ok, fmt.Sprintf("%+v", st)
+	})
+	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != p.UID || s.Labels[condensev1.LabelDiscovered] != "true" {
+		t.Fatalf("discovered session owner/labels: %+v %v", s.OwnerReferences, s.Labels)
+	}
+	if !containsStr(s.Finalizers, condensev1.AgentSessionFinalizer) {
+		t.Fatalf("finalizer missing: %v", s.Finalizers)
+	}
+
+	// Diagnostics make the session Degraded and add up on the policy.
+	if err := st.AddDiagnostics(ctx, id, []store.Diagnostic{
+		{Kind: DiagUnresolvedRange, Key: "b1"}, {Kind: DiagUnresolvedRange, Key: "overlap:b2"},
+		{Kind: DiagOrphanSweep, Key: "0123456789abcdef"}, {Kind: DiagBackfillEmpty, Key: "1700000000000"},
+		{Kind: DiagRangeIDMismatch, Key: "b3"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "Degraded session", func() (bool, string) {
+		s, err := sessionFor(ctx, c, ns, id)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := s.Status.Diagnostics
+		return d == condensev1.DiagnosticCounts{Unresolved: 2, Mismatch: 1, Orphans: 1, BackfillEmpty: 1} &&
+			apimeta.IsStatusConditionTrue(s.Status.Conditions, condensev1.ConditionDegraded), fmt.Sprintf("%+v", s.Status)
+	})
+	eventually(t, 20*time.Second, "policy aggregates", func() (bool, string) {
+		var cur condensev1.PruningPolicy
+		_ = get(ctx, c, ns, "live", &cur)
+		return cur.Status.Sessions == 1 && cur.Status.Diagnostics.Total() == 5, fmt.Sprintf("%+v", cur.Status)
+	})
+
+	// A user-declared AgentSession for another id is not duplicated by discovery.
+	declared := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "declared", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "live"}, SessionID: "declared id {x}"}}
+	if err := c.Create(ctx, declared); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "declared session not in store yet", func() (bool, string) {
+		_ = get(ctx, c, ns, "declared", declared)
+		cond := apimeta.FindStatusCondition(declared.Status.Conditions, condensev1.ConditionReady)
+		return cond != nil && cond.Reason == ReasonSessionNotInStore, fmt.Sprintf("%+v", declared.Status)
+	})
+	if err := st.IncrStats(ctx, "declared id {x}", map[string]int64{store.StatRequests: 1}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "declared session observed", func() (bool, string) {
+		_ = get(ctx, c, ns, "declared", declared)
+		return declared.Status.Requests == 1, fmt.Sprintf("%+v", declared.Status)
+	})
+	var all condensev1.AgentSessionList
+	_ = c.List(ctx, &all, client.InNamespace(ns))
+	if len(all.Items) != 2 {
+		t.Fatalf("want 2 AgentSessions (one discovered, one declared), got %d", len(all.Items))
+	}
+
+	// Deleting the AgentSession deletes the session's state (finalizer).
+	if err := c.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "state deleted and AgentSession gone", func() (bool, string) {
+		snap, err := st.Load(ctx, id)
+		if err != nil {
+			return false, err.Error()
+		}
+		if snap.Version != 0 {
+			return false, "state still in the store"
+		}
+		err = get(ctx, c, ns, s.Name, &condensev1.AgentSession{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	// The Load above recreated nothing: the session must not be rediscovered.
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := sessionFor(ctx, c, ns, id); err == nil {
+		t.Fatal("deleted session was rediscovered")
+	}
+}
+
+func testSessionAuthToken(t *testing.T, c client.Client, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hmac", Namespace: ns}, StringData: map[string]string{"secret": "0123456789abcdef-team-secret"}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	externalPolicy(t, c, ns, "authd", rds.URL()+"/4", func(p *condensev1.PruningPolicy) {
+		p.Spec.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hmac"}, Key: "secret"}}
+	})
+	s := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "with-token", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "authd"}, SessionID: "tok-session"}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var tok corev1.Secret
+	eventually(t, 20*time.Second, "token secret", func() (bool, string) {
+		_ = get(ctx, c, ns, "with-token", s)
+		if s.Status.TokenSecretName == "" {
+			return false, "status.tokenSecretName empty"
+		}
+		if err := get(ctx, c, ns, s.Status.TokenSecretName, &tok); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	want := config.SessionToken([]byte("0123456789abcdef-team-secret"), "tok-session")
+	if string(tok.Data["token"]) != want || !config.VerifySessionToken([]byte("0123456789abcdef-team-secret"), "tok-session", string(tok.Data["token"])) {
+		t.Fatalf("token %q, want %q", tok.Data["token"], want)
+	}
+	if ref := metav1.GetControllerOf(&tok); ref == nil || ref.UID != s.UID {
+		t.Fatalf("token secret must be owned by the AgentSession: %+v", tok.OwnerReferences)
+	}
+	var dep appsv1.Deployment
+	eventually(t, 20*time.Second, "proxy mounts the secret", func() (bool, string) {
+		if err := get(ctx, c, ns, "authd-proxy", &dep); err != nil {
+			return false, err.Error()
+		}
+		for _, v := range dep.Spec.Template.Spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == "hmac" {
+				return true, ""
+			}
+		}
+		return false, "no session-auth volume"
+	})
+}
+
+func testTTLExpiry(t *testing.T, c client.Client, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	url := rds.URL() + "/5"
+	externalPolicy(t, c, ns, "short", url, nil)
+	st := openTestStore(t, url)
+	// Declared before the session reaches the store, so discovery finds it already covered.
+	s := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "short-lived", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "short"}, SessionID: "short-lived",
+			TTL: &metav1.Duration{Duration: 3 * time.Second}}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(ctx, "short-lived", 0, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "observed before expiry", func() (bool, string) {
+		_ = get(ctx, c, ns, "short-lived", s)
+		return s.Status.Version == 1, fmt.Sprintf("%+v", s.Status)
+	})
+	eventually(t, 30*time.Second, "expired: AgentSession and state deleted", func() (bool, string) {
+		err := get(ctx, c, ns, "short-lived", &condensev1.AgentSession{})
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprint(err)
+		}
+		infos, err := st.List(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(infos) == 0, fmt.Sprintf("%d sessions left in the store", len(infos))
+	})
+}
+
+// testStatusConflictRetry writes status through a stale copy: the first write conflicts and
+// the retry on a fresh copy succeeds without losing the concurrent change.
+func testStatusConflictRetry(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: ns}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	stale := p.DeepCopy()
+	// Someone else changes the object after we read it.
+	eventually(t, 10*time.Second, "concurrent label", func() (bool, string) {
+		var cur condensev1.PruningPolicy
+		_ = get(ctx, c, ns, "race", &cur)
+		cur.Labels = map[string]string{"touched": "yes"}
+		return c.Update(ctx, &cur) == nil, "update failed"
+	})
+	// A direct status update with the stale copy conflicts...
+	bad := stale.DeepCopy()
+	bad.Status.Endpoint = "x"
+	if err := c.Status().Update(ctx, bad); !apierrors.IsConflict(err) {
+		t.Fatalf("want a conflict from the stale copy, got %v", err)
+	}
+	// ...writeStatus retries on a fresh copy.
+	r := &PruningPolicyReconciler{Client: c, Scheme: testScheme}
+	want := stale.Status.DeepCopy()
+	want.Endpoint = "http://race-proxy." + ns + ".svc:8080"
+	want.Sessions = 42
+	if err := r.writeStatus(ctx, stale, want); err != nil {
+		t.Fatalf("writeStatus with a stale copy: %v", err)
+	}
+	var cur condensev1.PruningPolicy
+	eventually(t, 10*time.Second, "status written", func() (bool, string) {
+		_ = get(ctx, c, ns, "race", &cur)
+		return cur.Status.Sessions == 42 || cur.Status.Endpoint == want.Endpoint, fmt.Sprintf("%+v", cur.Status)
+	})
+	if cur.Labels["touched"] != "yes" {
+		t.Fatal("the concurrent change was lost")
+	}
+}
+
+func testStoreOutage(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	rds := redistest.Start(t, &redistest.Options{AOF: true})
+	externalPolicy(t, c, ns, "flaky", rds.URL(), nil)
+	cond := func() *metav1.Condition {
+		var cur condensev1.PruningPolicy
+		_ = get(ctx, c, ns, "flaky", &cur)
+		return apimeta.FindStatusCondition(cur.Status.Conditions, condensev1.ConditionStoreReachable)
+	}
+	eventually(t, 20*time.Second, "reachable", func() (bool, string) {
+		cd := cond()
+		return cd != nil && cd.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", cd)
+	})
+	rds.Kill()
+	eventually(t, 30*time.Second, "unreachable after redis dies", func() (bool, string) {
+		cd := cond()
+		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == ReasonStoreUnreachable, fmt.Sprintf("%+v", cd)
+	})
+	rds.Restart()
+	eventually(t, 30*time.Second, "reachable again", func() (bool, string) {
+		cd := cond()
+		return cd != nil && cd.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", cd)
+	})
+}
