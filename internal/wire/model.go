@@ -11,8 +11,9 @@
 //
 // Parsed values are immutable: change them with the copy-on-write With… methods, which
 // return new values and leave the receiver untouched, so values can be shared between
-// requests and goroutines. The exported fields of Request (Model, Stream, System, Tools,
-// Messages) may also be reassigned on a request the caller owns; serialization compares
+// requests and goroutines. Assigning to a Block's or Message's fields does not change its
+// bytes. The exported fields of Request (Model, Stream, System, Tools, Messages, including
+// their elements) may be reassigned on a request the caller owns; serialization compares
 // them with what was parsed.
 package wire
 
@@ -154,7 +155,8 @@ type Block struct {
 
 // Tool is one entry of the tools array.
 type Tool struct {
-	Name string // tool name ("name", or OpenAI "function.name"; "" when absent)
+	Name         string // tool name ("name", or OpenAI "function.name"; "" when absent)
+	CacheControl []byte // raw cache_control JSON, nil when absent
 
 	f   Format
 	raw []byte

@@ -64,7 +64,11 @@ func NewTool(f Format, raw []byte) (*Tool, error) {
 		}
 		return nil, err
 	}
-	return &Tool{Name: name, f: f, raw: obj.raw}, nil
+	t := &Tool{Name: name, f: f, raw: obj.raw}
+	if cc, ok := obj.get("cache_control"); ok {
+		t.CacheControl = cc
+	}
+	return t, nil
 }
 
 // WithBlocks returns a copy of the message with new content; every other member keeps its

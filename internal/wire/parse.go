@@ -270,7 +270,11 @@ func (p *parser) request() (*Request, error) {
 	r.objEnd = end
 	fillResultNames(r.Messages)
 	r.origModel, r.origStream = r.Model, r.Stream
-	r.origSystem, r.origTools, r.origMessages = r.System, r.Tools, r.Messages
+	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
+	// seen by Modified.
+	r.origSystem = append([]*Block(nil), r.System...)
+	r.origTools = append([]*Tool(nil), r.Tools...)
+	r.origMessages = append([]*Message(nil), r.Messages...)
 	return r, nil
 }
 
@@ -710,6 +714,9 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 		return nil, 0, err
 	}
 	t := &Tool{f: p.f, raw: obj.raw}
+	if cc, ok := obj.get("cache_control"); ok {
+		t.CacheControl = cc
+	}
 	name, err := toolName(p.f, obj)
 	if err != nil {
 		var se *SchemaError

@@ -94,10 +94,8 @@ func countCC(b *Block) int {
 func validateCacheControl(r *Request) error {
 	n := 0
 	for _, t := range r.Tools {
-		if o, _, err := parseObjectAt(t.raw, 0, 1, nil); err == nil {
-			if _, ok := o.get("cache_control"); ok {
-				n++
-			}
+		if t.CacheControl != nil {
+			n++
 		}
 	}
 	for _, b := range r.System {

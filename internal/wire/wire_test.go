@@ -434,3 +434,26 @@ func TestCorpusOpenAIRoundTrip(t *testing.T) {
 	}
 	t.Logf("%d OpenAI corpus conversations round-tripped", n)
 }
+
+func TestInPlaceMessageAssignmentIsSeen(t *testing.T) {
+	r := mustParse(t, Anthropic, `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`)
+	r.Messages[1] = NewTextMessage(Anthropic, RoleAssistant, "c")
+	if !r.Modified() {
+		t.Fatal("in-place assignment not detected")
+	}
+	if got := string(r.Bytes()); got != `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"c"}]}` {
+		t.Fatalf("got %s", got)
+	}
+	if r.Messages[1].Raw() != nil || string(r.Messages[1].Bytes()) != `{"role":"assistant","content":"c"}` {
+		t.Fatal("constructed message Raw/Bytes")
+	}
+}
+
+func TestToolCacheControlCounted(t *testing.T) {
+	cc := `"cache_control":{"type":"ephemeral"}`
+	r := mustParse(t, Anthropic, `{"tools":[{"name":"a",`+cc+`},{"name":"b",`+cc+`}],"system":[{"type":"text","text":"s",`+cc+`}],"messages":[{"role":"user","content":[{"type":"text","text":"x",`+cc+`},{"type":"text","text":"y",`+cc+`}]}]}`)
+	if string(r.Tools[0].CacheControl) != `{"type":"ephemeral"}` {
+		t.Fatal("tool cache_control")
+	}
+	checkRule(t, Validate(r), RuleCacheControl, 0)
+}
