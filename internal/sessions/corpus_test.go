@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -103,6 +104,21 @@ func TestCorpusCounts(t *testing.T) {
 			// Compactions start new contexts.
 			if s.Contexts(Anthropic) < s.Stats.Compactions+1 && s.Stats.Compactions > 0 {
 				t.Errorf("%d contexts for %d compactions", s.Contexts(Anthropic), s.Stats.Compactions)
+			}
+			// After a compaction the context restarts with the summary (pi_session's only
+			// compaction is its last line: no request follows it).
+			if want.compactions > 0 && name != "pi_session.jsonl" {
+				last := s.Point(s.Len() - 1)
+				first := string(s.Context(Anthropic, last.Context)[0])
+				summary := map[Format]string{
+					FormatPi:         `"The conversation history before this point was compacted into the following summary:`,
+					FormatClaudeCode: `"This session is being continued from a previous conversation`,
+				}[want.format]
+				first = strings.TrimPrefix(first, `{"role":"user","content":`)
+				first = strings.TrimPrefix(first, `[{"type":"text","text":`)
+				if !strings.HasPrefix(first, summary) {
+					t.Errorf("last context starts with %.120s, want the compaction summary", first)
+				}
 			}
 			// Tool calls in the output agree with the counts: every call of the final
 			// context of a compaction-free session appears in its last request or after.
