@@ -1,9 +1,13 @@
 package wire
 
 import (
+	"encoding/json"
+	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
 
 // cpuTime returns the process's user+system CPU time.
@@ -94,6 +98,30 @@ func BenchmarkSerializeOneBlockChanged(b *testing.B) {
 		out := r.WithMessages(msgs).Bytes()
 		if len(out) == 0 {
 			b.Fatal("empty")
+		}
+	}
+}
+
+// BenchmarkParseOpenAI parses the largest OpenAI-native corpus conversation (the
+// mini-SWE-agent psf__requests-1142 messages, about 2 MB) as a Chat Completions request.
+func BenchmarkParseOpenAI(b *testing.B) {
+	data, err := os.ReadFile(corpus.File(b, "msa_psf__requests-1142.traj.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		b.Fatal(err)
+	}
+	body := append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}')
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	defer func() { reportCPU(b, start) }()
+	for b.Loop() {
+		if _, err := Parse(OpenAI, body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
