@@ -191,11 +191,13 @@ type ccSnap struct {
 	held   []part
 }
 
+// save returns the importer's current position.
 func (c *ccImporter) save() *ccSnap {
 	return &ccSnap{b: c.b.save(), respID: c.respID, respPt: c.respPt, synth: c.synth,
 		asst: append([]part(nil), c.asst...), held: append([]part(nil), c.held...)}
 }
 
+// restore returns to a saved position (a rewind).
 func (c *ccImporter) restore(sn *ccSnap) {
 	c.b.restore(sn.b)
 	c.respID, c.respPt, c.synth = sn.respID, sn.respPt, sn.synth
