@@ -582,3 +582,41 @@ func TestConformanceNestedRange(t *testing.T) {
 		t.Fatal("nested synthetic inserted")
 	}
 }
+
+// A summary whose host message is dropped by a chain range moves to the chain's prompt.
+func TestSummaryHostInsideDroppedRange(t *testing.T) {
+	// Chain a is flushed mid-chain b (budget-like flush), then chain b is compressed while
+	// chain a stays: a's summaries are anchored inside b's range.
+	x := newTx(wire.Anthropic).user("task a").turn("a1", "read", `{}`, big("A", 2000)).asst("", "done a")
+	x.user("task b").turn("b1", "read", `{"p":1}`, big("B", 2000))
+	mid := x.req(t)
+	x.turn("b2", "read", `{"p":2}`, big("C", 2000)).asst("", "done b").user("task c")
+	req := x.req(t)
+	pol := stubPolicy()
+	st := flush(t, mid, NewState(), pol) // summarizes a1 and b1, anchored at b1's assistant
+	st = flush(t, req, st, pol)          // summarizes b2
+	// Compress only chain b by hand: reuse the planner on chain b alone.
+	p, _ := PlanFlush(req, st, kPolicy(0), t0)
+	st2, _ := p.Commit(map[string]string{})
+	var keep []*Chain
+	for _, c := range st2.Chains {
+		if strings.Contains(strings.Join(c.DroppedIDs, ","), "b1") {
+			keep = append(keep, c)
+		}
+	}
+	st2.Chains = keep
+	if len(keep) != 1 {
+		t.Fatal("chain b not compressed")
+	}
+	res := Render(req, st2, kPolicy(0))
+	mustValid(t, req, res)
+	got := joined(res.Request)
+	if !strings.Contains(got, "`t1` read returned") {
+		t.Fatalf("summary of chain a lost:\n%s", got)
+	}
+	// It sits in chain b's opening prompt, after the synthetic.
+	b := texts(res.Request)[4]
+	if !strings.HasPrefix(b, "user|task b|<compressed-chain") || !strings.Contains(b, "`t1` read returned") {
+		t.Fatalf("misplaced: %s", b)
+	}
+}

@@ -490,6 +490,14 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			if h >= len(v.msgs) {
 				continue
 			}
+			// A host dropped by a chain range: the summary moves to the nearest earlier
+			// surviving user message (the chain's opening prompt, which holds the synthetic).
+			for h >= 0 && (r.drop[h] || v.msgs[h].Role != wire.RoleUser) {
+				h--
+			}
+			if h < 0 {
+				continue
+			}
 			if _, ok := hostBlocks[h]; !ok {
 				hosts = append(hosts, h)
 			}
@@ -512,6 +520,9 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 		lead := 0
 		for lead < len(bs) && bs[lead].Kind == wire.KindToolResult {
 			lead++
+		}
+		if v.cls[h] == clsPrompt && len(bs) > len(v.msgs[h].Blocks) {
+			lead = len(bs) // a prompt holding a synthetic: append after it
 		}
 		nb := make([]*wire.Block, 0, len(bs)+len(hostBlocks[h]))
 		nb = append(nb, bs[:lead]...)
