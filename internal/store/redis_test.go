@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,75 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+func TestRedisEveryKeyCarriesTheIdleTTL(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	ctx := context.Background()
+	s := openRedis(t, srv.URL(), time.Hour)
+	defer s.Close()
+	const id = "ttl:{every-key}"
+	if _, err := s.Commit(ctx, id, 0, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IncrStats(ctx, id, map[string]int64{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddDiagnostics(ctx, id, []store.Diagnostic{{Kind: "k", Key: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBlob(ctx, id, "b", []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx, id, "o", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := srv.Do("KEYS", "condense:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Split(keys, "\n")
+	if len(all) != 6 {
+		t.Fatalf("keys = %q; want the 6 keys of one session", all)
+	}
+	for _, k := range all {
+		pttl, err := srv.Do("PTTL", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, _ := strconv.ParseInt(pttl, 10, 64)
+		max := int64(time.Hour / time.Millisecond)
+		if strings.HasSuffix(k, ":l") {
+			max = 30_000
+		}
+		if ms <= 0 || ms > max || ms < max-60_000 && !strings.HasSuffix(k, ":l") {
+			t.Fatalf("%s has PTTL %d ms; want about %d", k, ms, max)
+		}
+	}
+	// With a short TTL every key disappears, blobs and counters included.
+	s2 := openRedis(t, srv.URL()+"?prefix=short", 300*time.Millisecond)
+	defer s2.Close()
+	if _, err := s2.Commit(ctx, id, 0, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.PutBlob(ctx, id, "b", []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.IncrStats(ctx, id, map[string]int64{"n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, err := srv.Do("KEYS", "short:*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys left after the idle TTL: %q", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
