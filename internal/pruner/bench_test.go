@@ -159,3 +159,24 @@ func BenchmarkParseOnly(b *testing.B) {
 	}
 	ct.stop()
 }
+
+// BenchmarkRenderBody is the proxy's path: RenderBody skips parsing for an empty state.
+func BenchmarkRenderBody(b *testing.B) {
+	body, st, pol := workload(b, wire.Anthropic)
+	for _, c := range []struct {
+		name string
+		st   *State
+	}{{"state", st}, {"empty", NewState()}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			ct := startCPU(b)
+			for i := 0; i < b.N; i++ {
+				if _, err := RenderBody(wire.Anthropic, body, c.st, pol); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ct.stop()
+		})
+	}
+}

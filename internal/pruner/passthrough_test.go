@@ -1,6 +1,7 @@
 package pruner
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -47,5 +48,23 @@ func TestOrphanSweepMovesCacheMarker(t *testing.T) {
 	}
 	if wire.Validate(res.Request) != nil {
 		t.Fatal(wire.Validate(res.Request))
+	}
+}
+
+func TestRenderBody(t *testing.T) {
+	x := newTx(wire.OpenAI).user("a").turn("c1", "read", `{}`, big("A", 2000)).asst("", "ok").user("b")
+	body := x.body()
+	res, err := RenderBody(wire.OpenAI, body, NewState(), stubPolicy())
+	if err != nil || !res.Unchanged || &res.Body[0] != &body[0] {
+		t.Fatal("empty state must forward the body untouched")
+	}
+	st := flush(t, x.req(t), NewState(), stubPolicy())
+	res, err = RenderBody(wire.OpenAI, body, st, stubPolicy())
+	if err != nil || res.Unchanged || res.Stats.Stubbed != 1 {
+		t.Fatal(err)
+	}
+	var se *wire.SyntaxError
+	if _, err := RenderBody(wire.OpenAI, []byte(`{"messages":[`), st, stubPolicy()); !errors.As(err, &se) {
+		t.Fatalf("want a syntax error, got %v", err)
 	}
 }
