@@ -295,7 +295,7 @@ func RedisConf(persistent bool) string {
 
 // BuildRedisConfigMap renders the managed Redis configuration; nil unless redis.managed.
 func BuildRedisConfigMap(p *condensev1.PruningPolicy) *corev1.ConfigMap {
-	m := p.Spec.Redis.Managed
+	m := p.Spec.Redis.ManagedOrDefault()
 	if m == nil {
 		return nil
 	}
@@ -308,7 +308,7 @@ func BuildRedisConfigMap(p *condensev1.PruningPolicy) *corev1.ConfigMap {
 
 // BuildRedisService renders the headless Service of the managed Redis; nil unless redis.managed.
 func BuildRedisService(p *condensev1.PruningPolicy) *corev1.Service {
-	if p.Spec.Redis.Managed == nil {
+	if p.Spec.Redis.ManagedOrDefault() == nil {
 		return nil
 	}
 	return &corev1.Service{
@@ -325,7 +325,7 @@ func BuildRedisService(p *condensev1.PruningPolicy) *corev1.Service {
 // BuildRedisStatefulSet renders the single-replica managed Redis; nil unless redis.managed.
 // With persistence the data directory is a PersistentVolumeClaim, otherwise an emptyDir.
 func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
-	m := p.Spec.Redis.Managed
+	m := p.Spec.Redis.ManagedOrDefault()
 	if m == nil {
 		return nil
 	}

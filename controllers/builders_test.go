@@ -234,6 +234,8 @@ func TestBuildOptionalChildren(t *testing.T) {
 			p.Spec.Pruner.Replicas = 4
 			p.Spec.Redis.Managed.Storage = new(resource.MustParse("5Gi"))
 		}, pdb: true, hpa: true, hpaMin: 3, hpaMax: 9, hpaTarget: 55, pruner: true, prunerReplicas: "4", redis: true, storageSize: "5Gi"},
+		{name: "empty redis means managed", mut: func(p *condensev1.PruningPolicy) { p.Spec.Redis = condensev1.RedisSpec{} },
+			pdb: true, redis: true, storageSize: "1Gi"},
 		{name: "external redis", mut: func(p *condensev1.PruningPolicy) {
 			p.Spec.Redis = condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{}}
 		}, pdb: true},

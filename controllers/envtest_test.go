@@ -135,8 +135,15 @@ func testCELValidation(t *testing.T, c client.Client) {
 func testCRDDefaults(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)
-	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "defaults", Namespace: ns}}
-	if err := c.Create(ctx, p); err != nil {
+	// Created the way kubectl sends `spec: {}` (a typed Go client would send redis: {}).
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": condensev1.GroupVersion.String(), "kind": "PruningPolicy",
+		"metadata": map[string]any{"name": "defaults", "namespace": ns}, "spec": map[string]any{}}}
+	if err := c.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	p := &condensev1.PruningPolicy{}
+	if err := get(ctx, c, ns, "defaults", p); err != nil {
 		t.Fatal(err)
 	}
 	s := p.Spec

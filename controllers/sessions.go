@@ -89,8 +89,19 @@ type SessionIndex struct {
 
 	mu       sync.Mutex
 	policies map[types.NamespacedName]*policyStore
+	failures map[types.NamespacedName]openFailure
 	ctx      context.Context
 }
+
+// openFailure remembers a failed open so that reconciles do not block on it again at once.
+type openFailure struct {
+	url string
+	err error
+	at  time.Time
+}
+
+// openRetryInterval is how long a failed store open is reported without retrying.
+const openRetryInterval = 5 * time.Second
 
 type policyStore struct {
 	url    string
@@ -154,15 +165,28 @@ func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, 
 		defer p.mu.Unlock()
 		return p.err
 	}
+	x.mu.Lock()
+	if f, ok := x.failures[policy]; ok && f.url == url && time.Since(f.at) < openRetryInterval {
+		x.mu.Unlock()
+		return f.err
+	}
+	x.mu.Unlock()
 	open := x.Open
 	if open == nil {
 		open = OpenRedisStore
 	}
-	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	st, err := open(octx, url)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("open session store: %w", err)
+		err = fmt.Errorf("open session store: %w", err)
+		x.mu.Lock()
+		if x.failures == nil {
+			x.failures = map[types.NamespacedName]openFailure{}
+		}
+		x.failures[policy] = openFailure{url: url, err: err, at: time.Now()}
+		x.mu.Unlock()
+		return err
 	}
 	lctx, lcancel := context.WithCancel(x.baseContext())
 	p = &policyStore{url: url, st: st, cancel: lcancel, done: make(chan struct{}), sessions: map[string]store.SessionInfo{}}
@@ -182,6 +206,7 @@ func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, 
 		return old.err
 	}
 	x.policies[policy] = p
+	delete(x.failures, policy)
 	x.mu.Unlock()
 	go x.loop(lctx, policy, p)
 	p.mu.Lock()
@@ -194,6 +219,7 @@ func (x *SessionIndex) Forget(policy types.NamespacedName) {
 	x.mu.Lock()
 	p := x.policies[policy]
 	delete(x.policies, policy)
+	delete(x.failures, policy)
 	x.mu.Unlock()
 	if p != nil {
 		p.stop()

@@ -2,11 +2,13 @@ package controllers
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -62,6 +64,9 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 // startManager runs the operator's controllers against cfg until the test ends.
 func startManager(t *testing.T, cfg *rest.Config, o Options) ctrl.Manager {
 	t.Helper()
+	if os.Getenv("CONDENSE_TEST_LOG") != "" {
+		ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,

@@ -136,8 +136,8 @@ type PruningPolicySpec struct {
 	// +optional
 	Pruner PrunerSpec `json:"pruner,omitempty"`
 
-	// Redis says where session state lives: a Redis the operator runs (managed) or one you run
-	// (external). Exactly one of the two must be set.
+	// Redis says where session state lives: a Redis the operator runs (managed, the default) or
+	// one you run (external). At most one of the two may be set.
 	// +kubebuilder:default={managed:{}}
 	// +optional
 	Redis RedisSpec `json:"redis,omitempty"`
@@ -407,8 +407,9 @@ type PrunerSpec struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
-// RedisSpec says where session state lives.
-// +kubebuilder:validation:XValidation:rule="has(self.managed) != has(self.external)",message="set exactly one of redis.managed and redis.external"
+// RedisSpec says where session state lives. Setting neither field means a managed Redis with
+// default settings.
+// +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.external))",message="set at most one of redis.managed and redis.external"
 type RedisSpec struct {
 	// Managed makes the operator run a single-node Redis with append-only persistence.
 	// +optional
@@ -417,6 +418,19 @@ type RedisSpec struct {
 	// External uses a Redis you run, standalone, Sentinel or Cluster.
 	// +optional
 	External *ExternalRedisSpec `json:"external,omitempty"`
+}
+
+// ManagedOrDefault returns the managed Redis settings: Managed when set, empty settings (all
+// defaults) when neither Managed nor External is set, nil for an external Redis.
+func (r RedisSpec) ManagedOrDefault() *ManagedRedisSpec {
+	switch {
+	case r.Managed != nil:
+		return r.Managed
+	case r.External != nil:
+		return nil
+	default:
+		return &ManagedRedisSpec{}
+	}
 }
 
 // ManagedRedisSpec configures the Redis the operator runs.
