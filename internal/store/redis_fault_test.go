@@ -389,3 +389,76 @@ func TestRedisTwoProcessesCommitting(t *testing.T) {
 	}
 	storetest.CheckHistory(t, s, raceSession, 2*raceGoroutines*raceEach, want)
 }
+
+func replOffset(t *testing.T, s *redistest.Server) int64 {
+	t.Helper()
+	info, err := s.Do("INFO", "replication")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+func TestRedisSentinelFailoverKeepsReplicatedCommits(t *testing.T) {
+	master := redistest.Start(t, nil)
+	replica := redistest.Start(t, &redistest.Options{Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}})
+	waitFor(t, "replica link up", func() bool {
+		info, err := replica.Do("INFO", "replication")
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	sentinel := redistest.StartSentinel(t, master)
+	waitFor(t, "sentinel knows the replica", func() bool {
+		r, err := sentinel.Do("SENTINEL", "replicas", sentinel.MasterName)
+		return err == nil && strings.Contains(r, strconv.Itoa(replica.Port))
+	})
+	s := openRedis(t, sentinel.URL(), time.Hour)
+	defer s.Close()
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		id := fmt.Sprintf("failover-%d", i)
+		for v := uint64(0); v < 3; v++ {
+			if _, err := s.Commit(ctx, id, v, framedState(v+1, 2000), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Replication is asynchronous: wait until the replica has everything, then lose the master.
+	want := replOffset(t, master)
+	waitFor(t, "replica caught up", func() bool { return replOffset(t, replica) >= want })
+	master.Kill()
+	var snap *store.Snapshot
+	waitFor(t, "Sentinel promotes the replica and the store follows", func() bool {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		var err error
+		snap, err = s.Load(c, "failover-7")
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("during failover: %v (want ErrUnavailable or success)", err)
+		}
+		return err == nil
+	})
+	if snap.Version != 3 {
+		t.Fatalf("after failover version %d; want 3", snap.Version)
+	}
+	checkFramed(t, "failover-7", snap.Version, snap.State)
+	if v, err := s.Commit(ctx, "failover-7", 3, framedState(4, 2000), 0); err != nil || v != 4 {
+		t.Fatalf("commit on the promoted replica = %d, %v", v, err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
