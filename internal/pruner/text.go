@@ -124,8 +124,7 @@ func SpillStubText(tool, ref string, bytes int, preview string) string {
 
 // PurgedArgs is the replacement input of a purged errored call (reference §10.4).
 func PurgedArgs(size int) []byte {
-	b, _ := json.Marshal(map[string]string{"_purged": "<purged-errored-args size=\"" + strconv.Itoa(size) + "\"/>"})
-	return b
+	return []byte(`{"_purged":"<purged-errored-args size=\"` + strconv.Itoa(size) + `\"/>"}`)
 }
 
 // SummaryFooter is the footer appended to every per-batch summary (reference §9).
