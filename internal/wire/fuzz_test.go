@@ -39,6 +39,7 @@ func fuzzParse(t *testing.T, f Format, body []byte) {
 	if !valid {
 		t.Fatalf("invalid JSON accepted: %q", body)
 	}
+	checkDecodedText(t, r)
 	out := r.Bytes()
 	if !bytes.Equal(out, body) || (len(body) > 0 && &out[0] != &body[0]) {
 		t.Fatal("unmodified request must serialize to its input slice")
@@ -92,4 +93,40 @@ func FuzzParseOpenAI(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzParse(t, OpenAI, body) })
+}
+
+// checkDecodedText compares every decoded text with encoding/json's decoding of the same
+// bytes.
+func checkDecodedText(t *testing.T, r *Request) {
+	t.Helper()
+	var check func(b *Block)
+	check = func(b *Block) {
+		if b.Kind == KindText {
+			var want string
+			var err error
+			if b.IsStringForm() {
+				err = json.Unmarshal(b.Raw(), &want)
+			} else {
+				var obj struct {
+					Text string `json:"text"`
+				}
+				err = json.Unmarshal(b.Raw(), &obj)
+				want = obj.Text
+			}
+			if err == nil && want != b.Text {
+				t.Fatalf("decoded text %q, encoding/json says %q (raw %s)", b.Text, want, b.Raw())
+			}
+		}
+		for _, c := range b.Content {
+			check(c)
+		}
+	}
+	for _, b := range r.System {
+		check(b)
+	}
+	for _, m := range r.Messages {
+		for _, b := range m.Blocks {
+			check(b)
+		}
+	}
 }

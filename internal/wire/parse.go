@@ -47,15 +47,7 @@ func (p *parser) text(lit []byte) string {
 	if len(s) == 0 {
 		return ""
 	}
-	a := &p.arena
-	if a.Cap()-a.Len() < len(s) {
-		n := len(p.d) / 2
-		if n < len(s) {
-			n = len(s)
-		}
-		*a = strings.Builder{} // start a new chunk; earlier strings keep the old one
-		a.Grow(n)
-	}
+	a := p.reserve(len(s))
 	start := a.Len()
 	for len(s) > 0 {
 		j := indexBackslash(s)
@@ -87,6 +79,110 @@ func (p *parser) text(lit []byte) string {
 		s = s[2:]
 	}
 	return a.String()[start:]
+}
+
+// reserve makes room for n more bytes in the arena. The first call reserves the body's
+// length, which bounds all decoded text, so the arena normally never grows.
+func (p *parser) reserve(n int) *strings.Builder {
+	a := &p.arena
+	if a.Cap()-a.Len() < n {
+		if c := len(p.d); c > n && a.Cap() == 0 {
+			n = c
+		}
+		*a = strings.Builder{} // a new chunk; earlier strings keep the old one
+		a.Grow(n)
+	}
+	return a
+}
+
+// scanText validates the JSON string at d[i] == '"' and decodes it into the arena in the
+// same pass, returning the offset past its closing quote and the decoded string.
+func (p *parser) scanText(i int) (int, string, error) {
+	d := p.d
+	a := p.reserve(64)
+	startLen := a.Len()
+	start := i
+	i++
+	run := i
+	for {
+		for i+8 <= len(d) {
+			w := d[i : i+8 : i+8]
+			if !(strPlain[w[0]] && strPlain[w[1]] && strPlain[w[2]] && strPlain[w[3]] &&
+				strPlain[w[4]] && strPlain[w[5]] && strPlain[w[6]] && strPlain[w[7]]) {
+				break
+			}
+			i += 8
+		}
+		for i < len(d) && strPlain[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			return 0, "", synErr(start, "unterminated string")
+		}
+		c := d[i]
+		switch {
+		case c == '"':
+			a.Write(d[run:i])
+			return i + 1, a.String()[startLen:], nil
+		case c == '\\':
+			a.Write(d[run:i])
+			if i+1 >= len(d) {
+				return 0, "", synErr(start, "unterminated string")
+			}
+			switch e := d[i+1]; e {
+			case '"', '\\', '/':
+				a.WriteByte(e)
+			case 'b':
+				a.WriteByte('\b')
+			case 'f':
+				a.WriteByte('\f')
+			case 'n':
+				a.WriteByte('\n')
+			case 'r':
+				a.WriteByte('\r')
+			case 't':
+				a.WriteByte('\t')
+			case 'u':
+				if i+6 > len(d) {
+					return 0, "", synErr(i, "truncated \\u escape")
+				}
+				for k := i + 2; k < i+6; k++ {
+					if unhex(d[k]) < 0 {
+						return 0, "", synErr(k, "invalid hex digit in \\u escape")
+					}
+				}
+				// A following \uXXXX may complete a surrogate pair: validate it first.
+				n := 6
+				if i+12 <= len(d) && d[i+6] == '\\' && d[i+7] == 'u' {
+					ok := true
+					for k := i + 8; k < i+12; k++ {
+						ok = ok && unhex(d[k]) >= 0
+					}
+					if ok {
+						n = 12
+					}
+				}
+				var buf [8]byte
+				out, used := decodeU(d[i:i+n], buf[:0])
+				a.Write(out)
+				i += used
+				run = i
+				continue
+			default:
+				return 0, "", synErr(i, "invalid escape character %q", e)
+			}
+			i += 2
+			run = i
+		case c < 0x20:
+			return 0, "", synErr(i, "control character 0x%02x in string", c)
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, "", synErr(i, "invalid UTF-8 in string")
+			}
+			i += size
+		}
+	}
 }
 
 // decodeU decodes the \uXXXX escape (or surrogate pair) at the start of s, returning the
@@ -379,8 +475,22 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	var contentBlocks []*Block
 	var contentArr *array
 	var contentErr error
+	var pre [4]struct {
+		idx int
+		s   string
+	}
+	npre := 0
 	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
-		if p.f == Anthropic && vs < len(d) && d[vs] == '[' && keyIs(d, ks, ke, "content") {
+		if d[vs] == '"' && npre < len(pre) && (keyIs(d, ks, ke, "text") || keyIs(d, ks, ke, "content") || keyIs(d, ks, ke, "thinking")) {
+			e, s, err := p.scanText(vs)
+			if err != nil {
+				return 0, err
+			}
+			pre[npre].idx, pre[npre].s = idx, s
+			npre++
+			return e, nil
+		}
+		if p.f == Anthropic && d[vs] == '[' && keyIs(d, ks, ke, "content") {
 			blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), false)
 			if err != nil && !isSchema(err) {
 				return 0, err
@@ -397,6 +507,14 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	fail := func(err error) (*Block, int, error) {
 		return &Block{f: p.f, obj: obj, Kind: KindUnknown}, end, err
 	}
+	decoded := func(mi int) (string, bool) {
+		for _, x := range pre[:npre] {
+			if x.idx == mi {
+				return x.s, true
+			}
+		}
+		return "", false
+	}
 	// str returns the decoded string member name; ok is false when absent.
 	str := func(name string) (string, bool, error) {
 		mi := obj.find(name)
@@ -407,6 +525,9 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 		v := obj.raw[m.v:m.e]
 		if v[0] != '"' {
 			return "", false, p.schemaErr(i+m.v, path.key(name), "expected string, found %s", jsonType(v[0]))
+		}
+		if s, ok := decoded(mi); ok {
+			return s, true, nil
 		}
 		return p.text(v), true, nil
 	}
@@ -470,7 +591,11 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 			v := obj.raw[m.v:m.e:m.e]
 			switch v[0] {
 			case '"':
-				b.Content = []*Block{p.stringBlock(v)}
+				txt, ok := decoded(mi)
+				if !ok {
+					txt = p.text(v)
+				}
+				b.Content = []*Block{{f: p.f, Kind: KindText, Type: "text", Text: txt, str: v}}
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
@@ -507,11 +632,11 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 			m.hasContent = true
 			switch d[vs] {
 			case '"':
-				e, _, err := scanString(d, vs)
+				e, txt, err := p.scanText(vs)
 				if err != nil {
 					return 0, err
 				}
-				m.Blocks = []*Block{p.stringBlock(d[vs:e:e])}
+				m.Blocks = []*Block{{f: p.f, Kind: KindText, Type: "text", Text: txt, str: d[vs:e:e]}}
 				m.StringContent = true
 				m.contentArr = nil
 				return e, nil

@@ -357,6 +357,7 @@ func TestCorpusRoundTrip(t *testing.T) {
 		if !bytes.Equal(r.Bytes(), body) {
 			t.Fatalf("%s: round trip differs", base)
 		}
+		checkDecodedText(t, r)
 		// Replace the first tool result: only that block's bytes change.
 		for mi, m := range r.Messages {
 			for bi, b := range m.Blocks {
