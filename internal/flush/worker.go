@@ -239,7 +239,7 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage) {
 		}
 		return
 	}
-	q.rdb.SetArgs(bctx, q.StatusKey(job.Session, job.Hash), mustJSON(Status{State: StateRunning, Attempt: job.Attempt}), redis.SetArgs{KeepTTL: true})
+	q.rdb.Set(bctx, q.StatusKey(job.Session, job.Hash), mustJSON(Status{State: StateRunning, Attempt: job.Attempt}), q.StatusTTL)
 
 	hbCtx, hbStop := context.WithCancel(ctx)
 	var hb sync.WaitGroup
