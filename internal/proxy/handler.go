@@ -229,12 +229,34 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 	}
 }
 
+// cachedState is a decoded state of one session version (States are immutable).
+type cachedState struct {
+	version uint64
+	state   *pruner.State
+}
+
+// maxStateCache bounds the decoded-state cache; past it the cache starts over.
+const maxStateCache = 4096
+
 func (s *Server) useSnapshot(t *turn, snap *store.Snapshot) error {
+	if v, ok := s.states.Load(t.sid); ok && snap.Version > 0 {
+		if c := v.(cachedState); c.version == snap.Version {
+			t.snap, t.state = snap, c.state
+			return nil
+		}
+	}
 	st := pruner.NewState()
 	if len(snap.State) > 0 {
 		if err := st.UnmarshalBinary(snap.State); err != nil {
 			return err
 		}
+	}
+	if snap.Version > 0 {
+		if s.nstates.Add(1) > maxStateCache {
+			s.states.Clear()
+			s.nstates.Store(1)
+		}
+		s.states.Store(t.sid, cachedState{snap.Version, st})
 	}
 	t.snap, t.state = snap, st
 	return nil

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,7 +102,9 @@ type Server struct {
 	mux     *http.ServeMux
 	ready   func(context.Context) error
 	mcp     http.Handler
-	flights sync.Map // session → *flush.Ticket of the last flush this process started
+	flights sync.Map // session → (<-chan struct{}) closed when the last flush this process started ended
+	states  sync.Map // session → cachedState
+	nstates atomic.Int64
 	bg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc

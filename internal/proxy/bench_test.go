@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/condense-dev/condense/internal/flush"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// benchBody builds an Anthropic request of a tool-using session: `turns` tool calls with
+// results of resultLines lines each, then a final answer and a new user prompt.
+func benchBody(turns, resultLines int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"model":"claude-sonnet-test","max_tokens":1024,"system":"You are a coding agent.","tools":[{"name":"bash","input_schema":{"type":"object"}}],"messages":[`)
+	b.WriteString(`{"role":"user","content":"Fix the build."}`)
+	for i := 0; i < turns; i++ {
+		fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"text","text":"Step %d."},{"type":"tool_use","id":"toolu_%03d","name":"bash","input":{"cmd":"make step%d"}}]}`, i, i, i)
+		fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%03d","content":%q}]}`, i, bigOutput(fmt.Sprintf("s%d", i), resultLines))
+	}
+	b.WriteString(`,{"role":"assistant","content":[{"type":"text","text":"Done."}]},{"role":"user","content":"Thanks, next task."}]}`)
+	return b.Bytes()
+}
+
+// benchServer returns a proxy whose session "bench" has a committed state covering body.
+func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
+	st := store.NewMemory(0)
+	b.Cleanup(func() { _ = st.Close() })
+	orch := &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	res, err := orch.Flush(context.Background(), &flush.Job{Session: "bench", Format: "anthropic", Body: body, Trigger: "bench"})
+	if err != nil || res.Version == 0 {
+		b.Fatalf("flush: %v %+v", err, res)
+	}
+	px, err := New(Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = px.Close() })
+	return px
+}
+
+// BenchmarkPrepare measures the proxy's hot path before forwarding: parse, session id,
+// store load (in-memory), view (query tool), render and serialize.
+func BenchmarkPrepare(b *testing.B) {
+	for _, size := range []struct{ turns, lines int }{{20, 100}, {60, 150}} {
+		body := benchBody(size.turns, size.lines)
+		b.Run(fmt.Sprintf("%dKB", len(body)>>10), func(b *testing.B) {
+			up := upstreamfake.Start()
+			defer up.Close()
+			px := benchServer(b, up, body)
+			hdr := http.Header{HeaderSession: []string{"bench"}}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var out int
+			for i := 0; i < b.N; i++ {
+				req, err := wire.Parse(wire.Anthropic, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t := &turn{f: wire.Anthropic, ep: epMessages, hdr: hdr, client: req, log: px.log}
+				t.sid, _ = SessionID(wire.Anthropic, hdr, body)
+				px.prepare(context.Background(), t)
+				if t.open != "" {
+					b.Fatalf("failed open: %s", t.open)
+				}
+				out = len(t.body)
+			}
+			b.ReportMetric(float64(out), "bytes-out")
+		})
+	}
+}
+
+// BenchmarkProxyRoundTrip measures a whole non-streaming request through the proxy to the
+// fake upstream over loopback, against BenchmarkDirectRoundTrip (same request, no proxy).
+func BenchmarkProxyRoundTrip(b *testing.B) {
+	body := benchBody(20, 100)
+	up := upstreamfake.Start()
+	defer up.Close()
+	up.SetRecording(false)
+	px := benchServer(b, up, body)
+	srv := httptest.NewServer(px)
+	defer srv.Close()
+	roundTrip(b, srv.URL, body)
+}
+
+// BenchmarkDirectRoundTrip is the baseline of BenchmarkProxyRoundTrip.
+func BenchmarkDirectRoundTrip(b *testing.B) {
+	body := benchBody(20, 100)
+	up := upstreamfake.Start()
+	defer up.Close()
+	up.SetRecording(false)
+	roundTrip(b, up.URL, body)
+}
+
+func roundTrip(b *testing.B, base string, body []byte) {
+	client := &http.Client{}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(body))
+		req.Header.Set(HeaderSession, "bench")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(data), `"ok"`) {
+			b.Fatalf("%d %s", resp.StatusCode, data)
+		}
+	}
+}
