@@ -10,6 +10,7 @@ import (
 var condenseFlagValues struct {
 	policyFile string
 	plain      bool
+	noMidRun   bool
 }
 
 // addCondenseFlags registers the condense strategy's flags.
@@ -17,12 +18,16 @@ func addCondenseFlags(fl *pflag.FlagSet, o *strategies.CondenseOptions) {
 	fl.StringVar(&condenseFlagValues.policyFile, "policy", "", "condense: engine policy from a PruningPolicy manifest, ProxyConfig or bare spec (YAML/JSON) `FILE`")
 	fl.BoolVar(&condenseFlagValues.plain, "no-cache-aware", false, "condense: flush at every trigger, without weighing it against the prompt cache")
 	fl.IntVar(&o.Horizon, "horizon", strategies.DefaultHorizon, "condense: minimum further requests the cache-aware flush decision assumes")
+	fl.IntVar(&o.MaxHorizon, "max-horizon", strategies.DefaultMaxHorizon, "condense: most further requests a flush may take to pay for its cache rewrite")
+	fl.IntVar(&o.GraceTurns, "grace-turns", strategies.DefaultGraceTurns, "condense: latest tool-using turns a mid-run flush never touches")
+	fl.BoolVar(&condenseFlagValues.noMidRun, "no-mid-run", false, "condense: weigh flushes only at final replies (the agent-message trigger), not inside long agent runs")
 	o.CacheAware = true
 }
 
 // condenseOptions finalises the condense options from the flags.
 func condenseOptions(o strategies.CondenseOptions) (strategies.CondenseOptions, error) {
 	o.CacheAware = !condenseFlagValues.plain
+	o.MidRun = o.CacheAware && !condenseFlagValues.noMidRun
 	if condenseFlagValues.policyFile != "" {
 		pol, err := strategies.LoadPolicy(condenseFlagValues.policyFile)
 		if err != nil {

@@ -16,9 +16,14 @@ import (
 )
 
 // DefaultHorizon is the smallest number of further requests the cache-aware policy assumes a
-// session still has when it weighs a flush (it assumes at least as many more requests as the
-// session has already made, and never fewer than this).
+// context still has when it weighs a flush: it expects as many more requests as the current
+// context (since the session start or its last compaction) has already seen, but never fewer
+// than DefaultHorizon nor more than DefaultMaxHorizon.
 const DefaultHorizon = 8
+
+// DefaultMaxHorizon caps the expected further requests of the cache-aware policy: a flush must
+// pay for its cache rewrite within this many requests.
+const DefaultMaxHorizon = 32
 
 // maxFollowups bounds the re-plans of one flush (Plan.Followup).
 const maxFollowups = 4
@@ -34,11 +39,22 @@ type CondenseOptions struct {
 	// Horizon is the minimum expected further requests of the cache-aware decision
 	// (DefaultHorizon when <= 0).
 	Horizon int
+	// MaxHorizon caps the expected further requests (DefaultMaxHorizon when <= 0).
+	MaxHorizon int
 	// Summarizer summarizes flush batches (summarize.Extractive when nil).
 	Summarizer summarize.Summarizer
 	// Parallel bounds concurrent summarizer calls (4 when <= 0).
 	Parallel int
+	// MidRun (cache-aware only) also weighs a flush at every request inside a long agent
+	// run, over the results older than the last GraceTurns tool-using turns.
+	MidRun bool
+	// GraceTurns is how many of the latest tool-using assistant turns a mid-run flush leaves
+	// untouched (DefaultGraceTurns when <= 0).
+	GraceTurns int
 }
+
+// DefaultGraceTurns is how many of the latest tool-using turns a mid-run flush never touches.
+const DefaultGraceTurns = 3
 
 // Engine replays requests through the condense pruning engine in-process: the session's
 // pruner.State lives in memory, flushes run PlanFlush → summarizer → Commit, and every request
@@ -55,6 +71,11 @@ type CondenseOptions struct {
 //     re-writing the cached prefix it invalidates costs (lost cached tokens × (write − read)
 //     multipliers) plus the summarizer calls; else it stays due and is weighed again on the
 //     next request (when more results have accumulated or the cache has expired).
+//
+// With MidRun, long agent runs that never produce a final reply are not left unpruned: at
+// each request the engine plans a flush over the transcript up to the GraceTurns-th latest
+// tool-using assistant turn (so the model always sees its recent results verbatim) and keeps
+// it under the same cost rule.
 type Engine struct {
 	opts CondenseOptions
 	pol  pruner.Policy
@@ -67,7 +88,7 @@ func NewCondense(o CondenseOptions) (*Engine, error) {
 	if o.Policy != nil {
 		pol = *o.Policy
 	}
-	if o.Horizon < 0 {
+	if o.Horizon < 0 || o.MaxHorizon < 0 {
 		return nil, fmt.Errorf("condense: negative horizon")
 	}
 	if o.Name == "" {
@@ -96,7 +117,18 @@ func (e *Engine) New(context.Context, replay.Transcript) (replay.Runner, error) 
 	if h <= 0 {
 		h = DefaultHorizon
 	}
-	return &engineRunner{e: e, st: pruner.NewState(), sum: sum, horizon: h, memo: map[uint64]memoOut{}}, nil
+	mh := e.opts.MaxHorizon
+	if mh <= 0 {
+		mh = DefaultMaxHorizon
+	}
+	if mh < h {
+		mh = h
+	}
+	g := e.opts.GraceTurns
+	if g <= 0 {
+		g = DefaultGraceTurns
+	}
+	return &engineRunner{e: e, st: pruner.NewState(), sum: sum, horizon: h, maxHorizon: mh, grace: g, memo: map[uint64]memoOut{}}, nil
 }
 
 type memoOut struct {
@@ -105,10 +137,16 @@ type memoOut struct {
 }
 
 type engineRunner struct {
-	e       *Engine
-	st      *pruner.State
-	sum     summarize.Summarizer
-	horizon int
+	e          *Engine
+	st         *pruner.State
+	sum        summarize.Summarizer
+	horizon    int
+	maxHorizon int
+	grace      int
+	// prevLen and ctxStart detect context restarts (compaction): the message count drops.
+	prevLen, ctxStart int
+	// lastCut is the hash of the mid-run view last weighed.
+	lastCut uint64
 	// lastFinal is the hash of the last final assistant reply that triggered.
 	lastFinal uint64
 	due       bool
@@ -160,13 +198,30 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 		now = r.base.Add(time.Duration(req.Index) * time.Second)
 	}
 	var res replay.Result
+	if len(wr.Messages) < r.prevLen {
+		r.ctxStart = req.Index
+	}
+	r.prevLen = len(wr.Messages)
 	if h := finalReply(wr); h != 0 && h != r.lastFinal {
 		r.lastFinal = h
 		r.due = true
 	}
 	if r.due {
-		if err := r.flush(ctx, req, wr, now, &res); err != nil {
+		if err := r.flush(ctx, req, wr, wr, now, &res, ""); err != nil {
 			return replay.Result{}, err
+		}
+	}
+	if !r.due && r.e.opts.CacheAware && r.e.opts.MidRun {
+		if cut := graceCut(wr, r.grace); cut > 0 {
+			h := xxhash.Sum64(wr.Messages[cut-1].Raw()) ^ uint64(cut)
+			if h != r.lastCut || !req.Cache.Alive(req.Time) {
+				r.lastCut = h
+				view := wr.WithMessages(wr.Messages[:cut])
+				if err := r.flush(ctx, req, view, wr, now, &res, "mid-run"); err != nil {
+					return replay.Result{}, err
+				}
+				r.due = false
+			}
 		}
 	}
 	out := pruner.Render(wr, r.st, r.e.pol)
@@ -183,15 +238,49 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 	return res, nil
 }
 
-// flush plans and summarizes a flush, then commits it (reference) or weighs it against the
-// cache first (cache-aware).
-func (r *engineRunner) flush(ctx context.Context, req *replay.Request, wr *wire.Request, now time.Time, res *replay.Result) error {
+// graceCut returns the index of the grace-th latest assistant message with tool calls (the
+// transcript before it is what a mid-run flush may touch), or 0 when there are not more than
+// grace tool-using turns.
+func graceCut(req *wire.Request, grace int) int {
+	seen := 0
+	for i := len(req.Messages) - 1; i > 0; i-- {
+		m := req.Messages[i]
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, b := range m.Blocks {
+			if b.Kind == wire.KindToolUse {
+				seen++
+				if seen == grace+1 {
+					// Cut after this turn's results: at the next assistant message.
+					for j := i + 1; j < len(req.Messages); j++ {
+						if req.Messages[j].Role == "assistant" {
+							return j
+						}
+					}
+					return 0
+				}
+				break
+			}
+		}
+	}
+	return 0
+}
+
+// flush plans (over view) and summarizes a flush, then commits it (reference) or weighs it
+// against the cache first (cache-aware) by rendering wr with and without it. tag labels
+// mid-run flushes in diagnostics.
+func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr *wire.Request, now time.Time, res *replay.Result, tag string) error {
+	kind := "flush"
+	if tag != "" {
+		kind += "-" + tag
+	}
 	st := r.st
 	var calls []replay.Call
 	var sumUSD float64
 	prices := req.Cache.Prices()
 	for round := 0; round <= maxFollowups; round++ {
-		plan, err := pruner.PlanFlush(wr, st, r.e.pol, now)
+		plan, err := pruner.PlanFlush(view, st, r.e.pol, now)
 		if err != nil {
 			return err
 		}
@@ -255,7 +344,7 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, wr *wire.
 	}
 	if !r.e.opts.CacheAware {
 		r.st, r.due = st, false
-		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "flush"})
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: kind})
 		return nil
 	}
 	keep, why, err := r.worthIt(req, wr, st, sumUSD)
@@ -264,9 +353,9 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, wr *wire.
 	}
 	if keep {
 		r.st, r.due = st, false
-		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "flush", Detail: why})
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: kind, Detail: why})
 	} else {
-		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: "flush-deferred", Detail: why})
+		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: kind + "-deferred", Detail: why})
 	}
 	return nil
 }
@@ -298,10 +387,7 @@ func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner
 	if lost < 0 {
 		lost = 0
 	}
-	remaining := math.Max(float64(r.horizon), float64(req.Index))
-	if req.Total > 0 && price.Cache == cost.CacheNone {
-		remaining = math.Max(remaining, 1)
-	}
+	remaining := math.Min(math.Max(float64(r.horizon), float64(req.Index-r.ctxStart)), float64(r.maxHorizon))
 	read := price.CacheRead
 	if price.Cache == cost.CacheNone {
 		read = 1
