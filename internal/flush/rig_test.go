@@ -141,3 +141,5 @@ func testPolicy() pruner.Policy {
 	p.Chain.Enabled = false
 	return p
 }
+
+func typeName(v any) string { return fmt.Sprintf("%T", v) }
