@@ -42,7 +42,7 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		ControlPlane: envtest.ControlPlane{
-			APIServer: &envtest.APIServer{CertDir: t.TempDir()},
+			APIServer: &envtest.APIServer{CertDir: t.TempDir(), StopTimeout: 5 * time.Second},
 		},
 	}
 	cfg, err := env.Start()
