@@ -224,8 +224,11 @@ func (l *LLM) Summarize(ctx context.Context, req *Request) (*Result, error) {
 	if err != nil {
 		return nil, l.classify(ctx, callCtx, err)
 	}
-	if e := l.classify(ctx, callCtx, nil); e != nil {
-		return nil, e
+	if sr.stopReason == "" || sr.streamErr != "" {
+		// Incomplete stream: a timer (or the caller) cutting it short explains it best.
+		if e := l.classify(ctx, callCtx, nil); e != nil {
+			return nil, e
+		}
 	}
 	if sr.streamErr != "" {
 		return nil, &Error{Kind: KindTransient, Model: ep.Label(), Msg: "stream error: " + sr.streamErr}
