@@ -65,17 +65,16 @@ func (e CharEstimator) Text(s string) int {
 	if s == "" {
 		return 0
 	}
+	// Count ASCII bytes and the lead bytes of multi-byte sequences (one per non-ASCII rune)
+	// without decoding.
 	ascii, other := 0, 0
-	for i := 0; i < len(s); {
+	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			ascii++
-			i++
-			continue
+		} else if c&0xC0 != 0x80 {
+			other++
 		}
-		_, size := utf8.DecodeRuneInString(s[i:])
-		other++
-		i += size
 	}
 	na := e.NonASCIITokens
 	if na <= 0 {
