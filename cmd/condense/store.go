@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/condense-dev/condense/internal/store"
+)
+
+// storeCmd inspects and maintains a session store: list sessions, show one, fetch a blob,
+// delete a session, follow change notifications.
+func storeCmd() *cobra.Command {
+	var storeURL string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Inspect and maintain the session store (ls, show, blob, rm, watch)",
+		Long: `Inspect and maintain a session store. --store takes the forms of store.Open:
+redis://host:6379, rediss://…, redis+sentinel://sentinel:26379?master_name=NAME,
+redis+cluster://node:6379?addr=node2:6379, bolt:PATH (bolt: = the default file), memory:.
+The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
+	}
+	cmd.PersistentFlags().StringVar(&storeURL, "store", "", "store URL (default $CONDENSE_STORE, else bolt:)")
+	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "deadline for each command")
+	open := func(cmd *cobra.Command) (store.Store, context.Context, context.CancelFunc, error) {
+		u := storeURL
+		if u == "" {
+			u = os.Getenv("CONDENSE_STORE")
+		}
+		if u == "" {
+			u = "bolt:"
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+		s, err := store.Open(ctx, u)
+		if err != nil {
+			cancel()
+			return nil, nil, nil, fmt.Errorf("open store %s: %w", store.Describe(u), err)
+		}
+		return s, ctx, cancel, nil
+	}
+	var asJSON bool
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List sessions with last-seen time, version, state size, counters and diagnostics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, ctx, cancel, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer s.Close()
+			infos, err := s.List(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(infos)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SESSION\tLAST SEEN\tVERSION\tSTATE BYTES\tREQUESTS\tDIAGNOSTICS")
+			for _, in := range infos {
+				var diags int64
+				for _, n := range in.DiagnosticCounts {
+					diags += n
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\n", in.Session, in.LastSeen.UTC().Format(time.RFC3339),
+					in.Version, in.StateBytes, in.Stats[store.StatRequests], diags)
+			}
+			return w.Flush()
+		},
+	}
+	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	show := &cobra.Command{
+		Use:   "show SESSION",
+		Short: "Print one session's snapshot as JSON (state included when it is valid JSON, else its size)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, ctx, cancel, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer s.Close()
+			snap, err := s.Load(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			out := map[string]any{
+				"session": snap.Session, "version": snap.Version, "lastSeen": snap.LastSeen,
+				"stats": snap.Stats, "diagnostics": snap.Diagnostics, "diagnosticCounts": snap.DiagnosticCounts,
+				"lease": snap.Lease, "stateBytes": len(snap.State),
+			}
+			if json.Valid(snap.State) {
+				out["state"] = json.RawMessage(snap.State)
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		},
+	}
+	blob := &cobra.Command{
+		Use:   "blob SESSION KEY",
+		Short: "Write one blob (decompressed) to stdout",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, ctx, cancel, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer s.Close()
+			b, err := s.GetBlob(ctx, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(b)
+			return err
+		},
+	}
+	rm := &cobra.Command{
+		Use:   "rm SESSION...",
+		Short: "Delete sessions and everything they own",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, ctx, cancel, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			defer s.Close()
+			for _, id := range args {
+				if err := s.Delete(ctx, id); err != nil {
+					return fmt.Errorf("delete %q: %w", id, err)
+				}
+			}
+			return nil
+		},
+	}
+	watch := &cobra.Command{
+		Use:   "watch",
+		Short: "Print change notifications (one JSON object per line) until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, _, cancel, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			cancel()
+			defer s.Close()
+			events, err := s.Watch(cmd.Context())
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(cmd.OutOrStdout())
+			for ev := range events {
+				if err := enc.Encode(ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(ls, show, blob, rm, watch)
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(storeCmd()) }
