@@ -16,6 +16,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
 
@@ -312,5 +313,33 @@ func TestIsErrorLine(t *testing.T) {
 		if got := isErrorLine(line); got != want {
 			t.Errorf("isErrorLine(%q) = %v", line, got)
 		}
+	}
+}
+
+// TestParsesEnginePrompts checks the parsers against the pruning engine's own serializers.
+func TestParsesEnginePrompts(t *testing.T) {
+	var bc []pruner.BatchCall
+	for i, c := range goldenCalls {
+		bc = append(bc, pruner.BatchCall{Label: i + 1, Key: fmt.Sprintf("k%d", i), Tool: c.Tool, Args: c.Args, Result: c.Result, IsError: c.IsError})
+	}
+	a, calls := ParseBatchPrompt(pruner.BatchPrompt("Let me look.", bc))
+	if a != "Let me look." || len(calls) != len(goldenCalls) {
+		t.Fatalf("assistant %q, %d calls", a, len(calls))
+	}
+	for i, c := range calls {
+		g := goldenCalls[i]
+		if c.Tool != g.Tool || c.IsError != g.IsError || c.Result != g.Result || c.Label != i+1 {
+			t.Fatalf("call %d: %+v", i, c)
+		}
+	}
+	viaPrompt, _ := Extractive{}.Summarize(context.Background(), &Request{Prompt: pruner.BatchPrompt("", bc)})
+	viaCalls, _ := Extractive{}.Summarize(context.Background(), &Request{Calls: goldenCalls})
+	if viaPrompt.Text != viaCalls.Text {
+		t.Fatalf("prompt vs structured:\n%s\n---\n%s", viaPrompt.Text, viaCalls.Text)
+	}
+	parts := []string{"- `t1` read a.go", "- `t2` ran tests\n- `t1` read a.go"}
+	fused, err := Extractive{}.Summarize(context.Background(), &Request{Kind: KindRange, Prompt: pruner.RangeFusionPrompt(parts)})
+	if err != nil || fused.Text != "- `t1` read a.go\n- `t2` ran tests" {
+		t.Fatalf("fused %+v err %v", fused, err)
 	}
 }
