@@ -73,3 +73,16 @@ func BenchmarkOccurrences(b *testing.B) {
 		Occurrences(r.Messages)
 	}
 }
+
+// BenchmarkFingerprintsCached is Fingerprints through a warm HashCache (the per-request
+// cost when the transcript repeats).
+func BenchmarkFingerprintsCached(b *testing.B) {
+	r := bigRequest(b)
+	c := NewHashCache(1 << 16)
+	c.Fingerprints(r.Messages)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		c.Fingerprints(r.Messages)
+	}
+}

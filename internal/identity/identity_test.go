@@ -347,3 +347,20 @@ func TestSWEAgentReusedIDs(t *testing.T) {
 	}
 	t.Logf("%d messages, %d occurrences, %d distinct keys", len(r.Messages), len(occ), len(keys))
 }
+
+func TestHashCache(t *testing.T) {
+	r := openAIRequest(t, []spec{{role: "user", text: "a"}, {role: "assistant", text: "b"}, {role: "user", text: "a"}})
+	c := NewHashCache(2)
+	for round := 0; round < 3; round++ {
+		got := c.Fingerprints(r.Messages)
+		want := Fingerprints(r.Messages)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("round %d: %v != %v", round, got[i], want[i])
+			}
+		}
+	}
+	if len(c.m) > 2 {
+		t.Fatalf("cache exceeded its bound: %d", len(c.m))
+	}
+}

@@ -1,0 +1,65 @@
+package identity
+
+import (
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// HashCache memoises MessageHash by the message's exact bytes, for callers that hash the
+// same messages on every request of a session (each request is parsed anew, so the
+// *wire.Message values differ while their bytes repeat). A hit costs one xxhash pass over
+// the message bytes instead of canonicalising them. Safe for concurrent use.
+type HashCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[cacheKey]string
+}
+
+type cacheKey struct {
+	sum uint64
+	n   int
+}
+
+// NewHashCache returns a cache holding at most max entries; when full it starts over.
+func NewHashCache(max int) *HashCache {
+	if max < 1 {
+		max = 1
+	}
+	return &HashCache{max: max, m: make(map[cacheKey]string)}
+}
+
+// MessageHash returns identity.MessageHash(m), from the cache when the same bytes were
+// hashed before.
+func (c *HashCache) MessageHash(m *wire.Message) string {
+	raw := m.Bytes()
+	k := cacheKey{sum: xxhash.Sum64(raw), n: len(raw)}
+	c.mu.Lock()
+	h, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = MessageHash(m)
+	c.mu.Lock()
+	if len(c.m) >= c.max {
+		clear(c.m)
+	}
+	c.m[k] = h
+	c.mu.Unlock()
+	return h
+}
+
+// Fingerprints is identity.Fingerprints using the cache.
+func (c *HashCache) Fingerprints(msgs []*wire.Message) []Fingerprint {
+	out := make([]Fingerprint, len(msgs))
+	seen := make(map[string]int, len(msgs))
+	for i, m := range msgs {
+		h := c.MessageHash(m)
+		out[i] = Fingerprint{Hash: h, Ordinal: seen[h]}
+		seen[h]++
+	}
+	return out
+}
