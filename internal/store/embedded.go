@@ -471,8 +471,8 @@ func (s *EmbeddedStore) IncrStats(ctx context.Context, session string, delta map
 		return err
 	}
 	for k := range delta {
-		if k == "" {
-			return invalidArg("empty counter name")
+		if err := validateCounterName(k); err != nil {
+			return err
 		}
 	}
 	if len(delta) == 0 {

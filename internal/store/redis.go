@@ -283,8 +283,8 @@ func (s *RedisStore) IncrStats(ctx context.Context, session string, delta map[st
 	}
 	args := []any{session, s.ttlArg()}
 	for k, v := range delta {
-		if k == "" {
-			return invalidArg("empty counter name")
+		if err := validateCounterName(k); err != nil {
+			return err
 		}
 		args = append(args, k, strconv.FormatInt(v, 10))
 	}

@@ -13,6 +13,9 @@ const MaxSessionIDLen = 16 << 10
 // MaxBlobKeyLen is the longest accepted blob key, in bytes.
 const MaxBlobKeyLen = 1024
 
+// MaxNameLen is the longest accepted diagnostic key or kind and counter name, in bytes.
+const MaxNameLen = 4096
+
 // maxVerbatimIDLen is the longest id used verbatim inside Redis keys; longer ids are hashed.
 const maxVerbatimIDLen = 128
 
@@ -72,6 +75,16 @@ func validateDiagnostic(d Diagnostic) error {
 	}
 	if d.Kind == "" {
 		return invalidArg("diagnostic %q with empty kind", d.Key)
+	}
+	if len(d.Key) > MaxNameLen || len(d.Kind) > MaxNameLen {
+		return invalidArg("diagnostic key or kind longer than %d bytes", MaxNameLen)
+	}
+	return nil
+}
+
+func validateCounterName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return invalidArg("counter name must be 1..%d bytes, got %d", MaxNameLen, len(name))
 	}
 	return nil
 }

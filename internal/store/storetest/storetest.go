@@ -309,7 +309,7 @@ func testDiagnostics(t *testing.T, open Factory) {
 	if snap.Version != 1 {
 		t.Fatalf("diagnostics changed the version to %d", snap.Version)
 	}
-	for _, bad := range []store.Diagnostic{{Kind: "k"}, {Key: "k"}} {
+	for _, bad := range []store.Diagnostic{{Kind: "k"}, {Key: "k"}, {Kind: "k", Key: strings.Repeat("x", store.MaxNameLen+1)}} {
 		if err := s.AddDiagnostics(ctx, id, []store.Diagnostic{{Kind: "ok", Key: "never-stored"}, bad}); !errors.Is(err, store.ErrInvalidArgument) {
 			t.Fatalf("diagnostic %+v: %v; want ErrInvalidArgument", bad, err)
 		}
@@ -344,8 +344,13 @@ func testStats(t *testing.T, open Factory) {
 	if v, err := s.Commit(ctx, id, 0, []byte("s"), 0); err != nil || v != 1 {
 		t.Fatalf("commit after stats = %d, %v", v, err)
 	}
-	if err := s.IncrStats(ctx, id, map[string]int64{"": 1}); !errors.Is(err, store.ErrInvalidArgument) {
-		t.Fatalf("empty counter name = %v", err)
+	for _, bad := range []string{"", strings.Repeat("n", store.MaxNameLen+1)} {
+		if err := s.IncrStats(ctx, id, map[string]int64{"ok": 1, bad: 1}); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("counter name of %d bytes = %v", len(bad), err)
+		}
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["ok"] != 0 {
+		t.Fatal("a refused IncrStats stored a counter")
 	}
 	// Concurrent increments are not lost.
 	var wg sync.WaitGroup
