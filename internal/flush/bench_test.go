@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/testutil/redistest"
 )
 
 // BenchmarkFlushExtractiveMemory measures one whole flush (lease, load, plan, extractive
@@ -25,5 +27,58 @@ func BenchmarkFlushExtractiveMemory(b *testing.B) {
 		if err != nil || res.Outcome != OutcomeFlushed {
 			b.Fatalf("res %+v err %v", res, err)
 		}
+	}
+}
+
+// BenchmarkQueueThroughput enqueues b.N flush jobs (distinct sessions, 2 batches each) on a
+// real redis-server and waits until two workers (concurrency 2 each) have completed them all
+// with the extractive summarizer and the Redis store: end-to-end jobs per second.
+func BenchmarkQueueThroughput(b *testing.B) {
+	srv := redistest.Start(b, nil)
+	ctx := context.Background()
+	st, err := store.Open(ctx, srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	rdb, prefix, err := RedisFromURL(srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	q := NewQueue(rdb, prefix)
+	var stops []context.CancelFunc
+	var dones []chan struct{}
+	for i := 0; i < 2; i++ {
+		w := &Worker{Queue: q, Consumer: fmt.Sprintf("w%d", i), Concurrency: 2, Block: 20 * time.Millisecond, Log: quiet,
+			Orch: &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: fmt.Sprintf("w%d", i), Log: quiet}}
+		c, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = w.Run(c); close(done) }()
+		<-w.Ready()
+		stops, dones = append(stops, cancel), append(dones, done)
+	}
+	body := transcript("qb", 2)
+	jobs := make([]*Job, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range jobs {
+		jobs[i] = &Job{Session: fmt.Sprintf("qb-%d", i), Format: "anthropic", Body: body}
+		if _, err := q.Enqueue(ctx, jobs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, j := range jobs {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		s, err := q.Wait(wctx, j.Session, j.Hash)
+		cancel()
+		if err != nil || s.State != StateDone {
+			b.Fatalf("status %+v err %v", s, err)
+		}
+	}
+	b.StopTimer()
+	for i := range stops {
+		stops[i]()
+		<-dones[i]
 	}
 }
