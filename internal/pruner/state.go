@@ -117,10 +117,13 @@ type Frontier struct {
 	LastTool string `json:"lastTool"`
 	// Turn is its assistant ordinal.
 	Turn int `json:"turn"`
-	// Batches, Calls, RawChars and SummaryChars describe the flush that set the frontier.
-	Batches      int `json:"batches"`
-	Calls        int `json:"calls"`
-	RawChars     int `json:"rawChars"`
+	// Batches counts the batches the flush processed.
+	Batches int `json:"batches"`
+	// Calls counts their tool calls, deduplicated ones included.
+	Calls int `json:"calls"`
+	// RawChars sums their result sizes (UTF-16 units), deduplicated ones included.
+	RawChars int `json:"rawChars"`
+	// SummaryChars sums the stored summaries' sizes.
 	SummaryChars int `json:"summaryChars"`
 	// Outcome is "summarized", "skipped-oversized", "skipped-deduped" or "skipped-trivial".
 	Outcome string `json:"outcome"`
@@ -142,19 +145,24 @@ type Stats struct {
 	Deduped int64 `json:"deduped"`
 	// Spilled counts spilled records.
 	Spilled int64 `json:"spilled"`
-	// SkippedTrivial and SkippedOversized count skipped batches.
-	SkippedTrivial   int64 `json:"skippedTrivial"`
+	// SkippedTrivial counts batches below MinBatchChars.
+	SkippedTrivial int64 `json:"skippedTrivial"`
+	// SkippedOversized counts batches whose summary was longer than their results.
 	SkippedOversized int64 `json:"skippedOversized"`
-	// ChainsCompressed counts chain entries; RangesSummarized the fused ones.
+	// ChainsCompressed counts chain entries.
 	ChainsCompressed int64 `json:"chainsCompressed"`
+	// RangesSummarized counts chains with a fused range summary.
 	RangesSummarized int64 `json:"rangesSummarized"`
-	// RawChars and SummaryChars sum the UTF-16 sizes of summarized results and their summaries.
-	RawChars     int64 `json:"rawChars"`
+	// RawChars sums the UTF-16 sizes of summarized results.
+	RawChars int64 `json:"rawChars"`
+	// SummaryChars sums the UTF-16 sizes of their summaries.
 	SummaryChars int64 `json:"summaryChars"`
-	// InputTokens, OutputTokens and CostUSD are summarizer spend, added by the caller.
-	InputTokens  int64   `json:"inputTokens"`
-	OutputTokens int64   `json:"outputTokens"`
-	CostUSD      float64 `json:"costUSD"`
+	// InputTokens is summarizer input spend, added by the caller.
+	InputTokens int64 `json:"inputTokens"`
+	// OutputTokens is summarizer output spend, added by the caller.
+	OutputTokens int64 `json:"outputTokens"`
+	// CostUSD is summarizer cost, added by the caller.
+	CostUSD float64 `json:"costUSD"`
 }
 
 // DiagnosticCounters counts reported diagnostics per kind and remembers the dedup keys seen.
