@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+	"unsafe"
 
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
@@ -111,4 +112,17 @@ func twoMBRequest(tb testing.TB) []byte {
 	}
 	tb.Skip("Claude Code corpus smaller than 2 MB")
 	return nil
+}
+
+// offsetIn returns the offset of sub inside body when sub is a subslice of body (by
+// address, so identical bytes elsewhere cannot be mistaken for it), or -1.
+func offsetIn(body, sub []byte) int {
+	if len(sub) == 0 || len(body) == 0 {
+		return -1
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	if off < 0 || off+len(sub) > len(body) {
+		return -1
+	}
+	return off
 }

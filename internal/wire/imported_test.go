@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
@@ -52,6 +53,9 @@ func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
 				if !bytes.Equal(r.Bytes(), body) {
 					t.Fatalf("%s %s request %d: round trip differs", base, p, k)
 				}
+				if k == n-1 {
+					replaceOneResult(t, base, r, body)
+				}
 				err = wire.Validate(r)
 				var ve *wire.ValidationError
 				switch {
@@ -70,4 +74,55 @@ func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
 		t.Errorf("%s: Validate did not report the reused tool_use ids in Anthropic form", reusedIDFile)
 	}
 	t.Logf("%d imported requests parsed, round-tripped and validated (%d with the expected reused-id report)", checked, reusedSeen)
+}
+
+// replaceOneResult replaces the middle tool result of r and checks that exactly that
+// block's bytes changed in the serialized request.
+func replaceOneResult(t *testing.T, name string, r *wire.Request, body []byte) {
+	t.Helper()
+	type loc struct{ mi, bi int }
+	var all []loc
+	for mi, m := range r.Messages {
+		for bi, b := range m.Blocks {
+			if b.Kind == wire.KindToolResult {
+				all = append(all, loc{mi, bi})
+			}
+		}
+	}
+	if len(all) == 0 {
+		return
+	}
+	at := all[len(all)/2]
+	m := r.Messages[at.mi]
+	old := m.Blocks[at.bi]
+	nb := old.WithResultText("[condensed]")
+	blocks := append([]*wire.Block(nil), m.Blocks...)
+	blocks[at.bi] = nb
+	msgs := append([]*wire.Message(nil), r.Messages...)
+	msgs[at.mi] = m.WithBlocks(blocks)
+	got := r.WithMessages(msgs).Bytes()
+	off := offsetIn(body, old.Raw())
+	if off < 0 {
+		t.Fatalf("%s: block bytes not found in body", name)
+	}
+	want := append(append(append([]byte(nil), body[:off]...), nb.Raw()...), body[off+len(old.Raw()):]...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s: replacing message %d block %d changed other bytes", name, at.mi, at.bi)
+	}
+	if nb.ResultText() != "[condensed]" || nb.ID != old.ID || nb.IsError != old.IsError {
+		t.Fatalf("%s: replaced block fields %+v", name, nb)
+	}
+}
+
+// offsetIn returns the offset of sub inside body when sub is a subslice of body (by
+// address), or -1.
+func offsetIn(body, sub []byte) int {
+	if len(sub) == 0 || len(body) == 0 {
+		return -1
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(sub))) - uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	if off < 0 || off+len(sub) > len(body) {
+		return -1
+	}
+	return off
 }

@@ -370,7 +370,7 @@ func TestCorpusRoundTrip(t *testing.T) {
 				msgs := append([]*Message(nil), r.Messages...)
 				msgs[mi] = m.WithBlocks(blocks)
 				got := r.WithMessages(msgs).Bytes()
-				off := bytes.Index(body, b.Raw())
+				off := offsetIn(body, b.Raw())
 				want := append(append(append([]byte(nil), body[:off]...), nb.Raw()...), body[off+len(b.Raw()):]...)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("%s: replacing message %d block %d changed other bytes", base, mi, bi)
@@ -426,7 +426,7 @@ func TestCorpusOpenAIRoundTrip(t *testing.T) {
 		msgs := append([]*Message(nil), r.Messages...)
 		msgs[mi] = nm
 		got := r.WithMessages(msgs).Bytes()
-		off := bytes.Index(body, m.Raw())
+		off := offsetIn(body, m.Raw())
 		want := append(append(append([]byte(nil), body[:off]...), nm.Raw()...), body[off+len(m.Raw()):]...)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: replacing message %d changed other bytes", base, mi)
