@@ -203,6 +203,9 @@ func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
 	err := o.flush(ctx, job, res)
 	if err != nil && res.Outcome == "" {
 		res.Outcome = OutcomeError
+		if errors.Is(err, ErrFenced) { // the lease was lost mid-flush
+			res.Outcome = OutcomeFenced
+		}
 	}
 	if err != nil {
 		res.Error = err.Error()
