@@ -58,16 +58,16 @@ type Kind uint8
 
 // Block kinds. Anything the model does not know is KindUnknown and is kept raw.
 const (
-	KindUnknown Kind = iota
-	KindText
-	KindImage
-	KindDocument
-	KindThinking
-	KindRedactedThinking
-	KindToolUse
-	KindToolResult
-	KindServerToolUse
-	KindWebSearchToolResult
+	KindUnknown             Kind = iota // any other block or part, kept raw
+	KindText                            // text block / OpenAI text part / string content
+	KindImage                           // image block / OpenAI image_url part
+	KindDocument                        // document block / OpenAI file part
+	KindThinking                        // thinking block (Text, Signature)
+	KindRedactedThinking                // redacted_thinking block
+	KindToolUse                         // tool_use block / OpenAI tool_calls entry
+	KindToolResult                      // tool_result block / OpenAI tool message
+	KindServerToolUse                   // server_tool_use block
+	KindWebSearchToolResult             // web_search_tool_result block (ID = tool_use_id)
 )
 
 var kindNames = [...]string{"unknown", "text", "image", "document", "thinking", "redacted_thinking",
