@@ -91,7 +91,7 @@ key is needed.`,
 var strategyNames = []string{"none", "condense", "reference", "clear-tool-uses", "observation-mask"}
 
 // buildStrategies turns --strategies into strategies.
-func buildStrategies(f *replayFlags) ([]replay.Strategy, error) {
+func buildStrategies(f *replayFlags, prices *cost.Prices) ([]replay.Strategy, error) {
 	var out []replay.Strategy
 	seen := map[string]bool{}
 	for _, name := range strings.Split(f.strategies, ",") {
@@ -110,7 +110,7 @@ func buildStrategies(f *replayFlags) ([]replay.Strategy, error) {
 		case "observation-mask":
 			out = append(out, strategies.ObservationMask{Window: f.maskWindow})
 		case "condense":
-			o, err := condenseOptions(f.condense)
+			o, err := condenseOptions(f.condense, prices)
 			if err != nil {
 				return nil, err
 			}
@@ -164,11 +164,18 @@ func replayFiles(args []string) ([]string, error) {
 }
 
 func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
-	strats, err := buildStrategies(f)
+	var prices *cost.Prices
+	if f.pricesFile != "" {
+		var err error
+		if prices, err = cost.LoadPrices(f.pricesFile); err != nil {
+			return err
+		}
+	}
+	strats, err := buildStrategies(f, prices)
 	if err != nil {
 		return err
 	}
-	opts := replay.Options{Strategies: strats, Estimator: cost.CharEstimator{CharsPerToken: f.charsPerToken}}
+	opts := replay.Options{Strategies: strats, Prices: prices, Estimator: cost.CharEstimator{CharsPerToken: f.charsPerToken}}
 	if f.charsPerToken <= 0 {
 		return fmt.Errorf("--chars-per-token must be positive")
 	}
@@ -179,11 +186,6 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		opts.Breakpoints = cost.BreakpointsClient
 	default:
 		return fmt.Errorf("--cache-breakpoints %q: want auto or client", f.breakpoints)
-	}
-	if f.pricesFile != "" {
-		if opts.Prices, err = cost.LoadPrices(f.pricesFile); err != nil {
-			return err
-		}
 	}
 	prov := sessions.Provider(f.provider)
 	if prov != "" && prov != sessions.Anthropic && prov != sessions.OpenAI {
