@@ -458,3 +458,26 @@ func TestToolCacheControlCounted(t *testing.T) {
 	}
 	checkRule(t, Validate(r), RuleCacheControl, 0)
 }
+
+func TestAddMembersToEmptyAndPrettyRequests(t *testing.T) {
+	r := mustParse(t, Anthropic, " {}\n")
+	r2 := r.WithMessages([]*Message{NewTextMessage(Anthropic, RoleUser, "hi")})
+	r2.Model = "m"
+	if got := string(r2.Bytes()); got != " {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"model\":\"m\"}\n" {
+		t.Fatalf("got %q", got)
+	}
+	pretty := "{\n  \"model\": \"m\",\n  \"messages\": [\n    {\"role\": \"user\", \"content\": \"a\"},\n    {\"role\": \"assistant\", \"content\": \"b\"}\n  ]\n}\n"
+	p := mustParse(t, Anthropic, pretty)
+	msgs := append([]*Message(nil), p.Messages...)
+	msgs[1] = NewTextMessage(Anthropic, RoleAssistant, "c")
+	want := strings.Replace(pretty, `{"role": "assistant", "content": "b"}`, `{"role":"assistant","content":"c"}`, 1)
+	if got := string(p.WithMessages(msgs).Bytes()); got != want {
+		t.Fatalf("pretty request lost its layout:\n%s\nwant\n%s", got, want)
+	}
+	// Appending a message keeps the existing separators and uses "," for the new one.
+	msgs = append(append([]*Message(nil), p.Messages...), NewTextMessage(Anthropic, RoleUser, "d"))
+	want = strings.Replace(pretty, `"content": "b"}`, `"content": "b"},{"role":"user","content":"d"}`, 1)
+	if got := string(p.WithMessages(msgs).Bytes()); got != want {
+		t.Fatalf("append:\n%s\nwant\n%s", got, want)
+	}
+}
