@@ -104,6 +104,7 @@ func (e *enginePlan) Requests() []*summarize.Request {
 	return out
 }
 
+// Commit runs the engine's commit and encodes the new state.
 func (e *enginePlan) Commit(outputs map[string]string) ([]byte, []Blob, bool, error) {
 	if e.p.Empty() {
 		return nil, nil, false, nil

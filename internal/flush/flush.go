@@ -73,8 +73,8 @@ func (j *Job) Normalize() error {
 
 // JobError reports a job that can never run (bad input); it is not retried.
 type JobError struct {
-	Msg string
-	Err error
+	Msg string // what is wrong
+	Err error  // the cause, may be nil
 }
 
 // Error implements error.
@@ -121,9 +121,9 @@ var (
 
 // Result describes one flush.
 type Result struct {
-	Session string          `json:"session"`
-	Hash    string          `json:"hash"`
-	Outcome Outcome         `json:"outcome"`
+	Session string          `json:"session"` // the session id
+	Hash    string          `json:"hash"`    // the job's request hash
+	Outcome Outcome         `json:"outcome"` // how it ended
 	Version uint64          `json:"version"` // the committed version (or the loaded one when nothing was committed)
 	Batches int             `json:"batches"` // batches planned in the committed attempt
 	Failed  int             `json:"failed"`  // batches whose summarizer call failed
@@ -134,8 +134,8 @@ type Result struct {
 
 // Blob is content to store before the state that references it is committed.
 type Blob struct {
-	Key  string
-	Data []byte
+	Key  string // blob key within the session
+	Data []byte // content
 }
 
 // Planner is the pruning engine as the orchestrator sees it.
@@ -155,8 +155,11 @@ type Plan interface {
 
 // Orchestrator runs flushes against a store. Safe for concurrent use.
 type Orchestrator struct {
-	Store      store.Store
-	Planner    Planner
+	// Store holds the sessions (state, lease, blobs, stats).
+	Store store.Store
+	// Planner is the pruning engine (EnginePlanner in production).
+	Planner Planner
+	// Summarizer writes the summaries.
 	Summarizer summarize.Summarizer
 	// Owner names this flusher in leases (default host:pid).
 	Owner string

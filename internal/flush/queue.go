@@ -24,10 +24,14 @@ const (
 
 // Status is the recorded state of one (session, hash) job.
 type Status struct {
-	State   string  `json:"state"`
-	Attempt int     `json:"attempt,omitempty"`
-	Result  *Result `json:"result,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	// State is one of the State* constants.
+	State string `json:"state"`
+	// Attempt counts failed attempts so far.
+	Attempt int `json:"attempt,omitempty"`
+	// Result is the flush result once done.
+	Result *Result `json:"result,omitempty"`
+	// Error is the last failure (retrying, dead).
+	Error string `json:"error,omitempty"`
 }
 
 // Queue is the Redis side of queued flushes. All its keys share one hash tag so its Lua

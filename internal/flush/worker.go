@@ -20,8 +20,10 @@ import (
 // up to MaxAttempts, then dead-lettered. A job whose (session, hash) is already done is
 // acknowledged without running again.
 type Worker struct {
+	// Queue is the Redis queue consumed.
 	Queue *Queue
-	Orch  *Orchestrator
+	// Orch runs each job's flush.
+	Orch *Orchestrator
 	// Consumer is this worker's consumer name (default host:pid).
 	Consumer string
 	// Concurrency is how many jobs run at once (default 2).

@@ -88,8 +88,10 @@ func FromConfig(c *config.Config, opt Options) (Summarizer, error) {
 // when the session endpoint carries no credentials of its own. Requests without a session
 // endpoint, or with no credentials at all, are summarized by Extractive.
 type SessionModel struct {
+	// Template supplies thinking, timeouts, prices and the configured key.
 	Template *LLM
-	Extract  Extractive
+	// Extract summarizes requests that cannot go to a session model.
+	Extract Extractive
 }
 
 // Summarize implements Summarizer.

@@ -23,9 +23,9 @@ const (
 
 // Event is one FallbackController transition.
 type Event struct {
-	Kind     EventKind
-	Primary  string // primary endpoint label
-	Fallback string // fallback endpoint label ("" for EventRecover)
+	Kind     EventKind // what happened
+	Primary  string    // primary endpoint label
+	Fallback string    // fallback endpoint label ("" for EventRecover)
 }
 
 // FallbackController is the in-memory outage state shared by all calls of one Fallback
@@ -145,7 +145,9 @@ func (c *FallbackController) bothDown() {
 // on it, and later requests go straight to it until a probe finds the primary healthy again.
 // Requests without a distinct Fallback endpoint make a single attempt on the primary.
 type Fallback struct {
+	// Primary is the configured summarizer model.
 	Primary *LLM
+	// Control holds the outage state.
 	Control *FallbackController
 	// OnEvent, when set, is called on every transition (outside any lock).
 	OnEvent func(Event)

@@ -314,6 +314,7 @@ func providerMessage(body []byte) string {
 // protocolError is a malformed stream (bad JSON in a data line).
 type protocolError struct{ msg string }
 
+// Error implements error.
 func (e *protocolError) Error() string { return e.msg }
 
 // readSSE reads a server-sent-event stream, calling tick on every line received (so keep-alive

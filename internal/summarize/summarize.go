@@ -74,12 +74,12 @@ type Request struct {
 
 // Usage is the token usage and cost of one or more summarizer calls.
 type Usage struct {
-	InputTokens         int64   `json:"inputTokens"`
-	OutputTokens        int64   `json:"outputTokens"`
-	CacheReadTokens     int64   `json:"cacheReadTokens"`
-	CacheCreationTokens int64   `json:"cacheCreationTokens"`
-	CostUSD             float64 `json:"costUSD"`
-	Calls               int64   `json:"calls"`
+	InputTokens         int64   `json:"inputTokens"`         // uncached input
+	OutputTokens        int64   `json:"outputTokens"`        // output, thinking included
+	CacheReadTokens     int64   `json:"cacheReadTokens"`     // input read from the prompt cache
+	CacheCreationTokens int64   `json:"cacheCreationTokens"` // input written to the prompt cache
+	CostUSD             float64 `json:"costUSD"`             // priced with internal/cost
+	Calls               int64   `json:"calls"`               // provider calls made (0 for extractive)
 }
 
 // Add accumulates o into u.
@@ -158,9 +158,9 @@ var (
 // Error is every failure a Summarizer returns (except the caller's own context cancellation,
 // which is returned as the context's error).
 type Error struct {
-	Kind   ErrorKind
-	Model  string // the model that failed ("" when not applicable)
-	Status int    // HTTP status, 0 when none
+	Kind   ErrorKind // the classification
+	Model  string    // the model that failed ("" when not applicable)
+	Status int       // HTTP status, 0 when none
 	Msg    string
 	Err    error // underlying cause, may be nil
 }
