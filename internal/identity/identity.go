@@ -155,20 +155,21 @@ func Fingerprints(msgs []*wire.Message) []Fingerprint {
 // several messages match — which with an ordinal cannot happen within one transcript, but
 // does for a hash-only lookup (fp.Ordinal < 0) of a repeated message.
 func Resolve(msgs []*wire.Message, fp Fingerprint) (index int, err error) {
-	found := -1
-	n := 0
-	ord := 0
-	for i, m := range msgs {
-		if MessageHash(m) != fp.Hash {
+	return Locate(Fingerprints(msgs), fp)
+}
+
+// Locate is Resolve over fingerprints already computed with Fingerprints (or
+// HashCache.Fingerprints), for callers resolving several fingerprints in one transcript.
+func Locate(fps []Fingerprint, fp Fingerprint) (index int, err error) {
+	found, n := -1, 0
+	for i, f := range fps {
+		if f.Hash != fp.Hash || (fp.Ordinal >= 0 && f.Ordinal != fp.Ordinal) {
 			continue
 		}
-		if fp.Ordinal < 0 || ord == fp.Ordinal {
-			if found < 0 {
-				found = i
-			}
-			n++
+		if found < 0 {
+			found = i
 		}
-		ord++
+		n++
 	}
 	switch {
 	case n == 0:

@@ -364,3 +364,19 @@ func TestHashCache(t *testing.T) {
 		t.Fatalf("cache exceeded its bound: %d", len(c.m))
 	}
 }
+
+func TestLocate(t *testing.T) {
+	fps := []Fingerprint{{"a", 0}, {"b", 0}, {"a", 1}}
+	if i, err := Locate(fps, Fingerprint{"a", 1}); err != nil || i != 2 {
+		t.Fatalf("Locate: %d %v", i, err)
+	}
+	if _, err := Locate(fps, Fingerprint{"a", 2}); !errors.Is(err, ErrNoMatch) {
+		t.Fatalf("want ErrNoMatch: %v", err)
+	}
+	if _, err := Locate(fps, Fingerprint{"a", -1}); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("want ErrAmbiguous: %v", err)
+	}
+	if i, err := Locate(fps, Fingerprint{"b", -1}); err != nil || i != 1 {
+		t.Fatalf("hash-only unique: %d %v", i, err)
+	}
+}
