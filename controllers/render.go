@@ -167,9 +167,9 @@ func durOr(d *time.Duration, def time.Duration) config.Duration {
 func storeSchemesFor(mode condensev1.RedisMode) []string {
 	switch mode {
 	case "sentinel":
-		return []string{"redis+sentinel://"}
+		return []string{"redis+sentinel://", "rediss+sentinel://"}
 	case "cluster":
-		return []string{"redis+cluster://"}
+		return []string{"redis+cluster://", "rediss+cluster://"}
 	default:
 		return []string{"redis://", "rediss://"}
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/condense-dev/condense/internal/store"
@@ -19,44 +18,19 @@ import (
 // StoreOpener opens the session store at url (the forms store.Open accepts).
 type StoreOpener func(ctx context.Context, url string) (store.Store, error)
 
-// OpenRedisStore opens a Redis-backed store for redis://, rediss://, redis+sentinel:// and
-// redis+cluster:// URLs with the store's default key prefix. The operator only reads, lists and
-// deletes sessions, so the idle TTL passed here never matters for its writes.
-//
-// It is the operator's own adapter over store.NewRedisStore, used until the store package
-// offers a URL-based constructor for every form.
+// OpenRedisStore opens the shared store of a policy with store.Open. Only Redis URLs
+// (redis://, rediss://, redis+sentinel://, redis+cluster:// and their TLS forms) are accepted:
+// the operator must see the same sessions as every proxy replica, which a pod-local bolt: file
+// or memory: store cannot offer. The URL's own options (key prefix, ttl) apply, so the operator
+// addresses exactly the keys the proxy writes.
 func OpenRedisStore(ctx context.Context, url string) (store.Store, error) {
-	var rdb redis.UniversalClient
-	switch {
-	case strings.HasPrefix(url, "redis+sentinel://"):
-		o, err := redis.ParseFailoverURL("redis://" + strings.TrimPrefix(url, "redis+sentinel://"))
-		if err != nil {
-			return nil, fmt.Errorf("store URL: %w", err)
-		}
-		rdb = redis.NewFailoverClient(o)
-	case strings.HasPrefix(url, "redis+cluster://"):
-		o, err := redis.ParseClusterURL("redis://" + strings.TrimPrefix(url, "redis+cluster://"))
-		if err != nil {
-			return nil, fmt.Errorf("store URL: %w", err)
-		}
-		rdb = redis.NewClusterClient(o)
-	case strings.HasPrefix(url, "redis://"), strings.HasPrefix(url, "rediss://"):
-		o, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, fmt.Errorf("store URL: %w", err)
-		}
-		o.DialTimeout = 3 * time.Second
-		o.MaxRetries = 1
-		rdb = redis.NewClient(o)
+	scheme, _, _ := strings.Cut(url, ":")
+	switch scheme {
+	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
+		return store.Open(ctx, url)
 	default:
-		return nil, fmt.Errorf("store URL: the operator needs a shared Redis store (redis://, rediss://, redis+sentinel://, redis+cluster://)")
+		return nil, fmt.Errorf("store URL: the operator needs a shared Redis store (redis://, rediss://, redis+sentinel://, redis+cluster://), got scheme %q", scheme)
 	}
-	s, err := store.NewRedisStore(ctx, rdb, "", store.DefaultTTL)
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // SessionChange is reported by the SessionIndex after a listing: the sessions of one policy

@@ -166,8 +166,9 @@ type Upstreams struct {
 
 // Store says where session state lives.
 type Store struct {
-	// URL is a store URL as understood by store.Open: redis://, rediss://, redis+sentinel://,
-	// redis+cluster://, bolt:PATH (embedded) or memory: (default, single process only).
+	// URL is a store URL as understood by store.Open: redis://, rediss://, unix://,
+	// redis+sentinel://, redis+cluster:// (rediss+... for TLS), bolt:PATH or bolt: (embedded) or
+	// memory: (default, single process only).
 	// Ignored when URLEnv is set.
 	URL string `json:"url" yaml:"url"`
 	// URLEnv names an environment variable holding the URL, so credentials in it stay out of the

@@ -116,7 +116,7 @@ func (c *Config) Validate() error {
 		if c.Store.URL == "" {
 			bad("store.url", c.Store.URL, "is required unless store.urlEnv is set")
 		} else if !validStoreURL(c.Store.URL) {
-			bad("store.url", c.Store.URL, "must start with redis://, rediss://, redis+sentinel://, redis+cluster://, bolt: or be memory:")
+			bad("store.url", c.Store.URL, "must be a store URL: redis://, rediss://, unix://, redis+sentinel://, redis+cluster:// (rediss+ for TLS), bolt:PATH or memory:")
 		}
 	}
 
@@ -199,7 +199,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("summarizer.mode", s.Mode, "must be in-proxy or jobs")
 	}
-	if s.Mode == SummarizerJobs && c.Store.URLEnv == "" && c.Store.URL == "memory:" {
+	if s.Mode == SummarizerJobs && c.Store.URLEnv == "" && strings.HasPrefix(c.Store.URL, "memory:") {
 		bad("summarizer.mode", s.Mode, "jobs mode needs a shared store (redis), not memory:")
 	}
 
@@ -222,10 +222,10 @@ func (c *Config) Validate() error {
 }
 
 func validStoreURL(u string) bool {
-	if u == "memory:" || strings.HasPrefix(u, "bolt:") && len(u) > len("bolt:") {
+	if u == "memory:" || strings.HasPrefix(u, "memory:?") || strings.HasPrefix(u, "bolt:") {
 		return true
 	}
-	for _, p := range []string{"redis://", "rediss://", "redis+sentinel://", "redis+cluster://"} {
+	for _, p := range []string{"redis://", "rediss://", "unix://", "redis+sentinel://", "rediss+sentinel://", "redis+cluster://", "rediss+cluster://"} {
 		if strings.HasPrefix(u, p) && len(u) > len(p) {
 			return true
 		}
