@@ -90,6 +90,16 @@ func (s *RedisStore) ttlArg() string {
 	return strconv.FormatInt(max(s.ttl.Milliseconds(), 1), 10)
 }
 
+// touchAfterArg is how old last-seen must be before Load refreshes it and the idle TTL: a
+// tenth of the TTL, at most one minute (one minute when expiry is off).
+func (s *RedisStore) touchAfterArg() string {
+	d := time.Minute
+	if s.ttl > 0 {
+		d = min(s.ttl/10, time.Minute)
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}
+
 func (s *RedisStore) check(session string) error {
 	s.mu.Lock()
 	closed := s.closed
@@ -134,14 +144,14 @@ func (s *RedisStore) Load(ctx context.Context, session string) (*Snapshot, error
 		return nil, err
 	}
 	snap := &Snapshot{Session: session, Stats: map[string]int64{}, Diagnostics: []Diagnostic{}, DiagnosticCounts: map[string]int64{}}
-	res, err := scriptLoad.Run(ctx, s.rdb, s.redisKeys(session), session, s.ttlArg()).Slice()
+	res, err := scriptLoad.Run(ctx, s.rdb, s.redisKeys(session), session, s.ttlArg(), s.touchAfterArg()).Slice()
 	if err != nil {
 		return nil, s.wrap("load", err)
 	}
 	if len(res) == 0 {
 		return snap, nil
 	}
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return nil, fmt.Errorf("%w: load reply has %d elements", ErrCorrupt, len(res))
 	}
 	if snap.Version, err = strconv.ParseUint(str(res[0]), 10, 64); err != nil {
@@ -175,7 +185,7 @@ func (s *RedisStore) Load(ctx context.Context, session string) (*Snapshot, error
 	if lv := str(res[6]); lv != "" {
 		pttl, _ := res[7].(int64)
 		if l, ok := parseLeaseValue(session, lv); ok && pttl > 0 {
-			l.Expires = snap.LastSeen.Add(time.Duration(pttl) * time.Millisecond)
+			l.Expires = msTime(str(res[8])).Add(time.Duration(pttl) * time.Millisecond)
 			snap.Lease = &l
 		}
 	}

@@ -139,3 +139,53 @@ func TestRedisEveryKeyCarriesTheIdleTTL(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestRedisLoadWritesOnlyWhenLastSeenIsStale(t *testing.T) {
+	srv := redistest.Start(t, nil)
+	ctx := context.Background()
+	// TTL 2s: Load refreshes last-seen and the TTL only when last-seen is older than 200ms.
+	s := openRedis(t, srv.URL(), 2*time.Second)
+	defer s.Close()
+	if _, err := s.Commit(ctx, "touch", 0, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	writes := func() string {
+		stats, err := srv.Do("INFO", "commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w []string
+		for _, line := range strings.Split(stats, "\r\n") {
+			if strings.HasPrefix(line, "cmdstat_hset:") || strings.HasPrefix(line, "cmdstat_pexpire:") {
+				w = append(w, line)
+			}
+		}
+		return strings.Join(w, " ")
+	}
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Load(ctx, "touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := s.Load(ctx, "touch"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := writes(); w != "" {
+		t.Fatalf("loads right after a commit wrote: %s", w)
+	}
+	time.Sleep(300 * time.Millisecond)
+	snap, err := s.Load(ctx, "touch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := writes(); !strings.Contains(w, "cmdstat_hset:calls=1") || !strings.Contains(w, "cmdstat_pexpire:calls=5") {
+		t.Fatalf("a load after last-seen went stale did not refresh it: %q", w)
+	}
+	if !snap.LastSeen.After(first.LastSeen) {
+		t.Fatalf("LastSeen %v not after %v", snap.LastSeen, first.LastSeen)
+	}
+}

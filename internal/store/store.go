@@ -22,9 +22,10 @@ import (
 // Every method is safe for concurrent use. Session ids are validated by ValidateSessionID;
 // an invalid id yields an error satisfying errors.Is(err, ErrInvalidSession) and touches nothing.
 //
-// Every successful write (Commit, AddDiagnostics, IncrStats, PutBlob, AcquireLease) and every
-// Load of an existing session refreshes the session's idle expiry; a session untouched for the
-// store's TTL disappears with everything it owns.
+// Every successful write (Commit, AddDiagnostics, IncrStats, PutBlob, AcquireLease) refreshes
+// the session's last-seen time and idle expiry; Load of an existing session refreshes them when
+// last-seen is older than a tenth of the TTL (at most one minute), so most loads write nothing.
+// A session untouched for the store's TTL disappears with everything it owns.
 type Store interface {
 	// Load returns the session's snapshot in one round trip. An unknown session yields an
 	// empty snapshot with Version 0 and a nil error.
@@ -101,7 +102,7 @@ type Snapshot struct {
 	Diagnostics []Diagnostic
 	// DiagnosticCounts counts distinct diagnostic keys per Kind; never nil.
 	DiagnosticCounts map[string]int64
-	// LastSeen is the time of the last write or load; zero for an unknown session.
+	// LastSeen is the last-seen time after this Load (see Store); zero for an unknown session.
 	LastSeen time.Time
 	// Lease is the current unexpired flush lease, or nil.
 	Lease *Lease
