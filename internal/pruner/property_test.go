@@ -85,6 +85,10 @@ func genState(tb testing.TB, r *rand.Rand, x *tx) (*State, Policy) {
 	pol.MinBatchChars = []int{0, 1000}[r.IntN(2)]
 	pol.RecoveryGraceTurns = r.IntN(3)
 	pol.Chain.StripFinalAssistantThinking = r.IntN(4) != 0
+	if r.IntN(2) == 0 {
+		pol.ProtectedTools = []string{"todowrite"}
+	}
+	pol.Chain.FuseRangeSummary = r.IntN(3) != 0
 	st := NewState()
 	full := x.msgs
 	for i := 0; i < 1+r.IntN(3); i++ {
