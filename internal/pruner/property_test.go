@@ -148,6 +148,22 @@ func checkRender(tb testing.TB, req *wire.Request, st *State, pol Policy) {
 			tb.Fatalf("orphan sweep fired on the engine's own output: %+v", res.Diagnostics)
 		}
 	}
+	// Thinking blocks that stay are the original blocks, signatures included.
+	orig := map[string]bool{}
+	for _, m := range req.Messages {
+		for _, b := range m.Blocks {
+			if b.Kind == wire.KindThinking || b.Kind == wire.KindRedactedThinking {
+				orig[string(b.Raw())] = true
+			}
+		}
+	}
+	for _, m := range res.Request.Messages {
+		for _, b := range m.Blocks {
+			if (b.Kind == wire.KindThinking || b.Kind == wire.KindRedactedThinking) && !orig[string(b.Raw())] {
+				tb.Fatalf("thinking block altered: %s", b.Raw())
+			}
+		}
+	}
 	if res.Unchanged && !bytes.Equal(res.Body, req.Raw()) {
 		tb.Fatal("unchanged but body differs")
 	}
