@@ -95,6 +95,9 @@ func RunService(ctx context.Context, cfg *config.Config, opt ServiceOptions) err
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Summarizer.Mode != config.SummarizerJobs {
+		log.Warn("pruner: summarizer.mode is not \"jobs\": proxies with this configuration flush in-process and enqueue nothing", "mode", cfg.Summarizer.Mode)
+	}
 	storeURL, err := cfg.Store.ResolvedURL()
 	if err != nil {
 		return err
