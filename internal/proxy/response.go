@@ -349,6 +349,8 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	}
 	if len(rounds) > 1 || len(deferred) > 0 {
 		out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+	} else {
+		body = data // nothing hidden: the provider's bytes as they came
 	}
 	out.final = len(lastClient) == 0 && !toolStop(t.f, stop)
 	if out.splice != nil && len(deferred) == 0 {
@@ -502,6 +504,8 @@ type anthropicRound struct {
 	order     []int64
 	stop      string
 	deltaData []byte
+	deltaRaw  []byte
+	stopRaw   []byte
 	u         usage
 }
 
@@ -518,6 +522,9 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		for {
 			ev, err := readEvent(br)
+			if len(ev.raw) > 0 && len(ev.data) == 0 {
+				e.emit(ev.raw) // comments, retry hints: as they came
+			}
 			if len(ev.raw) > 0 && len(ev.data) > 0 {
 				d := gjson.ParseBytes(ev.data)
 				switch d.Get("type").Str {
@@ -552,13 +559,14 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 					}
 				case "message_delta":
 					r.stop = d.Get("delta.stop_reason").Str
-					r.deltaData = ev.data
+					r.deltaData, r.deltaRaw = ev.data, ev.raw
 					u := d.Get("usage")
 					r.u.output = int(u.Get("output_tokens").Int())
 					if v := u.Get("input_tokens"); v.Exists() && int(v.Int()) > r.u.input {
 						r.u.input = int(v.Int())
 					}
 				case "message_stop":
+					r.stopRaw = ev.raw
 				default:
 					e.emit(ev.raw)
 				}
@@ -613,13 +621,20 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		if len(deferred) > 0 && len(lastClient) == 0 {
 			stop = "end_turn"
 		}
-		d, _ := sjson.SetBytes(last.deltaData, "delta.stop_reason", stop)
-		d, _ = sjson.SetBytes(d, "usage.output_tokens", out.usage.output)
-		if round > 1 {
-			d = setAnthropicUsage(d, "usage", out.usage)
+		if round == 1 && len(deferred) == 0 { // nothing hidden: the provider's events as they came
+			e.emit(last.deltaRaw)
+			if last.stopRaw != nil {
+				e.emit(last.stopRaw)
+			}
+		} else {
+			d, _ := sjson.SetBytes(last.deltaData, "delta.stop_reason", stop)
+			d, _ = sjson.SetBytes(d, "usage.output_tokens", out.usage.output)
+			if round > 1 {
+				d = setAnthropicUsage(d, "usage", out.usage)
+			}
+			e.emit(encodeEvent("message_delta", d))
+			e.emit(encodeEvent("message_stop", []byte(`{"type":"message_stop"}`)))
 		}
-		e.emit(encodeEvent("message_delta", d))
-		e.emit(encodeEvent("message_stop", []byte(`{"type":"message_stop"}`)))
 		var results []json.RawMessage
 		if len(deferred) > 0 {
 			s.met.Recoveries.WithLabelValues("deferred").Inc()
@@ -664,7 +679,9 @@ type openAIRound struct {
 	text        strings.Builder
 	finish      string
 	finishChunk []byte
+	finishRaw   []byte
 	usageChunk  []byte
+	usageRaw    []byte
 	done        bool
 	u           usage
 }
@@ -682,6 +699,9 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		for {
 			ev, err := readEvent(br)
+			if len(ev.raw) > 0 && len(ev.data) == 0 {
+				e.emit(ev.raw) // comments, retry hints: as they came
+			}
 			if len(ev.raw) > 0 && len(ev.data) > 0 {
 				s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls, &firstID)
 			}
@@ -723,14 +743,18 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		if len(deferred) > 0 && len(client) == 0 {
 			stop = "stop"
 		}
-		fc, _ := sjson.SetBytes(r.finishChunk, "choices.0.finish_reason", stop)
-		e.emit(encodeEvent("", fc))
+		if stop == r.finish {
+			e.emit(r.finishRaw)
+		} else {
+			fc, _ := sjson.SetBytes(r.finishChunk, "choices.0.finish_reason", stop)
+			e.emit(encodeEvent("", fc))
+		}
 		if r.usageChunk != nil {
-			uc := r.usageChunk
 			if round > 1 {
-				uc = setOpenAIUsage(uc, "usage", out.usage)
+				e.emit(encodeEvent("", setOpenAIUsage(r.usageChunk, "usage", out.usage)))
+			} else {
+				e.emit(r.usageRaw)
 			}
-			e.emit(encodeEvent("", uc))
 		}
 		if r.done {
 			e.emit([]byte("data: [DONE]\n\n"))
@@ -789,7 +813,7 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 	choices := ch.Get("choices")
 	if !choices.IsArray() || len(choices.Array()) == 0 {
 		if ch.Get("usage").IsObject() {
-			r.usageChunk = ev.data
+			r.usageChunk, r.usageRaw = ev.data, ev.raw
 			return
 		}
 		e.emit(ev.raw)
@@ -858,6 +882,10 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 	if fr := c0.Get("finish_reason"); fr.Type == gjson.String {
 		r.finish = fr.Str
 		r.finishChunk = data
+		r.finishRaw = ev.raw
+		if changed {
+			r.finishRaw = encodeEvent("", data)
+		}
 		return
 	}
 	if changed && !hasTools && !(content.Type == gjson.String && content.Str != "") {

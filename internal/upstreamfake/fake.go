@@ -84,6 +84,9 @@ type Reply struct {
 	Delay time.Duration
 	// ChunkDelay is slept between streamed events.
 	ChunkDelay time.Duration
+	// Hold, when non-nil, pauses a streamed reply after its first event until Hold is closed
+	// (tests use it to see events relayed before the stream ends).
+	Hold <-chan struct{}
 }
 
 // Recorded is one request the fake received.
@@ -416,14 +419,15 @@ type sse struct {
 	w     http.ResponseWriter
 	f     http.Flusher
 	delay time.Duration
+	hold  <-chan struct{}
 }
 
-func newSSE(w http.ResponseWriter, delay time.Duration) *sse {
+func newSSE(w http.ResponseWriter, rep Reply) *sse {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(200)
 	f, _ := w.(http.Flusher)
-	return &sse{w: w, f: f, delay: delay}
+	return &sse{w: w, f: f, delay: rep.ChunkDelay, hold: rep.Hold}
 }
 
 func (s *sse) event(name, data string) {
@@ -436,6 +440,10 @@ func (s *sse) event(name, data string) {
 	}
 	if s.delay > 0 {
 		time.Sleep(s.delay)
+	}
+	if s.hold != nil {
+		<-s.hold
+		s.hold = nil
 	}
 }
 
@@ -462,7 +470,7 @@ func chunks(s string) []string {
 }
 
 func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply) {
-	e := newSSE(w, rep.ChunkDelay)
+	e := newSSE(w, rep)
 	e.event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":%s,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}}}`,
 		jsonString(s.nextID("msg_")), jsonString(model), rep.Usage.InputTokens, rep.Usage.CacheCreationTokens, rep.Usage.CacheReadTokens))
 	idx := 0
@@ -497,7 +505,7 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply)
 }
 
 func (s *Server) streamOpenAI(w http.ResponseWriter, model string, rep Reply, includeUsage bool) {
-	e := newSSE(w, rep.ChunkDelay)
+	e := newSSE(w, rep)
 	id := s.nextID("chatcmpl-")
 	created := time.Now().Unix()
 	head := fmt.Sprintf(`{"id":%s,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[`, jsonString(id), created, jsonString(model))

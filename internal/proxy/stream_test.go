@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+const rawAnthropicSSE = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_x\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
+	"event: future_event\ndata: {\"type\":\"future_event\",\"x\":  [1, 2]}\n\n" +
+	"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
+	"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+	"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n" +
+	"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+	"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n" +
+	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+const rawOpenAISSE = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n" +
+	": a comment line\n\n" +
+	"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}],\"extra\":{\"k\": 1}}\n\n" +
+	"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+	"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n" +
+	"data: [DONE]\n\n"
+
+// TestResponsesRelayedByteForByte: with nothing hidden, JSON and SSE responses (unknown
+// events, comments and fields included) reach the client exactly as the provider sent them.
+func TestResponsesRelayedByteForByte(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	cases := []struct {
+		path, body, ct, raw string
+	}{
+		{"/v1/messages", `{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "text/event-stream", rawAnthropicSSE},
+		{"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "text/event-stream", rawOpenAISSE},
+		{"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, "application/json",
+			"{\n  \"id\": \"msg_1\", \"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\",\"new_field\":true}],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}"},
+	}
+	for _, c := range cases {
+		r.up.Enqueue(upstreamfake.Reply{Raw: []byte(c.raw), ContentType: c.ct, Header: http.Header{"X-Provider-Header": {"kept"}}})
+		resp, b := post(t, r.http.URL+c.path, c.body, map[string]string{HeaderSession: "raw"})
+		if resp.StatusCode != 200 || string(b) != c.raw || resp.Header.Get("X-Provider-Header") != "kept" {
+			t.Fatalf("%s: %d\n got %q\nwant %q", c.path, resp.StatusCode, b, c.raw)
+		}
+	}
+}
+
+// TestSSERelayedEventByEvent: the client gets the first event while the upstream stream is
+// still open (held by the fake until the client has read it).
+func TestSSERelayedEventByEvent(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	hold := make(chan struct{})
+	r.up.Enqueue(upstreamfake.Reply{Text: "streamed", Hold: hold})
+	req, _ := http.NewRequest(http.MethodPost, r.http.URL+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set(HeaderSession, "live")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "event: message_start\n" {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	close(hold)
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "message_stop") {
+		t.Fatalf("stream incomplete: %s", rest)
+	}
+}
+
+// TestStreamingQueryAfterThinkingRenumbersBlocks: thinking, text, then a held query call;
+// the continuation's blocks follow with contiguous indexes and the SDK accumulates them.
+func TestStreamingQueryAfterThinkingRenumbersBlocks(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	msgs, c := conversation(t, r, "sess-think", true)
+	r.up.Enqueue(
+		upstreamfake.Reply{Thinking: "I should check t1.", Text: "One moment.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_qt", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}},
+		upstreamfake.Reply{Thinking: "Found it.", Text: "Line 3 is fine.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_next", Name: "bash", Input: `{"cmd":"echo"}`}}},
+	)
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("line 3?")))
+	m := aTurn(t, c, msgs, true)
+	kinds := []string{}
+	for _, b := range m.Content {
+		kinds = append(kinds, b.Type)
+	}
+	if strings.Join(kinds, ",") != "thinking,text,thinking,text,tool_use" || m.Content[4].ID != "toolu_next" || m.StopReason != "tool_use" {
+		t.Fatalf("client saw %v stop=%s", kinds, m.StopReason)
+	}
+	if m.Content[0].Signature == "" || m.Content[2].Signature == "" {
+		t.Fatal("thinking signatures lost")
+	}
+	// The client answers its own tool; the upstream sees the hidden exchange, valid.
+	time.Sleep(100 * time.Millisecond)
+	r.up.Enqueue(upstreamfake.Reply{Text: "done"})
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_next", "ok", false)))
+	aTurn(t, c, msgs, true)
+	_, req := lastModelRequest(t, r.up, wire.Anthropic)
+	n := len(req.Messages)
+	if req.Messages[n-4].Blocks[2].Name != pruner.QueryToolName || req.Messages[n-2].Blocks[2].ID != "toolu_next" {
+		t.Fatalf("hidden exchange misplaced: %s", req.Messages[n-4].Raw())
+	}
+}
+
+// TestQueryRoundsExhaustedAreDeferred: past maxRecoveryRounds the query is hidden from the
+// client and answered on the next request.
+func TestQueryRoundsExhaustedAreDeferred(t *testing.T) {
+	for _, rounds := range []int{0, 1} {
+		r := newRig(t, nil, nil, func(o *Options) { o.MaxRecoveryRounds = rounds })
+		msgs, c := conversation(t, r, "sess-exhaust", false)
+		q := func(id string) upstreamfake.Reply {
+			return upstreamfake.Reply{Text: "Query " + id + ".", ToolCalls: []upstreamfake.ToolCall{{ID: id, Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}}
+		}
+		r.up.Enqueue(q("toolu_e1"), q("toolu_e2"))
+		msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("again?")))
+		m := aTurn(t, c, msgs, false)
+		if m.StopReason != "end_turn" || len(m.Content) != rounds+1 {
+			t.Fatalf("rounds=%d: client saw %+v (%s)", rounds, m.Content, m.StopReason)
+		}
+		for _, b := range m.Content {
+			if b.Type != "text" {
+				t.Fatalf("query call leaked to the client: %+v", b)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+		msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("go on")))
+		aTurn(t, c, msgs, false)
+		_, req := lastModelRequest(t, r.up, wire.Anthropic)
+		last := req.Messages[len(req.Messages)-1]
+		if last.Blocks[0].Kind != wire.KindToolResult || !strings.Contains(last.Blocks[0].ResultText(), "build line") {
+			t.Fatalf("rounds=%d: deferred query not answered: %s", rounds, last.Raw())
+		}
+	}
+}
+
+// TestContinuationFailureDefersQuery: when the continuation request fails upstream, the
+// client still gets the first round (query hidden) and the answer comes next time.
+func TestContinuationFailureDefersQuery(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	msgs, c := conversation(t, r, "sess-contfail", true)
+	r.up.Enqueue(
+		upstreamfake.Reply{Text: "Checking.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_f", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}},
+		upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "busy"},
+	)
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("?")))
+	m := aTurn(t, c, msgs, true)
+	if m.StopReason != "end_turn" || len(m.Content) != 1 || m.Content[0].Text != "Checking." {
+		t.Fatalf("client saw %+v %s", m.Content, m.StopReason)
+	}
+}
+
+// TestBudgetTriggerFlushesBeforeForwarding: with on-demand flushing and a tiny budget, the
+// request that crosses the budget starts a flush, waits for it and goes out pruned.
+func TestBudgetTriggerFlushesBeforeForwarding(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true, BudgetThreshold: 0.01} })
+	c := r.anthropic("sess-budget")
+	r.up.Enqueue(upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_g", Name: "bash", Input: `{"cmd":"cat log"}`}}}, upstreamfake.Reply{Text: "read it"})
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("read the log"))}
+	m := aTurn(t, c, msgs, false)
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_g", bigOutput("log", 400), false)))
+	aTurn(t, c, msgs, false)
+	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	if strings.Contains(string(rec.Body), "log line 200") || !strings.Contains(string(rec.Body), "`t1`") {
+		t.Fatalf("budget request not pruned: %d bytes", len(rec.Body))
+	}
+}
+
+// TestOnDemandFlushThroughAdmin: with on-demand flushing nothing is pruned until the admin
+// API asks; the next request then flushes.
+func TestOnDemandFlushThroughAdmin(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true} })
+	msgs, c := conversation(t, r, "sess-demand", false)
+	r.up.Enqueue(upstreamfake.Reply{Text: "a"}, upstreamfake.Reply{Text: "b"})
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("3")))
+	m := aTurn(t, c, msgs, false)
+	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	if !strings.Contains(string(rec.Body), "build line 030") {
+		t.Fatal("on-demand session pruned without a request")
+	}
+	resp, _ := post(t, r.http.URL+"/admin/sessions/sess-demand/flush", "", nil)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("admin flush: %d", resp.StatusCode)
+	}
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("4")))
+	aTurn(t, c, msgs, false)
+	rec, _ = lastModelRequest(t, r.up, wire.Anthropic)
+	if strings.Contains(string(rec.Body), "build line 030") {
+		t.Fatal("admin-requested flush not applied")
+	}
+}
+
+// TestUpstreamUnreachableIs502: a provider that cannot be reached yields a provider-shaped
+// 502 for the client.
+func TestUpstreamUnreachableIs502(t *testing.T) {
+	up := upstreamfake.Start()
+	r := newRig(t, up, nil, nil)
+	up.Close()
+	_, err := r.anthropic("gone").Messages.New(context.Background(), aParams([]anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}))
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || !strings.Contains(apiErr.RawJSON(), "api_error") {
+		t.Fatalf("err = %v", err)
+	}
+}
