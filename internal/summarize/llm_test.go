@@ -287,7 +287,7 @@ func TestRunParallelBounded(t *testing.T) {
 	defer up.Close()
 	up.SetResponder(func(r upstreamfake.Recorded) upstreamfake.Reply {
 		id := gjson.GetBytes(r.Body, "messages.0.content").String()
-		return upstreamfake.Reply{Text: "summary of " + id, Delay: 80 * time.Millisecond} // calls overlap
+		return upstreamfake.Reply{Text: "summary of " + id, Delay: 300 * time.Millisecond} // calls overlap
 	})
 	l := newLLM(t, Anthropic, up.URL, ThinkingOff, 2*time.Second, 10*time.Second)
 	var reqs []*Request
