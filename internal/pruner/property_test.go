@@ -71,6 +71,18 @@ func genTx(r *rand.Rand, f wire.Format) *tx {
 	if len(x.msgs) > 0 && x.msgs[len(x.msgs)-1]["role"] == "assistant" {
 		x.user("next")
 	}
+	// Up to four cache_control markers on array-content blocks (Anthropic).
+	if f == wire.Anthropic {
+		for k := r.IntN(5); k > 0; k-- {
+			m := x.msgs[r.IntN(len(x.msgs))]
+			if c, ok := m["content"].([]any); ok && len(c) > 0 {
+				b := c[len(c)-1].(map[string]any)
+				if b["type"] != "thinking" {
+					b["cache_control"] = map[string]any{"type": "ephemeral"}
+				}
+			}
+		}
+	}
 	return x
 }
 
@@ -163,6 +175,11 @@ func checkRender(tb testing.TB, req *wire.Request, st *State, pol Policy) {
 				tb.Fatalf("thinking block altered: %s", b.Raw())
 			}
 		}
+	}
+	// Cache markers are never added and never all lost.
+	in, out := countCC(req), countCC(res.Request)
+	if out > in || (in > 0 && out == 0) {
+		tb.Fatalf("cache markers %d -> %d", in, out)
 	}
 	if res.Unchanged && !bytes.Equal(res.Body, req.Raw()) {
 		tb.Fatal("unchanged but body differs")
@@ -273,4 +290,21 @@ func mustParse(tb testing.TB, f wire.Format, body []byte) *wire.Request {
 		tb.Fatal(err)
 	}
 	return r
+}
+
+func countCC(r *wire.Request) int {
+	n := 0
+	for _, m := range r.Messages {
+		for _, b := range m.Blocks {
+			if b.CacheControl != nil {
+				n++
+			}
+			for _, c := range b.Content {
+				if c.CacheControl != nil {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
