@@ -147,7 +147,7 @@ func TestFlushLeaseExclusion(t *testing.T) {
 	r := newRig(t, "redis")
 	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
 		rep := labelResponder(rec)
-		rep.Delay = 300 * time.Millisecond
+		rep.Delay = time.Second
 		return rep
 	})
 	var wg sync.WaitGroup
@@ -275,7 +275,7 @@ func TestInProcessCoalesces(t *testing.T) {
 	r := newRig(t, "memory")
 	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
 		rep := labelResponder(rec)
-		rep.Delay = 200 * time.Millisecond
+		rep.Delay = time.Second
 		return rep
 	})
 	p := &InProcess{Orch: r.orch("a", nil)}
