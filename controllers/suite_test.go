@@ -38,6 +38,12 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set: run hack/test.sh (it builds kube-apiserver and etcd) or export it")
 	}
+	// Operator logs only on request (CONDENSE_TEST_LOG=1); otherwise discard them.
+	if os.Getenv("CONDENSE_TEST_LOG") != "" {
+		ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
@@ -64,9 +70,6 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 // startManager runs the operator's controllers against cfg until the test ends.
 func startManager(t *testing.T, cfg *rest.Config, o Options) ctrl.Manager {
 	t.Helper()
-	if os.Getenv("CONDENSE_TEST_LOG") != "" {
-		ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	}
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 testScheme,
