@@ -24,7 +24,8 @@ var (
 func init() {
 	var err error
 	// SpeedDefault (zstd level 3): measured in BenchmarkCompression against s2; see docs/store.md.
-	zstdEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	// EncodeAll borrows one of GOMAXPROCS encoders, so concurrent commits compress in parallel.
+	zstdEnc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
 		panic(err)
 	}
