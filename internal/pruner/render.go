@@ -668,12 +668,9 @@ func (r *renderer) sweep(msgs []*wire.Message) ([]*wire.Message, bool) {
 
 // mergeAdjacent merges consecutive messages of the same role (Anthropic alternation).
 func mergeAdjacent(msgs []*wire.Message) []*wire.Message {
-	var out []*wire.Message
-	for i, m := range msgs {
-		if i > 0 && len(out) > 0 && out[len(out)-1].Role == m.Role && (m.Role == wire.RoleUser || m.Role == wire.RoleAssistant) {
-			if out == nil {
-				out = append([]*wire.Message(nil), msgs[:i]...)
-			}
+	out := make([]*wire.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if len(out) > 0 && out[len(out)-1].Role == m.Role && (m.Role == wire.RoleUser || m.Role == wire.RoleAssistant) {
 			prev := out[len(out)-1]
 			nb := append(append([]*wire.Block(nil), prev.Blocks...), m.Blocks...)
 			out[len(out)-1] = prev.WithBlocks(nb)
