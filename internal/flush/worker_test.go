@@ -219,7 +219,7 @@ func TestQueueGracefulShutdownRequeues(t *testing.T) {
 	r := newRig(t, "redis")
 	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
 		rep := labelResponder(rec)
-		rep.Delay = 500 * time.Millisecond
+		rep.Delay = 2 * time.Second
 		return rep
 	})
 	w1, q := r.worker("w1", nil)
