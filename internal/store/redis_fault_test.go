@@ -462,3 +462,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestRedisClusterNodeLossIsUnavailable(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s := openRedis(t, c.URL(), time.Hour)
+	defer s.Close()
+	ctx := context.Background()
+	const n = 30
+	for i := 0; i < n; i++ {
+		if _, err := s.Commit(ctx, fmt.Sprintf("node-loss-%d", i), 0, []byte("x"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Nodes[2].Kill()
+	failed := 0
+	for i := 0; i < n; i++ {
+		c, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := s.Load(c, fmt.Sprintf("node-loss-%d", i))
+		cancel()
+		if err != nil {
+			if !errors.Is(err, store.ErrUnavailable) {
+				t.Fatalf("session %d with a master down = %v; want ErrUnavailable", i, err)
+			}
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no session lived on the killed master")
+	}
+	t.Logf("%d of %d sessions unavailable with one master down", failed, n)
+}
