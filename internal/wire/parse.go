@@ -36,6 +36,92 @@ type parser struct {
 	d     []byte
 	f     Format
 	arena strings.Builder // decoded string bytes; the strings point into it
+
+	// Slabs: thousands of small values per request come from a few chunk allocations.
+	blockSlab  []Block
+	objSlab    []object
+	memSlab    []member
+	memStack   []member // members of the objects being parsed (innermost on top)
+	blocksSlab []*Block
+	blkStack   []*Block // blocks of the lists being parsed
+	spanSlab   []span
+	spanStack  []span // element spans of the arrays being parsed
+	arrSlab    []array
+	msgSlab    []Message
+}
+
+func (p *parser) newMessage() *Message {
+	if len(p.msgSlab) == 0 {
+		p.msgSlab = make([]Message, 64)
+	}
+	m := &p.msgSlab[0]
+	p.msgSlab = p.msgSlab[1:]
+	m.f = p.f
+	return m
+}
+
+func (p *parser) newBlock() *Block {
+	if len(p.blockSlab) == 0 {
+		p.blockSlab = make([]Block, 128)
+	}
+	b := &p.blockSlab[0]
+	p.blockSlab = p.blockSlab[1:]
+	b.f = p.f
+	return b
+}
+
+// blockSlice copies bs into slab memory (capacity == length, so appends by callers copy).
+func (p *parser) blockSlice(bs []*Block) []*Block {
+	if len(bs) == 0 {
+		return nil
+	}
+	if len(p.blocksSlab) < len(bs) {
+		p.blocksSlab = make([]*Block, max(512, len(bs)))
+	}
+	out := p.blocksSlab[:len(bs):len(bs)]
+	copy(out, bs)
+	p.blocksSlab = p.blocksSlab[len(bs):]
+	return out
+}
+
+// objectAt is parseObjectAt with slab-allocated objects and members.
+func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
+	if len(p.objSlab) == 0 {
+		p.objSlab = make([]object, 128)
+	}
+	o := &p.objSlab[0]
+	p.objSlab = p.objSlab[1:]
+	d := p.d
+	start := i
+	base := len(p.memStack)
+	end, err := scanObject(d, i, depth, func(ks, ke, vs int) (int, error) {
+		var ve int
+		var err error
+		if fn != nil {
+			ve, err = fn(o, len(p.memStack)-base, ks, ke, vs)
+		} else {
+			ve, err = scanValue(d, vs, depth)
+		}
+		if err != nil {
+			return 0, err
+		}
+		p.memStack = append(p.memStack, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
+		return ve, nil
+	})
+	if err != nil {
+		p.memStack = p.memStack[:base]
+		return nil, 0, err
+	}
+	ms := p.memStack[base:]
+	if len(p.memSlab) < len(ms) {
+		p.memSlab = make([]member, max(1024, len(ms)))
+	}
+	o.members = p.memSlab[:len(ms):len(ms)]
+	copy(o.members, ms)
+	p.memSlab = p.memSlab[len(ms):]
+	p.memStack = p.memStack[:base]
+	o.raw = d[start:end:end]
+	return o, end, nil
 }
 
 // text decodes a validated JSON string literal into the parser's arena, so that thousands
@@ -260,7 +346,7 @@ func (p *parser) request() (*Request, error) {
 	}
 	r := &Request{Format: p.f, body: d}
 	var err error
-	obj, end, err := parseObjectAt(d, i, 1, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, 1, func(o *object, idx, ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "model"):
 			if vs < len(d) && d[vs] == '"' {
@@ -396,18 +482,34 @@ func fillResultNames(msgs []*Message) {
 
 // list parses the array at d[i] == '[' calling fn per element and records element spans.
 func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
-	a := &array{}
+	if len(p.arrSlab) == 0 {
+		p.arrSlab = make([]array, 64)
+	}
+	a := &p.arrSlab[0]
+	p.arrSlab = p.arrSlab[1:]
+	base := len(p.spanStack)
 	end, err := scanArray(p.d, i, depth, func(idx, es int) (int, error) {
 		e, err := fn(idx, es)
 		if err != nil {
 			return 0, err
 		}
-		a.spans = append(a.spans, span{s: es - i, e: e - i})
+		p.spanStack = append(p.spanStack, span{s: es - i, e: e - i})
 		return e, nil
 	})
 	if err != nil {
+		p.spanStack = p.spanStack[:base]
 		return nil, 0, err
 	}
+	sp := p.spanStack[base:]
+	if len(sp) > 0 {
+		if len(p.spanSlab) < len(sp) {
+			p.spanSlab = make([]span, max(1024, len(sp)))
+		}
+		a.spans = p.spanSlab[:len(sp):len(sp)]
+		copy(a.spans, sp)
+		p.spanSlab = p.spanSlab[len(sp):]
+	}
+	p.spanStack = p.spanStack[:base]
 	a.raw = p.d[i:end:end]
 	return a, end, nil
 }
@@ -416,7 +518,7 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 // block with a schema error fails; otherwise such elements become KindUnknown blocks and
 // the first schema error is returned together with a valid result.
 func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *array, int, error) {
-	var blocks []*Block
+	base := len(p.blkStack)
 	var deferred error
 	arr, end, err := p.list(i, depth, func(idx, es int) (int, error) {
 		bp := path.at(idx)
@@ -431,7 +533,7 @@ func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *ar
 			if strict {
 				return 0, deferred
 			}
-			blocks = append(blocks, &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown})
+			p.blkStack = append(p.blkStack, &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown})
 			return e, nil
 		}
 		b, e, err := p.block(es, depth+1, bp)
@@ -446,9 +548,11 @@ func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *ar
 				return 0, err
 			}
 		}
-		blocks = append(blocks, b)
+		p.blkStack = append(p.blkStack, b)
 		return e, nil
 	})
+	blocks := p.blockSlice(p.blkStack[base:])
+	p.blkStack = p.blkStack[:base]
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -471,7 +575,7 @@ var openAIKinds = map[string]Kind{"text": KindText, "image_url": KindImage, "fil
 // valid and the block is a KindUnknown block holding the raw bytes.
 func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
-	b := &Block{f: p.f}
+	b := p.newBlock()
 	var contentBlocks []*Block
 	var contentArr *array
 	var contentErr error
@@ -480,7 +584,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 		s   string
 	}
 	npre := 0
-	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		if d[vs] == '"' && npre < len(pre) && (keyIs(d, ks, ke, "text") || keyIs(d, ks, ke, "content") || keyIs(d, ks, ke, "thinking")) {
 			e, s, err := p.scanText(vs)
 			if err != nil {
@@ -613,9 +717,9 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 
 func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
-	m := &Message{f: p.f}
+	m := p.newMessage()
 	var roleSeen bool
-	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			if d[vs] != '"' {
@@ -664,12 +768,12 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 
 func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
-	m := &Message{f: p.f}
+	m := p.newMessage()
 	var roleSeen bool
 	var parts, calls []*Block
 	var contentStr []byte
 	var toolCallID string
-	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			if d[vs] != '"' {
@@ -769,10 +873,11 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 // toolCall parses one OpenAI tool_calls entry.
 func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
-	b := &Block{f: p.f, Kind: KindToolUse}
-	obj, end, err := parseObjectAt(d, i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	b := p.newBlock()
+	b.Kind = KindToolUse
+	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		if keyIs(d, ks, ke, "function") && d[vs] == '{' {
-			fn, e, err := parseObjectAt(d, vs, depth+1, nil)
+			fn, e, err := p.objectAt(vs, depth+1, nil)
 			if err != nil {
 				return 0, err
 			}
@@ -834,7 +939,7 @@ func lastFunction(o *object, d []byte, base int) int {
 }
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
-	obj, end, err := parseObjectAt(p.d, i, depth, nil)
+	obj, end, err := p.objectAt(i, depth, nil)
 	if err != nil {
 		return nil, 0, err
 	}
