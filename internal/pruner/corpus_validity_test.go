@@ -1,0 +1,62 @@
+package pruner
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/condense-dev/condense/internal/sessions"
+	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// TestCorpusRenderValidity replays sampled requests of every non-pi corpus session (Claude
+// Code, Codex, SWE-agent, mini-SWE-agent) in each provider form the importer offers, flushing
+// after each: every render of a valid request must stay valid and never fall back.
+func TestCorpusRenderValidity(t *testing.T) {
+	for _, path := range corpus.Files(t) {
+		name := filepath.Base(path)
+		if strings.HasPrefix(name, "pi_") || strings.HasSuffix(name, ".md") {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			s, err := sessions.ImportFile(path, sessions.FormatAuto)
+			if err != nil {
+				t.Skip(err)
+			}
+			for _, prov := range s.Providers() {
+				f := wire.Anthropic
+				if prov == sessions.OpenAI {
+					f = wire.OpenAI
+				}
+				st := NewState()
+				pol := DefaultPolicy()
+				samples := 60
+				if testing.Short() {
+					samples = 10
+				}
+				step := 1 + s.Len()/samples
+				for k := 0; k < s.Len(); k += step {
+					body, err := s.Request(k, prov)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req, err := wire.Parse(f, body)
+					if err != nil {
+						t.Fatal(err)
+					}
+					res := Render(req, st, pol)
+					if res.Fallback != "" {
+						t.Errorf("%s req %d: fallback %s", prov, k, res.Fallback)
+					}
+					if wire.Validate(req) == nil && wire.Validate(res.Request) != nil {
+						t.Errorf("%s req %d: invalid %v", prov, k, wire.Validate(res.Request))
+					}
+					st, _ = st.WithDiagnostics(res.Diagnostics)
+					st = flush(t, req, st, pol)
+				}
+				t.Logf("%s: records=%d chains=%d diags=%v", prov, len(st.Records), len(st.Chains), st.Diagnostics.Counts)
+			}
+		})
+	}
+}
