@@ -65,6 +65,7 @@ type PriceError struct {
 	Msg string
 }
 
+// Error implements error.
 func (e *PriceError) Error() string { return "cost: price table " + e.Source + ": " + e.Msg }
 
 // DefaultPrices returns the embedded price table (internal/cost/prices.yaml).

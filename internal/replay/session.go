@@ -32,10 +32,16 @@ func FromSession(s *sessions.Session, p sessions.Provider) (Transcript, error) {
 	return &sessionTranscript{s: s, prov: p}, nil
 }
 
+// Name implements Transcript.
 func (t *sessionTranscript) Name() string { return t.s.Name }
-func (t *sessionTranscript) Kind() string { return string(t.s.Format) }
-func (t *sessionTranscript) Len() int     { return t.s.Len() }
 
+// Kind implements Transcript.
+func (t *sessionTranscript) Kind() string { return string(t.s.Format) }
+
+// Len implements Transcript.
+func (t *sessionTranscript) Len() int { return t.s.Len() }
+
+// WireFormat implements Transcript.
 func (t *sessionTranscript) WireFormat() cost.WireFormat {
 	if t.prov == sessions.OpenAI {
 		return cost.OpenAI
@@ -43,6 +49,7 @@ func (t *sessionTranscript) WireFormat() cost.WireFormat {
 	return cost.Anthropic
 }
 
+// Meta implements Transcript.
 func (t *sessionTranscript) Meta(k int) Meta {
 	p := t.s.Point(k)
 	m := Meta{Time: p.Time, Model: p.Model}
@@ -52,6 +59,7 @@ func (t *sessionTranscript) Meta(k int) Meta {
 	return m
 }
 
+// AppendRequest implements Transcript.
 func (t *sessionTranscript) AppendRequest(dst []byte, k int) ([]byte, error) {
 	return t.s.AppendRequest(dst, k, t.prov)
 }

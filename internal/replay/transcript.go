@@ -74,6 +74,7 @@ type LineError struct {
 	Msg string
 }
 
+// Error implements error.
 func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
 
 // ErrNotRequestLog is returned by ParseRequestLog when the data is not a request log.

@@ -47,8 +47,10 @@ func (c ClearToolUses) New(context.Context, replay.Transcript) (replay.Runner, e
 
 type clearRunner struct{ c ClearToolUses }
 
+// Close implements replay.Runner.
 func (clearRunner) Close() error { return nil }
 
+// Rewrite implements replay.Runner.
 func (r clearRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Result, error) {
 	p, err := req.Prompt(req.Body)
 	if err != nil {
@@ -132,8 +134,10 @@ func (m ObservationMask) New(context.Context, replay.Transcript) (replay.Runner,
 
 type maskRunner struct{ m ObservationMask }
 
+// Close implements replay.Runner.
 func (maskRunner) Close() error { return nil }
 
+// Rewrite implements replay.Runner.
 func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Result, error) {
 	uses := toolUses(req.Format, req.Body)
 	var answered []toolUse

@@ -154,6 +154,7 @@ type engineRunner struct {
 	base      time.Time
 }
 
+// Close implements replay.Runner.
 func (r *engineRunner) Close() error { return nil }
 
 func wireFormat(f cost.WireFormat) wire.Format {
@@ -185,6 +186,7 @@ func finalReply(req *wire.Request) uint64 {
 	return 0
 }
 
+// Rewrite implements replay.Runner: flush when due (and worth it), then render.
 func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay.Result, error) {
 	wr, err := wire.Parse(wireFormat(req.Format), req.Body)
 	if err != nil {

@@ -18,6 +18,7 @@ type PolicyFileError struct {
 	Msg string
 }
 
+// Error implements error.
 func (e *PolicyFileError) Error() string { return "policy file " + e.Path + ": " + e.Msg }
 
 // policySpec mirrors the engine fields of a PruningPolicy spec (condense.dev/v1alpha1) and of

@@ -27,10 +27,12 @@ func (None) New(context.Context, replay.Transcript) (replay.Runner, error) { ret
 
 type noneRunner struct{}
 
+// Rewrite implements replay.Runner.
 func (noneRunner) Rewrite(_ context.Context, r *replay.Request) (replay.Result, error) {
 	return replay.Result{Body: r.Body}, nil
 }
 
+// Close implements replay.Runner.
 func (noneRunner) Close() error { return nil }
 
 // toolUse is one tool call of a request and where its result is.
