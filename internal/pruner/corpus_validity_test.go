@@ -25,37 +25,40 @@ func TestCorpusRenderValidity(t *testing.T) {
 				t.Skip(err)
 			}
 			for _, prov := range s.Providers() {
-				f := wire.Anthropic
-				if prov == sessions.OpenAI {
-					f = wire.OpenAI
+				for _, k := range []int{3, 0} {
+					f := wire.Anthropic
+					if prov == sessions.OpenAI {
+						f = wire.OpenAI
+					}
+					st := NewState()
+					pol := DefaultPolicy()
+					pol.Chain.RollingWindow = k
+					samples := 60
+					if testing.Short() {
+						samples = 10
+					}
+					step := 1 + s.Len()/samples
+					for k := 0; k < s.Len(); k += step {
+						body, err := s.Request(k, prov)
+						if err != nil {
+							t.Fatal(err)
+						}
+						req, err := wire.Parse(f, body)
+						if err != nil {
+							t.Fatal(err)
+						}
+						res := Render(req, st, pol)
+						if res.Fallback != "" {
+							t.Errorf("%s req %d: fallback %s", prov, k, res.Fallback)
+						}
+						if wire.Validate(req) == nil && wire.Validate(res.Request) != nil {
+							t.Errorf("%s req %d: invalid %v", prov, k, wire.Validate(res.Request))
+						}
+						st, _ = st.WithDiagnostics(res.Diagnostics)
+						st = flush(t, req, st, pol)
+					}
+					t.Logf("%s K=%d: records=%d chains=%d diags=%v", prov, k, len(st.Records), len(st.Chains), st.Diagnostics.Counts)
 				}
-				st := NewState()
-				pol := DefaultPolicy()
-				samples := 60
-				if testing.Short() {
-					samples = 10
-				}
-				step := 1 + s.Len()/samples
-				for k := 0; k < s.Len(); k += step {
-					body, err := s.Request(k, prov)
-					if err != nil {
-						t.Fatal(err)
-					}
-					req, err := wire.Parse(f, body)
-					if err != nil {
-						t.Fatal(err)
-					}
-					res := Render(req, st, pol)
-					if res.Fallback != "" {
-						t.Errorf("%s req %d: fallback %s", prov, k, res.Fallback)
-					}
-					if wire.Validate(req) == nil && wire.Validate(res.Request) != nil {
-						t.Errorf("%s req %d: invalid %v", prov, k, wire.Validate(res.Request))
-					}
-					st, _ = st.WithDiagnostics(res.Diagnostics)
-					st = flush(t, req, st, pol)
-				}
-				t.Logf("%s: records=%d chains=%d diags=%v", prov, len(st.Records), len(st.Chains), st.Diagnostics.Counts)
 			}
 		})
 	}
