@@ -476,6 +476,10 @@ func testListDelete(t *testing.T, open Factory) {
 	if err := s.ReleaseLease(ctx, lease); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("lease after delete = %v; want ErrLeaseLost", err)
 	}
+	// A flusher still holding the deleted session's token cannot resurrect it.
+	if _, err := s.Commit(ctx, ids[0], 0, []byte("resurrected"), lease.Token); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("fenced commit after delete = %v; want ErrFenced", err)
+	}
 	infos, _ = s.List(ctx)
 	if len(infos) != len(ids)-1 {
 		t.Fatalf("List after delete = %d sessions", len(infos))
