@@ -36,7 +36,8 @@ type Result struct {
 	Request *wire.Request
 	// Body is the serialized request to forward.
 	Body []byte
-	// BytesBefore and BytesAfter are the body sizes before and after.
+	// BytesBefore and BytesAfter are the body sizes before and after; both are 0 when
+	// Unchanged (nothing was measured, as in the reference's no-op sentinel).
 	BytesBefore, BytesAfter int
 	// Diagnostics are the degradations found that the state has not recorded yet.
 	Diagnostics []Diagnostic
