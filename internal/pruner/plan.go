@@ -135,8 +135,8 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 			continue
 		}
 		var calls []pendingCall
-		for _, c := range v.calls {
-			if c.msg != ai || c.res == nil {
+		for _, c := range v.callsOf[ai] {
+			if c.res == nil {
 				continue
 			}
 			key := c.res.occKey()

@@ -49,11 +49,12 @@ type view struct {
 	assistants []int // indices of assistant messages
 	prompts    []int // indices of prompt messages
 	toolUsing  map[int]bool
-	turnOf     map[int]int // assistant index -> 1-based ordinal
+	turnOf     map[int]int     // assistant index -> 1-based ordinal
+	callsOf    map[int][]*call // assistant index -> its calls in block order
 }
 
 func newView(f wire.Format, msgs []*wire.Message) *view {
-	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}}
+	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}, callsOf: map[int][]*call{}}
 	var open map[string]*call // current turn's calls by id, unmatched
 	var turnCalls []*call
 	prompts := 0
@@ -72,6 +73,7 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 				}
 				c := &call{msg: i, blk: j, b: b, turn: turn}
 				v.calls = append(v.calls, c)
+				v.callsOf[i] = append(v.callsOf[i], c)
 				v.toolUsing[i] = true
 				if _, dup := open[b.ID]; !dup {
 					open[b.ID] = c
