@@ -56,7 +56,6 @@ type view struct {
 func newView(f wire.Format, msgs []*wire.Message) *view {
 	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}, callsOf: map[int][]*call{}}
 	var open map[string]*call // current turn's calls by id, unmatched
-	var turnCalls []*call
 	prompts := 0
 	for i, m := range msgs {
 		switch {
@@ -66,7 +65,6 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 			turn := len(v.assistants)
 			v.turnOf[i] = turn
 			open = map[string]*call{}
-			turnCalls = turnCalls[:0]
 			for j, b := range m.Blocks {
 				if b.Kind != wire.KindToolUse || b.ID == "" {
 					continue
@@ -78,7 +76,6 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 				if _, dup := open[b.ID]; !dup {
 					open[b.ID] = c
 				}
-				turnCalls = append(turnCalls, c)
 			}
 		case hasToolResult(m):
 			v.cls[i] = clsResults
