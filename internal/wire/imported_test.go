@@ -126,3 +126,34 @@ func offsetIn(body, sub []byte) int {
 	}
 	return off
 }
+
+// BenchmarkValidateImported validates the largest request the session importer builds
+// from the corpus (a valid request, so every rule runs over every message).
+func BenchmarkValidateImported(b *testing.B) {
+	var best []byte
+	for _, path := range corpus.Files(b) {
+		s, err := sessions.ImportFile(path, sessions.FormatAuto)
+		if err != nil || s.Len() == 0 || filepath.Base(path) == reusedIDFile {
+			continue
+		}
+		body, err := s.Request(s.Len()-1, sessions.Anthropic)
+		if err == nil && len(body) > len(best) {
+			best = body
+		}
+	}
+	r, err := wire.Parse(wire.Anthropic, best)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := wire.Validate(r); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(best)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := wire.Validate(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
