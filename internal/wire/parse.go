@@ -908,7 +908,11 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	if b.Type, err = getStr(obj, "type", path.key("type")); err != nil {
 		return nil, 0, err
 	}
-	if b.fn != nil && obj.find("function") == lastFunction(obj, d, i) {
+	if mi := obj.find("function"); mi >= 0 {
+		v := obj.raw[obj.members[mi].v]
+		if v != '{' || b.fn == nil {
+			return nil, 0, p.schemaErr(i+obj.members[mi].v, path.key("function"), "expected object, found %s", jsonType(v))
+		}
 		if b.Name, err = getStr(b.fn, "name", path.key("function").key("name")); err != nil {
 			return nil, 0, err
 		}
@@ -919,23 +923,11 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 				b.Input = v
 			}
 		}
-	} else if mi := obj.find("function"); mi >= 0 {
-		return nil, 0, p.schemaErr(i+obj.members[mi].v, path.key("function"), "expected object, found %s", jsonType(obj.raw[obj.members[mi].v]))
 	}
 	if cc, ok := obj.get("cache_control"); ok {
 		b.CacheControl = cc
 	}
 	return b, end, nil
-}
-
-// lastFunction returns the index of the last "function" member when its value is an
-// object (the one b.fn was parsed from), or -2.
-func lastFunction(o *object, d []byte, base int) int {
-	mi := o.find("function")
-	if mi >= 0 && o.raw[o.members[mi].v] == '{' {
-		return mi
-	}
-	return -2
 }
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
