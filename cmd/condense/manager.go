@@ -32,6 +32,7 @@ type managerFlags struct {
 	storeMinPeriod time.Duration
 	policyResync   time.Duration
 	development    bool
+	storeAddrMap   []string
 }
 
 func init() {
@@ -56,6 +57,7 @@ AgentSession status in step with the session store.`,
 	fl.DurationVar(&f.storeMinPeriod, "store-min-interval", time.Second, "minimum time between store listings triggered by change notifications")
 	fl.DurationVar(&f.policyResync, "policy-resync", time.Minute, "re-check every PruningPolicy at least this often")
 	fl.BoolVar(&f.development, "debug", false, "human-readable debug logging instead of JSON")
+	fl.StringArrayVar(&f.storeAddrMap, "store-address-map", nil, "FROM=TO (host:port each, repeatable): open session stores at TO where their URL names FROM; for running the manager outside the cluster (development, tests)")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -73,6 +75,10 @@ func runManager(f managerFlags) error {
 		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(h))
+	addrMap, err := parseStoreAddressMap(f.storeAddrMap)
+	if err != nil {
+		return err
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubernetes client configuration: %w", err)
@@ -90,6 +96,7 @@ func runManager(f managerFlags) error {
 	}
 	if err := controllers.Setup(mgr, controllers.Options{
 		Image:            f.image,
+		OpenStore:        addrMap.opener(controllers.OpenRedisStore),
 		Discovery:        f.discovery,
 		StoreResync:      f.storeResync,
 		StoreMinInterval: f.storeMinPeriod,

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/condense-dev/condense/controllers"
+	"github.com/condense-dev/condense/internal/store"
+)
+
+// storeAddressMap rewrites Redis addresses in the store URLs the operator opens. It exists
+// for running `condense manager` outside the cluster (development, the end-to-end test): the
+// URL of a managed Redis names its in-cluster Service (NAME-redis.NAMESPACE.svc:6379), which
+// resolves only inside the cluster, so `--store-address-map NAME-redis.NAMESPACE.svc:6379=127.0.0.1:6379`
+// points the operator at a port-forward or a local redis-server instead. In-cluster
+// deployments leave it empty: URLs are then opened unchanged.
+type storeAddressMap map[string]string
+
+// parseStoreAddressMap parses FROM=TO pairs, both host:port.
+func parseStoreAddressMap(pairs []string) (storeAddressMap, error) {
+	m := storeAddressMap{}
+	for _, p := range pairs {
+		from, to, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok {
+			return nil, fmt.Errorf("--store-address-map %q: want FROM=TO with host:port on both sides", p)
+		}
+		for _, a := range []string{from, to} {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, fmt.Errorf("--store-address-map %q: %q is not host:port: %w", p, a, err)
+			}
+		}
+		m[from] = to
+	}
+	return m, nil
+}
+
+// rewrite replaces every mapped address in a store URL: the URL's host and each addr= query
+// value (the extra seed nodes of the redis+cluster:// and redis+sentinel:// forms). URLs that
+// do not parse are returned unchanged so the store reports its own error.
+func (m storeAddressMap) rewrite(raw string) string {
+	if len(m) == 0 {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	if to, ok := m[u.Host]; ok {
+		u.Host = to
+	}
+	q := u.Query()
+	if addrs, ok := q["addr"]; ok {
+		for i, a := range addrs {
+			if to, ok := m[a]; ok {
+				addrs[i] = to
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// opener wraps next so that it opens rewritten URLs.
+func (m storeAddressMap) opener(next controllers.StoreOpener) controllers.StoreOpener {
+	if len(m) == 0 {
+		return next
+	}
+	return func(ctx context.Context, raw string) (store.Store, error) {
+		return next(ctx, m.rewrite(raw))
+	}
+}
