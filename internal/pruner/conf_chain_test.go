@@ -620,3 +620,25 @@ func TestSummaryHostInsideDroppedRange(t *testing.T) {
 		t.Fatalf("misplaced: %s", b)
 	}
 }
+
+// Protected outputs are matched by occurrence key: a reused id does not relocate an
+// unprotected result of the same chain.
+func TestProtectedRelocationByOccurrence(t *testing.T) {
+	pol := kPolicy(0)
+	pol.ProtectedTools = []string{"todowrite"}
+	x := newTx(wire.OpenAI).user("a").turn("call_0", "todowrite", `{}`, "PLAN ITEMS").turn("call_0", "read", `{"p":1}`, big("FILE BODY", 2000)).asst("", "ok").user("b")
+	req := x.req(t)
+	st := flush(t, req, NewState(), pol)
+	if len(st.Chains) != 1 || len(st.Chains[0].ProtectedKeys) != 1 {
+		t.Fatalf("%+v", st.Chains)
+	}
+	got := joined(Render(req, st, pol).Request)
+	if !strings.Contains(got, "<protected-output tool=\"todowrite\">\nPLAN ITEMS\n") || strings.Contains(got, "FILE BODY") {
+		t.Fatal(got)
+	}
+	for _, r := range st.Records {
+		if r.Tool == "read" && r.Summary == "" {
+			t.Fatal("summarized record without summary id")
+		}
+	}
+}

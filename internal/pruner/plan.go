@@ -331,7 +331,7 @@ func (p *Plan) planChains(v *view) {
 			continue
 		}
 		entry := &Chain{Start: pfp[ch.start], Final: ffp[ch.end], DroppedIDs: ch.ids,
-			DroppedKeys: ch.keys, ProtectedIDs: ch.protected, CompressedAt: p.now}
+			DroppedKeys: ch.keys, ProtectedIDs: ch.protected, ProtectedKeys: ch.protKeys, CompressedAt: p.now}
 		task := &chainTask{ch: entry, keys: ch.keys, turns: ch.turns}
 		keyset := make(map[string]bool, len(ch.keys))
 		for _, k := range ch.keys {
@@ -361,11 +361,11 @@ func (p *Plan) planChains(v *view) {
 		}
 		// Uncovered: compose a deterministic body from indexed and backfilled records.
 		prot := map[string]bool{}
-		for _, id := range ch.protected {
-			prot[id] = true
+		for _, k := range ch.protKeys {
+			prot[k] = true
 		}
 		for _, c := range ch.calls {
-			if c.res == nil || prot[c.b.ID] {
+			if c.res == nil || prot[c.res.occKey()] {
 				continue
 			}
 			key := c.res.occKey()
@@ -499,6 +499,9 @@ func (p *Plan) Commit(outputs map[string]string) (*State, error) {
 			}
 			sm := &Summary{ID: "s" + strconv.Itoa(n.NextSummary), Keys: keys, Refs: refs, Tools: tools, Text: text, Turn: it.turn}
 			n.NextSummary++
+			for _, k := range keys {
+				n.Records[k].Summary = sm.ID
+			}
 			if p.anchor != nil {
 				sm.Anchor = *p.anchor
 			}

@@ -326,6 +326,13 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 		for _, id := range c.ProtectedIDs {
 			prot[id] = true
 		}
+		var protKey map[string]bool
+		if len(c.ProtectedKeys) > 0 {
+			protKey = make(map[string]bool, len(c.ProtectedKeys))
+			for _, k := range c.ProtectedKeys {
+				protKey[k] = true
+			}
+		}
 		recorded := map[string]bool{}
 		for _, id := range c.DroppedIDs {
 			recorded[id] = true
@@ -349,7 +356,7 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 				r.res.Stats.Dropped++
 			case clsResults:
 				var keep []*wire.Block
-				for _, b := range r.blk(i) {
+				for j, b := range r.blk(i) {
 					if b.Kind != wire.KindToolResult {
 						keep = append(keep, b)
 						continue
@@ -358,21 +365,20 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 					if x := blockCC(b); x != nil {
 						cc = x
 					}
-					if prot[b.ID] {
-						name := b.Name
-						if name == "" {
-							name = "unknown"
-						}
-						orig := v.msgs[i].Blocks
-						text := b.ResultText()
-						for _, ob := range orig {
-							if ob.Kind == wire.KindToolResult && ob.ID == b.ID {
-								text = ob.ResultText()
-								break
-							}
-						}
-						protected.WriteString("\n\n<protected-output tool=\"" + name + "\">\n" + text + "\n</protected-output>")
+					if !prot[b.ID] {
+						continue
 					}
+					if protKey != nil {
+						// Phase 1 never touches in-range results, so block j is the original.
+						if res := v.resultAt[[2]int{i, j}]; res == nil || !protKey[res.occKey()] {
+							continue
+						}
+					}
+					name := b.Name
+					if name == "" {
+						name = "unknown"
+					}
+					protected.WriteString("\n\n<protected-output tool=\"" + name + "\">\n" + b.ResultText() + "\n</protected-output>")
 				}
 				if len(keep) == 0 || v.f == wire.OpenAI {
 					r.drop[i] = true

@@ -60,6 +60,9 @@ type Record struct {
 	Preview string `json:"preview,omitempty"`
 	// Backfilled marks a record indexed by an uncovered chain's deterministic compression.
 	Backfilled bool `json:"backfilled,omitempty"`
+	// Summary is the id of the per-batch summary that covers the record ("" for spilled and
+	// backfilled records).
+	Summary string `json:"summary,omitempty"`
 }
 
 // Summary is one per-batch summary.
@@ -95,6 +98,9 @@ type Chain struct {
 	DroppedKeys []string `json:"droppedKeys,omitempty"`
 	// ProtectedIDs are middle ids whose output is relocated verbatim.
 	ProtectedIDs []string `json:"protectedIds,omitempty"`
+	// ProtectedKeys are the occurrence keys of those outputs; when present, relocation
+	// matches by key, so a reused id cannot relocate an unprotected result.
+	ProtectedKeys []string `json:"protectedKeys,omitempty"`
 	// ToolRefs are the tN refs listed in the synthetic message's tools attribute.
 	ToolRefs []string `json:"toolRefs"`
 	// CompressedAt is the flush time.

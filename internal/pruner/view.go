@@ -51,10 +51,11 @@ type view struct {
 	toolUsing  map[int]bool
 	turnOf     map[int]int     // assistant index -> 1-based ordinal
 	callsOf    map[int][]*call // assistant index -> its calls in block order
+	resultAt   map[[2]int]*result
 }
 
 func newView(f wire.Format, msgs []*wire.Message) *view {
-	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}, callsOf: map[int][]*call{}}
+	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}, callsOf: map[int][]*call{}, resultAt: map[[2]int]*result{}}
 	var open map[string]*call // current turn's calls by id, unmatched
 	prompts := 0
 	for i, m := range msgs {
@@ -89,6 +90,7 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 					r.call = c
 				}
 				v.results = append(v.results, r)
+				v.resultAt[[2]int{i, j}] = r
 			}
 		case m.Role == wire.RoleUser:
 			v.cls[i] = clsPrompt
@@ -306,6 +308,7 @@ type chainRange struct {
 	ids        []string
 	keys       []string
 	protected  []string
+	protKeys   []string // occurrence keys of protected calls' results
 	calls      []*call
 	turns      int
 }
@@ -382,6 +385,10 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 		for _, c := range ch.calls {
 			if c.res != nil {
 				ch.keys = append(ch.keys, c.res.occKey())
+				p, hp := pathArg(c.b.Input)
+				if pol.IsProtected(c.b.Name, p, hp) {
+					ch.protKeys = append(ch.protKeys, c.res.occKey())
+				}
 			}
 		}
 	}
