@@ -107,11 +107,14 @@ func checkDecodedText(t *testing.T, r *Request) {
 			if b.IsStringForm() {
 				err = json.Unmarshal(b.Raw(), &want)
 			} else {
-				var obj struct {
-					Text string `json:"text"`
+				// A map, not a struct: encoding/json matches struct fields case-insensitively,
+				// providers (and Parse) match keys exactly.
+				var obj map[string]json.RawMessage
+				if err = json.Unmarshal(b.Raw(), &obj); err == nil {
+					if raw, ok := obj["text"]; ok {
+						err = json.Unmarshal(raw, &want)
+					}
 				}
-				err = json.Unmarshal(b.Raw(), &obj)
-				want = obj.Text
 			}
 			if err == nil && want != b.Text {
 				t.Fatalf("decoded text %q, encoding/json says %q (raw %s)", b.Text, want, b.Raw())
