@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -103,9 +104,12 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if !s.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, &s, &p, policyFound)
 	}
-	if !controllerutil.ContainsFinalizer(&s, condensev1.AgentSessionFinalizer) {
+	if want := sessionLabels(&s); !controllerutil.ContainsFinalizer(&s, condensev1.AgentSessionFinalizer) || want != nil {
 		patch := client.MergeFrom(s.DeepCopy())
 		controllerutil.AddFinalizer(&s, condensev1.AgentSessionFinalizer)
+		if want != nil {
+			s.Labels = want
+		}
 		if err := r.Patch(ctx, &s, patch); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -204,6 +208,36 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	logger.V(1).Info("reconciled", "found", found)
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// sessionLabels returns the labels the session should carry (policy, agent, owner mirrored
+// from the spec), or nil when they are already in place.
+func sessionLabels(s *condensev1.AgentSession) map[string]string {
+	want := map[string]string{
+		condensev1.LabelPolicy: s.Spec.PolicyRef.Name,
+		condensev1.LabelAgent:  s.Spec.Agent,
+		condensev1.LabelOwner:  s.Spec.Owner,
+	}
+	labels := maps.Clone(s.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	changed := false
+	for k, v := range want {
+		cur, ok := labels[k]
+		switch {
+		case v == "" && ok:
+			delete(labels, k)
+			changed = true
+		case v != "" && cur != v:
+			labels[k] = v
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return labels
 }
 
 // finalize deletes the session's state from the store and releases the finalizer. Without a

@@ -87,6 +87,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("TTLExpiry", func(t *testing.T) { testTTLExpiry(t, c, rds) })
 	t.Run("StatusConflictRetry", func(t *testing.T) { testStatusConflictRetry(t, c) })
 	t.Run("StoreOutage", func(t *testing.T) { testStoreOutage(t, c) })
+	t.Run("UserMistakes", func(t *testing.T) { testUserMistakes(t, c, rds) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -532,7 +533,8 @@ func testSessionAuthToken(t *testing.T, c client.Client, rds *redistest.Server) 
 		p.Spec.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hmac"}, Key: "secret"}}
 	})
 	s := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "with-token", Namespace: ns},
-		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "authd"}, SessionID: "tok-session"}}
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "authd"}, SessionID: "tok-session",
+			Agent: "claude-code", Owner: "alice"}}
 	if err := c.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
@@ -547,6 +549,9 @@ func testSessionAuthToken(t *testing.T, c client.Client, rds *redistest.Server) 
 		}
 		return true, ""
 	})
+	if s.Labels[condensev1.LabelAgent] != "claude-code" || s.Labels[condensev1.LabelOwner] != "alice" || s.Labels[condensev1.LabelPolicy] != "authd" {
+		t.Fatalf("spec not mirrored to labels: %v", s.Labels)
+	}
 	want := config.SessionToken([]byte("0123456789abcdef-team-secret"), "tok-session")
 	if string(tok.Data["token"]) != want || !config.VerifySessionToken([]byte("0123456789abcdef-team-secret"), "tok-session", string(tok.Data["token"])) {
 		t.Fatalf("token %q, want %q", tok.Data["token"], want)
@@ -666,4 +671,54 @@ func testStoreOutage(t *testing.T, c client.Client) {
 		cd := cond()
 		return cd != nil && cd.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", cd)
 	})
+}
+
+// testUserMistakes covers policies the API server accepts but the operator cannot run: they
+// are reported in status (and fixed by changing the policy or creating the Secret).
+func testUserMistakes(t *testing.T, c client.Client, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	blank := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "blank-tool", Namespace: ns},
+		Spec: condensev1.PruningPolicySpec{ProtectedTools: []string{"  "}}}
+	if err := c.Create(ctx, blank); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "InvalidSpec", func() (bool, string) {
+		_ = get(ctx, c, ns, "blank-tool", blank)
+		cd := apimeta.FindStatusCondition(blank.Status.Conditions, condensev1.ConditionReady)
+		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == ReasonInvalidSpec &&
+			strings.Contains(cd.Message, "engine.protectedTools[0]"), fmt.Sprintf("%+v", cd)
+	})
+	if err := get(ctx, c, ns, "blank-tool-proxy", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("no proxy may be deployed for an invalid policy: %v", err)
+	}
+
+	// External Redis whose Secret does not exist yet, then a URL of the wrong kind, then a good one.
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nosecret", Namespace: ns},
+		Spec: condensev1.PruningPolicySpec{Redis: condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{
+			Mode:         "standalone",
+			URLSecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "later"}, Key: "url"}}}}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	storeCond := func(reason string, status metav1.ConditionStatus) func() (bool, string) {
+		return func() (bool, string) {
+			var cur condensev1.PruningPolicy
+			_ = get(ctx, c, ns, "nosecret", &cur)
+			cd := apimeta.FindStatusCondition(cur.Status.Conditions, condensev1.ConditionStoreReachable)
+			return cd != nil && cd.Status == status && cd.Reason == reason, fmt.Sprintf("%+v", cd)
+		}
+	}
+	eventually(t, 20*time.Second, "SecretUnavailable", storeCond(ReasonSecretUnavailable, metav1.ConditionFalse))
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: ns},
+		StringData: map[string]string{"url": "redis+cluster://" + rds.Addr}}
+	if err := c.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "wrong scheme for the mode", storeCond(ReasonInvalidSpec, metav1.ConditionFalse))
+	sec.StringData = map[string]string{"url": rds.URL() + "/6"}
+	if err := c.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "reachable once the Secret is right", storeCond(ReasonStoreReachable, metav1.ConditionTrue))
 }

@@ -147,7 +147,11 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		msg := "the policy renders an invalid proxy configuration: " + err.Error()
 		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonInvalidSpec, msg)
 		r.event(&p, corev1.EventTypeWarning, ReasonInvalidSpec, "Render", msg)
-		return ctrl.Result{}, r.writeStatus(ctx, &p, status)
+		if werr := r.writeStatus(ctx, &p, status); werr != nil {
+			return ctrl.Result{}, werr
+		}
+		// A user mistake: retrying cannot help until the policy changes.
+		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 	status.ConfigHash = cfg.Hash()
 	if err := r.applyChildren(ctx, &p, cfg); err != nil {
@@ -232,6 +236,11 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		metricPolicyDiagnostics.WithLabelValues(p.Namespace, p.Name, kind).Set(float64(v))
 	}
 	logger.V(1).Info("reconciled", "ready", proxyOK && storeOK)
+	if serr != nil {
+		// A missing Secret or a URL of the wrong kind: the Secret watch brings the policy back
+		// when it is fixed.
+		return ctrl.Result{}, reconcile.TerminalError(serr)
+	}
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 

@@ -37,13 +37,17 @@ type AgentSessionSpec struct {
 	// +required
 	SessionID string `json:"sessionID"`
 
-	// Agent names the coding agent (for example "claude-code"); copied to a label.
+	// Agent names the coding agent (for example "claude-code"); the operator copies it to the
+	// label condense.dev/agent, so it must be a valid label value.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +optional
 	Agent string `json:"agent,omitempty"`
 
-	// Owner names the person or team the session belongs to; copied to a label.
+	// Owner names the person or team the session belongs to; the operator copies it to the
+	// label condense.dev/owner, so it must be a valid label value.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
 	// +optional
 	Owner string `json:"owner,omitempty"`
 
