@@ -476,6 +476,19 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 		return cur.Status.Sessions == 1 && cur.Status.Diagnostics.Total() == 5, fmt.Sprintf("%+v", cur.Status)
 	})
 
+	// Status is written only when it changes: resyncs of an unchanged policy and session
+	// (every 2s and 1s here) leave the objects alone.
+	var before, after condensev1.PruningPolicy
+	_ = get(ctx, c, ns, "live", &before)
+	sBefore, _ := sessionFor(ctx, c, ns, id)
+	time.Sleep(3 * time.Second)
+	_ = get(ctx, c, ns, "live", &after)
+	sAfter, _ := sessionFor(ctx, c, ns, id)
+	if before.ResourceVersion != after.ResourceVersion || sBefore.ResourceVersion != sAfter.ResourceVersion {
+		t.Fatalf("unchanged objects were rewritten: policy %s -> %s, session %s -> %s",
+			before.ResourceVersion, after.ResourceVersion, sBefore.ResourceVersion, sAfter.ResourceVersion)
+	}
+
 	// A user-declared AgentSession for another id is not duplicated by discovery.
 	declared := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "declared", Namespace: ns},
 		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "live"}, SessionID: "declared id {x}"}}
