@@ -489,19 +489,35 @@ func (s *Server) recordStats(t *turn, u usage) {
 	})
 }
 
-// afterResponse stores hidden exchanges and, after a final answer, starts the next flush.
-func (s *Server) afterResponse(t *turn, out *outcome) {
-	if out == nil || t.open != "" || s.opt.Store == nil {
+// persistSplice stores a hidden exchange before the response completes, so the client's
+// next request (on any replica) finds it.
+func (s *Server) persistSplice(ctx context.Context, t *turn, sp *splice) {
+	if s.opt.Store == nil || t.open != "" {
 		return
 	}
-	if out.splice != nil {
-		sp := out.splice
-		s.background(func(ctx context.Context) {
-			if err := s.saveSplice(ctx, t, sp); err != nil {
-				s.met.StoreErrors.WithLabelValues("splice").Inc()
-				t.log.Warn("storing hidden exchange failed", "err", err)
-			}
-		})
+	c, cancel := s.storeCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	start := time.Now()
+	err := s.saveSplice(c, t, sp)
+	s.met.StoreSeconds.WithLabelValues("save_splice").Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.met.StoreErrors.WithLabelValues("save_splice").Inc()
+		t.log.Warn("storing hidden exchange failed", "err", err)
+	}
+}
+
+// afterResponse logs the request.
+func (s *Server) afterResponse(t *turn, out *outcome) {
+	t.log.Info("request", "status", 200, "bytesBefore", len(t.client.Raw()), "bytesAfter", len(t.body),
+		"final", out.final, "hidden", out.splice != nil, "failOpen", t.open, "ms", time.Since(t.t0).Milliseconds())
+}
+
+// onFinal starts the next flush when a response is a final answer. It runs before the
+// response's last bytes go out, so the client's next request finds the flush under way (and
+// waits for it up to flushWaitTimeout).
+func (s *Server) onFinal(t *turn, out *outcome) {
+	if t.open != "" || s.opt.Store == nil {
+		return
 	}
 	if out.final && s.opt.Flusher != nil && !s.opt.Trigger.OnDemand && len(out.viewTail) > 0 {
 		msgs, err := parseMessages(t.f, out.viewTail)

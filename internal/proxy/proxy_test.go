@@ -132,7 +132,6 @@ func TestQueryAnsweredInProxy(t *testing.T) {
 				t.Fatalf("continuation does not carry the recovered output: %s", lastMsg.Raw())
 			}
 			// Next turn: the hidden exchange is re-inserted where it happened.
-			time.Sleep(100 * time.Millisecond)
 			r.up.Enqueue(upstreamfake.Reply{Text: "You're welcome."})
 			msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("Thanks.")))
 			aTurn(t, c, msgs, stream)
@@ -168,7 +167,6 @@ func TestQueryMixedWithClientCalls(t *testing.T) {
 			if len(m.Content) != 2 || m.Content[1].ID != "toolu_c2" || m.StopReason != "tool_use" {
 				t.Fatalf("client saw %+v", m.Content)
 			}
-			time.Sleep(100 * time.Millisecond)
 			r.up.Enqueue(upstreamfake.Reply{Text: "Clean."})
 			msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_c2", "nothing to commit", false)))
 			aTurn(t, c, msgs, stream)

@@ -358,6 +358,10 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	} else {
 		out.viewTail = []json.RawMessage{visibleMsg}
 	}
+	if out.splice != nil {
+		s.persistSplice(ctx, t, out.splice)
+	}
+	s.onFinal(t, out)
 	copyResponseHeaders(w.Header(), hdr)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
@@ -621,6 +625,22 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		if len(deferred) > 0 && len(lastClient) == 0 {
 			stop = "end_turn"
 		}
+		var results []json.RawMessage
+		if len(deferred) > 0 {
+			s.met.Recoveries.WithLabelValues("deferred").Inc()
+			_, results = s.answer(ctx, t, deferred)
+		}
+		if round > 1 || len(deferred) > 0 {
+			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+			s.persistSplice(ctx, t, out.splice)
+		}
+		out.final = len(lastClient) == 0 && stop != "tool_use"
+		if out.splice != nil && len(deferred) == 0 {
+			out.viewTail = replace
+		} else {
+			out.viewTail = []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)}
+		}
+		s.onFinal(t, out)
 		if round == 1 && len(deferred) == 0 { // nothing hidden: the provider's events as they came
 			e.emit(last.deltaRaw)
 			if last.stopRaw != nil {
@@ -634,20 +654,6 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			}
 			e.emit(encodeEvent("message_delta", d))
 			e.emit(encodeEvent("message_stop", []byte(`{"type":"message_stop"}`)))
-		}
-		var results []json.RawMessage
-		if len(deferred) > 0 {
-			s.met.Recoveries.WithLabelValues("deferred").Inc()
-			_, results = s.answer(ctx, t, deferred)
-		}
-		if round > 1 || len(deferred) > 0 {
-			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
-		}
-		out.final = len(lastClient) == 0 && stop != "tool_use"
-		if out.splice != nil && len(deferred) == 0 {
-			out.viewTail = replace
-		} else {
-			out.viewTail = []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)}
 		}
 		return out
 	}
@@ -743,6 +749,32 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		if len(deferred) > 0 && len(client) == 0 {
 			stop = "stop"
 		}
+		var dg digester
+		dg.text(visibleText.String())
+		for _, c := range client {
+			dg.call(c.id)
+		}
+		var results []json.RawMessage
+		if len(deferred) > 0 {
+			s.met.Recoveries.WithLabelValues("deferred").Inc()
+			_, results = s.answer(ctx, t, deferred)
+		}
+		if round > 1 || len(deferred) > 0 {
+			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+			s.persistSplice(ctx, t, out.splice)
+		}
+		out.final = len(client) == 0 && stop != "tool_calls"
+		if out.splice != nil && len(deferred) == 0 {
+			out.viewTail = replace
+		} else {
+			var vc []string
+			for _, c := range client {
+				raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
+				vc = append(vc, string(raw))
+			}
+			out.viewTail = []json.RawMessage{openAIAssistant(visibleText.String(), vc)}
+		}
+		s.onFinal(t, out)
 		if stop == r.finish {
 			e.emit(r.finishRaw)
 		} else {
@@ -758,30 +790,6 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		}
 		if r.done {
 			e.emit([]byte("data: [DONE]\n\n"))
-		}
-		var dg digester
-		dg.text(visibleText.String())
-		for _, c := range client {
-			dg.call(c.id)
-		}
-		var results []json.RawMessage
-		if len(deferred) > 0 {
-			s.met.Recoveries.WithLabelValues("deferred").Inc()
-			_, results = s.answer(ctx, t, deferred)
-		}
-		if round > 1 || len(deferred) > 0 {
-			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
-		}
-		out.final = len(client) == 0 && stop != "tool_calls"
-		if out.splice != nil && len(deferred) == 0 {
-			out.viewTail = replace
-		} else {
-			var vc []string
-			for _, c := range client {
-				raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
-				vc = append(vc, string(raw))
-			}
-			out.viewTail = []json.RawMessage{openAIAssistant(visibleText.String(), vc)}
 		}
 		return out
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 
@@ -101,7 +100,6 @@ func TestStreamingQueryAfterThinkingRenumbersBlocks(t *testing.T) {
 		t.Fatal("thinking signatures lost")
 	}
 	// The client answers its own tool; the upstream sees the hidden exchange, valid.
-	time.Sleep(100 * time.Millisecond)
 	r.up.Enqueue(upstreamfake.Reply{Text: "done"})
 	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_next", "ok", false)))
 	aTurn(t, c, msgs, true)
@@ -132,7 +130,6 @@ func TestQueryRoundsExhaustedAreDeferred(t *testing.T) {
 				t.Fatalf("query call leaked to the client: %+v", b)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 		r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
 		msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("go on")))
 		aTurn(t, c, msgs, false)
