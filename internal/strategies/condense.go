@@ -11,6 +11,7 @@ import (
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -56,9 +57,10 @@ type CondenseOptions struct {
 // DefaultGraceTurns is how many of the latest tool-using turns a mid-run flush never touches.
 const DefaultGraceTurns = 3
 
-// Engine replays requests through the condense pruning engine in-process: the session's
-// pruner.State lives in memory, flushes run PlanFlush → summarizer → Commit, and every request
-// is rendered with pruner.Render.
+// Engine replays requests through the condense pruning engine in-process: flushes run
+// PlanFlush → summarizer → Commit, the committed state and its blobs are written to an
+// embedded in-memory store (store.Open("memory:"), one per session) and read back as the proxy
+// would load them, and every request is rendered with pruner.Render.
 //
 // Flushes are triggered the way the proxy's default agent-message trigger does: when the
 // request shows a new final assistant reply (an assistant message without tool calls). The
@@ -108,7 +110,11 @@ func Reference() *Engine {
 func (e *Engine) Name() string { return e.opts.Name }
 
 // New implements replay.Strategy.
-func (e *Engine) New(context.Context, replay.Transcript) (replay.Runner, error) {
+func (e *Engine) New(ctx context.Context, t replay.Transcript) (replay.Runner, error) {
+	st, err := store.Open(ctx, "memory:")
+	if err != nil {
+		return nil, err
+	}
 	sum := e.opts.Summarizer
 	if sum == nil {
 		sum = summarize.Extractive{}
@@ -128,7 +134,8 @@ func (e *Engine) New(context.Context, replay.Transcript) (replay.Runner, error) 
 	if g <= 0 {
 		g = DefaultGraceTurns
 	}
-	return &engineRunner{e: e, st: pruner.NewState(), sum: sum, horizon: h, maxHorizon: mh, grace: g, memo: map[uint64]memoOut{}}, nil
+	return &engineRunner{e: e, st: pruner.NewState(), sum: sum, horizon: h, maxHorizon: mh, grace: g, memo: map[uint64]memoOut{},
+		store: st, session: fmt.Sprintf("replay-%016x", xxhash.Sum64String(t.Name()))}, nil
 }
 
 type memoOut struct {
@@ -152,10 +159,42 @@ type engineRunner struct {
 	due       bool
 	memo      map[uint64]memoOut
 	base      time.Time
+	store     store.Store
+	session   string
+	version   uint64
 }
 
 // Close implements replay.Runner.
-func (r *engineRunner) Close() error { return nil }
+func (r *engineRunner) Close() error { return r.store.Close() }
+
+// commit persists st and its blobs to the embedded store and makes the state loaded back from
+// it current.
+func (r *engineRunner) commit(ctx context.Context, st *pruner.State, blobs []pruner.Blob) error {
+	for _, b := range blobs {
+		if err := r.store.PutBlob(ctx, r.session, b.Key, b.Data); err != nil {
+			return err
+		}
+	}
+	data, err := st.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	v, err := r.store.Commit(ctx, r.session, r.version, data, 0)
+	if err != nil {
+		return err
+	}
+	r.version = v
+	snap, err := r.store.Load(ctx, r.session)
+	if err != nil {
+		return err
+	}
+	loaded := pruner.NewState()
+	if err := loaded.UnmarshalBinary(snap.State); err != nil {
+		return err
+	}
+	r.st = loaded
+	return nil
+}
 
 func wireFormat(f cost.WireFormat) wire.Format {
 	if f == cost.OpenAI {
@@ -278,6 +317,7 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 		kind += "-" + tag
 	}
 	st := r.st
+	var blobs []pruner.Blob
 	var calls []replay.Call
 	var sumUSD float64
 	prices := req.Cache.Prices()
@@ -333,6 +373,7 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 		if err != nil {
 			return err
 		}
+		blobs = append(blobs, plan.Blobs...)
 		st = next
 		if !plan.Followup {
 			break
@@ -345,7 +386,10 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 		return nil
 	}
 	if !r.e.opts.CacheAware {
-		r.st, r.due = st, false
+		r.due = false
+		if err := r.commit(ctx, st, blobs); err != nil {
+			return err
+		}
 		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: kind})
 		return nil
 	}
@@ -354,7 +398,10 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 		return err
 	}
 	if keep {
-		r.st, r.due = st, false
+		r.due = false
+		if err := r.commit(ctx, st, blobs); err != nil {
+			return err
+		}
 		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: kind, Detail: why})
 	} else {
 		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: kind + "-deferred", Detail: why})
