@@ -90,6 +90,9 @@ func runManager(f managerFlags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "condense-operator.condense.dev",
 		LeaderElectionNamespace: f.leaderElectNS,
+		// The manager exits right after Start returns, so giving the Lease up on shutdown is
+		// safe and lets a standby replica take over without waiting for the Lease to expire.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
