@@ -135,6 +135,44 @@ func TestLoadTest(t *testing.T) {
 	t0 = time.Now()
 	proxied, perr := run(srv.URL)
 	ptime := time.Since(t0)
+
+	// Unsaturated: the same requests one at a time, each sent direct and then through the
+	// proxy; the paired difference is the latency the proxy adds to that request.
+	nseq := envInt("CONDENSE_LOAD_SEQUENTIAL", 300)
+	var diffs []time.Duration
+	client := &http.Client{}
+	send := func(base, session string, b []byte) (time.Duration, error) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(HeaderSession, session)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return 0, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return time.Since(start), nil
+	}
+	seqErrs := 0
+	for i := 0; len(diffs) < nseq && i < nsess*perSess; i++ {
+		j := jobs[i%nsess]
+		k := i / nsess
+		if k >= len(j.bodies) {
+			continue
+		}
+		d, err1 := send(up.URL, "seq-"+j.session, j.bodies[k])
+		p, err2 := send(srv.URL, "seq-"+j.session, j.bodies[k])
+		if err1 != nil || err2 != nil {
+			seqErrs++
+			continue
+		}
+		diffs = append(diffs, p-d)
+	}
+	sort.Slice(diffs, func(a, b int) bool { return diffs[a] < diffs[b] })
 	srv.Close()
 	c, cancel := context.WithTimeout(context.Background(), time.Minute)
 	_ = inproc.Close(c)
@@ -154,12 +192,14 @@ func TestLoadTest(t *testing.T) {
 		len(direct), derr, dtime.Round(time.Millisecond), ms(q(direct, .5)), ms(q(direct, .9)), ms(q(direct, .99)),
 		len(proxied), perr, ptime.Round(time.Millisecond), ms(q(proxied, .5)), ms(q(proxied, .9)), ms(q(proxied, .99)),
 		ms(q(proxied, .5)-q(direct, .5)), ms(q(proxied, .9)-q(direct, .9)), ms(q(proxied, .99)-q(direct, .99)))
+	report += fmt.Sprintf("\nUnsaturated (one request at a time, %d requests, paired direct vs proxied): added p50 %s ms, p90 %s ms, p99 %s ms, errors %d\n",
+		len(diffs), ms(q(diffs, .5)), ms(q(diffs, .9)), ms(q(diffs, .99)), seqErrs)
 	t.Log("\n" + report)
 	if out := os.Getenv("CONDENSE_LOAD_REPORT"); out != "" {
 		_ = os.WriteFile(out, []byte(report), 0o644)
 	}
-	if derr+perr > 0 {
-		t.Fatalf("%d direct and %d proxied requests failed", derr, perr)
+	if derr+perr+seqErrs > 0 {
+		t.Fatalf("%d direct, %d proxied and %d sequential requests failed", derr, perr, seqErrs)
 	}
 }
 

@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+func TestReadEventCRLFAndMultiData(t *testing.T) {
+	in := "event: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\n\ndata: [DONE]\n\n: tail"
+	br := bufio.NewReader(strings.NewReader(in))
+	ev, err := readEvent(br)
+	if err != nil || ev.name != "a" || string(ev.data) != "{\"x\":\n1}" || string(ev.raw) != "event: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\n" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	ev, err = readEvent(br)
+	if err != nil || string(ev.data) != "[DONE]" {
+		t.Fatalf("%+v %v", ev, err)
+	}
+	ev, err = readEvent(br)
+	if err == nil || string(ev.raw) != ": tail" || ev.data != nil {
+		t.Fatalf("%+v %v", ev, err)
+	}
+}
+
+// TestHiddenExchangeNotReinsertedWhenClientChangedIt: a client that rewrote the assistant
+// message (rewind, edit) does not get the stored exchange spliced in; it is counted.
+func TestHiddenExchangeNotReinsertedWhenClientChangedIt(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	msgs, c := conversation(t, r, "sess-edit", false)
+	r.up.Enqueue(
+		upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_h", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}},
+		upstreamfake.Reply{Text: "Original answer."},
+	)
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("q")))
+	m := aTurn(t, c, msgs, false)
+	if m.Content[0].Text != "Original answer." {
+		t.Fatalf("%+v", m.Content)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+	msgs = append(msgs, anthropic.NewAssistantMessage(anthropic.NewTextBlock("An edited answer.")), anthropic.NewUserMessage(anthropic.NewTextBlock("next")))
+	aTurn(t, c, msgs, false)
+	_, req := lastModelRequest(t, r.up, wire.Anthropic)
+	if len(req.Messages) != len(msgs) || strings.Contains(string(req.Raw()), "toolu_h") {
+		t.Fatalf("stale exchange re-inserted: %d messages", len(req.Messages))
+	}
+	if v := testutil.ToFloat64(r.px.Metrics().Diagnostics.WithLabelValues("hidden-exchange-mismatch")); v != 1 {
+		t.Fatalf("mismatch count %v", v)
+	}
+}
+
+// TestOpenAIMixedQueryDeferred: OpenAI responses with a query call next to a client call —
+// the client sees only its own call (index 0), and the next request carries the query's tool
+// message right after the restored assistant message.
+func TestOpenAIMixedQueryDeferred(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
+			r := newRig(t, nil, nil, nil)
+			c := r.openai("oa-mixed")
+			params := func(msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
+				return openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs}
+			}
+			do := func(msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionMessage {
+				t.Helper()
+				if !stream {
+					cc, err := c.Chat.Completions.New(context.Background(), params(msgs))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return cc.Choices[0].Message
+				}
+				st := c.Chat.Completions.NewStreaming(context.Background(), params(msgs))
+				var acc openai.ChatCompletionAccumulator
+				for st.Next() {
+					acc.AddChunk(st.Current())
+				}
+				if err := st.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return acc.Choices[0].Message
+			}
+			r.up.Enqueue(upstreamfake.Reply{Text: "Two things.", ToolCalls: []upstreamfake.ToolCall{
+				{ID: "call_q", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t9"]}`},
+				{ID: "call_c", Name: "bash", Input: `{"cmd":"ls"}`},
+			}})
+			msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("go")}
+			m := do(msgs)
+			if len(m.ToolCalls) != 1 || m.ToolCalls[0].ID != "call_c" || m.ToolCalls[0].Function.Arguments != `{"cmd":"ls"}` {
+				t.Fatalf("client saw %+v", m.ToolCalls)
+			}
+			r.up.Enqueue(upstreamfake.Reply{Text: "done"})
+			msgs = append(msgs, m.ToParam(), openai.ToolMessage("a b c", "call_c"))
+			do(msgs)
+			_, req := lastModelRequest(t, r.up, wire.OpenAI)
+			if len(req.Messages) != 4 {
+				t.Fatalf("%d messages upstream", len(req.Messages))
+			}
+			asst, tq := req.Messages[1], req.Messages[2]
+			if len(asst.Blocks) < 3 || tq.Role != wire.RoleTool || tq.Blocks[0].ID != "call_q" || !strings.Contains(tq.Blocks[0].ResultText(), "t9") {
+				t.Fatalf("restored %s / %s", asst.Raw(), tq.Raw())
+			}
+		})
+	}
+}
