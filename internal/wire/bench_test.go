@@ -125,3 +125,37 @@ func BenchmarkParseOpenAI(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseReusing is the proxy's steady state: the 2 MB request parsed with
+// ParseReusing when the previous request was the same conversation minus its last two
+// messages (the assistant turn and the tool result the agent added since).
+func BenchmarkParseReusing(b *testing.B) {
+	body := benchRequest(b)
+	full, err := Parse(Anthropic, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raws := make([]json.RawMessage, 0, len(full.Messages))
+	for _, m := range full.Messages[:len(full.Messages)-2] {
+		raws = append(raws, m.Raw())
+	}
+	prev, err := Parse(Anthropic, wrapMessages(raws))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body = append([]byte(nil), body...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	defer func() { reportCPU(b, start) }()
+	for b.Loop() {
+		r, err := ParseReusing(Anthropic, body, prev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.ReusedMessages() != len(full.Messages)-2 {
+			b.Fatalf("reused %d of %d", r.ReusedMessages(), len(full.Messages))
+		}
+	}
+}

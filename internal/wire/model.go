@@ -98,6 +98,7 @@ type Request struct {
 	sysArr   *array
 	toolsArr *array
 	sysStr   bool // system was a JSON string
+	reused   int  // leading messages shared from ParseReusing's previous request
 
 	origModel    string
 	origStream   bool

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,10 +15,39 @@ import (
 // for JSON of the wrong shape. Parse never panics and never modifies body; the returned
 // request refers to body, which the caller must not modify afterwards.
 func Parse(f Format, body []byte) (*Request, error) {
+	return parse(f, body, nil)
+}
+
+// ParseReusing is Parse for the next request of a conversation whose previous request prev
+// was already parsed (prev may be nil). Agents resend the whole transcript every turn, so
+// the leading messages of body are usually byte-for-byte those of prev: they are not
+// parsed again but shared — the result's Messages hold prev's *Message values for the
+// longest prefix of messages whose raw bytes are identical at the same index, and parsing
+// starts after it. Tools entries and the Anthropic system value identical to prev's are
+// shared the same way. Sharing is safe because parsed values are immutable.
+//
+// The result is indistinguishable from Parse(f, body): the same typed fields and values
+// (reflect.DeepEqual), the same errors for malformed input, the same serialization, and
+// Raw and an unmodified Bytes return body. Only its reused values refer to prev's body
+// instead of body (with identical bytes), so prev's body must stay unmodified too.
+// ReusedMessages reports how many messages were shared. A prev of another format is
+// ignored.
+func ParseReusing(f Format, body []byte, prev *Request) (*Request, error) {
+	if prev != nil && prev.Format != f {
+		prev = nil
+	}
+	return parse(f, body, prev)
+}
+
+// ReusedMessages returns how many leading messages ParseReusing took from the previous
+// request instead of parsing them (0 for Parse).
+func (r *Request) ReusedMessages() int { return r.reused }
+
+func parse(f Format, body []byte, prev *Request) (*Request, error) {
 	if f != Anthropic && f != OpenAI {
 		return nil, fmt.Errorf("wire: unknown format %d", uint8(f))
 	}
-	p := &parser{d: body, f: f}
+	p := &parser{d: body, f: f, prev: prev}
 	r, err := p.request()
 	if err != nil && isSchema(err) {
 		// A shape problem was found before the end of the body: report bytes that are
@@ -35,6 +65,7 @@ func Parse(f Format, body []byte) (*Request, error) {
 type parser struct {
 	d     []byte
 	f     Format
+	prev  *Request // ParseReusing: the previous request whose identical values are shared
 	arena strings.Builder // decoded string bytes; the strings point into it
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
@@ -130,10 +161,11 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 // grows the old buffer stays with the strings using it), so the strings are immutable.
 func (p *parser) text(lit []byte) string {
 	s := lit[1 : len(lit)-1]
-	if len(s) == 0 {
-		return ""
+	j := indexBackslash(s)
+	if j == len(s) {
+		return bodyString(s) // no escapes: the body's own bytes (Parse never copies them)
 	}
-	a := p.reserve(len(s))
+	a := p.reserve(len(s), p.offset(lit))
 	start := a.Len()
 	for len(s) > 0 {
 		j := indexBackslash(s)
@@ -167,29 +199,48 @@ func (p *parser) text(lit []byte) string {
 	return a.String()[start:]
 }
 
-// reserve makes room for n more bytes in the arena. The first call reserves the body's
-// length, which bounds all decoded text, so the arena normally never grows.
-func (p *parser) reserve(n int) *strings.Builder {
+// reserve makes room for n more bytes in the arena, for a string at body offset pos. A new
+// chunk (earlier strings keep the old one) holds everything from pos to the end of the
+// body, which bounds the decoded text of the strings still to come, so the arena normally
+// has one chunk — sized by what is left to parse, which after a ParseReusing prefix is
+// little.
+func (p *parser) reserve(n, pos int) *strings.Builder {
 	a := &p.arena
 	if a.Cap()-a.Len() < n {
-		if c := len(p.d); c > n && a.Cap() == 0 {
-			n = c
-		}
-		*a = strings.Builder{} // a new chunk; earlier strings keep the old one
-		a.Grow(n)
+		*a = strings.Builder{}
+		a.Grow(max(n, len(p.d)-pos))
 	}
 	return a
 }
 
-// scanText validates the JSON string at d[i] == '"' and decodes it into the arena in the
-// same pass, returning the offset past its closing quote and the decoded string.
+// scanText validates the JSON string at d[i] == '"' and decodes it, returning the offset
+// past its closing quote and the decoded string. A string without escapes (most ids,
+// names and many texts) is the body's own bytes, not a copy; one with escapes is decoded
+// into the arena in the same pass that validates it.
 func (p *parser) scanText(i int) (int, string, error) {
+	j, err := plainRun(p.d, i)
+	if err != nil {
+		return 0, "", err
+	}
+	if p.d[j] == '"' {
+		return j + 1, bodyString(p.d[i+1 : j]), nil
+	}
+	return p.decodeText(i, j)
+}
+
+// decodeText validates and decodes the string at d[start] == '"' whose bytes before
+// d[i] (a backslash) are already validated.
+func (p *parser) decodeText(start, i int) (int, string, error) {
 	d := p.d
-	a := p.reserve(64)
+	// Room for the whole string (decoded text is never longer than its literal), so the
+	// arena does not grow while decoding it.
+	n := 64
+	if q := closingQuote(d, start); q > 0 {
+		n = q - start
+	}
+	a := p.reserve(n, start)
 	startLen := a.Len()
-	start := i
-	i++
-	run := i
+	run := start + 1
 	for {
 		for i+8 <= len(d) {
 			w := d[i : i+8 : i+8]
@@ -373,7 +424,21 @@ func (p *parser) request() (*Request, error) {
 				return 0, p.wrongType(vs, 1, root("messages"), "array")
 			}
 			r.Messages = nil
+			var prevMsgs []*Message
+			if p.prev != nil {
+				prevMsgs = p.prev.origMessages
+			}
+			r.reused = 0
 			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
+				if idx == r.reused && idx < len(prevMsgs) {
+					// Longest identical prefix: a JSON object ends where its bytes end, so
+					// identical bytes at es are the same message.
+					if raw := prevMsgs[idx].obj.raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
+						r.Messages = append(r.Messages, prevMsgs[idx])
+						r.reused++
+						return es + len(raw), nil
+					}
+				}
 				path := root("messages").at(idx)
 				if d[es] != '{' {
 					return 0, p.wrongType(es, 2, path, "object")
@@ -402,7 +467,17 @@ func (p *parser) request() (*Request, error) {
 				return 0, p.wrongType(vs, 1, root("tools"), "array")
 			}
 			r.Tools = nil
+			var prevTools []*Tool
+			if p.prev != nil {
+				prevTools = p.prev.origTools
+			}
 			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
+				if idx < len(prevTools) {
+					if raw := prevTools[idx].raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
+						r.Tools = append(r.Tools, prevTools[idx])
+						return es + len(raw), nil
+					}
+				}
 				path := root("tools").at(idx)
 				if d[es] != '{' {
 					return 0, p.wrongType(es, 2, path, "object")
@@ -420,6 +495,12 @@ func (p *parser) request() (*Request, error) {
 			r.toolsArr = arr
 			return end, nil
 		case p.f == Anthropic && keyIs(d, ks, ke, "system"):
+			if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
+				if raw, ok := pr.systemRaw(); ok && len(d)-vs >= len(raw) && bytes.Equal(d[vs:vs+len(raw)], raw) {
+					r.System, r.sysArr, r.sysStr = pr.origSystem, pr.sysArr, pr.sysStr
+					return vs + len(raw), nil
+				}
+			}
 			switch {
 			case vs < len(d) && d[vs] == '"':
 				e, _, err := scanString(d, vs)
@@ -450,7 +531,7 @@ func (p *parser) request() (*Request, error) {
 	}
 	r.obj = obj
 	r.objEnd = end
-	fillResultNames(r.Messages)
+	fillResultNames(r.Messages, r.reused)
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
 	// seen by Modified.
@@ -461,10 +542,11 @@ func (p *parser) request() (*Request, error) {
 }
 
 // fillResultNames sets Name on tool result blocks from the nearest preceding tool call
-// with the same id.
-func fillResultNames(msgs []*Message) {
+// with the same id. The first reused messages were shared from a previous request with the
+// same leading messages, where their names were already filled: they are only read.
+func fillResultNames(msgs []*Message, reused int) {
 	names := map[string]string{}
-	for _, m := range msgs {
+	for mi, m := range msgs {
 		for _, b := range m.Blocks {
 			switch b.Kind {
 			case KindToolUse, KindServerToolUse:
@@ -472,7 +554,7 @@ func fillResultNames(msgs []*Message) {
 					names[b.ID] = b.Name
 				}
 			case KindToolResult, KindWebSearchToolResult:
-				if b.Name == "" {
+				if mi >= reused && b.Name == "" {
 					b.Name = names[b.ID]
 				}
 			}

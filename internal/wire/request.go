@@ -227,3 +227,14 @@ func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 	nr.fieldMod = true
 	return nr, nil
 }
+
+// systemRaw returns the raw value of the parsed Anthropic "system" member.
+func (r *Request) systemRaw() ([]byte, bool) {
+	switch {
+	case r.sysStr && len(r.origSystem) == 1:
+		return r.origSystem[0].str, true
+	case r.sysArr != nil:
+		return r.sysArr.raw, true
+	}
+	return nil, false
+}

@@ -1,0 +1,86 @@
+package wire
+
+import (
+	"bytes"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// bodyString returns b as a string sharing its memory. Only for bytes of the parsed body,
+// which Parse's contract forbids the caller to modify while the request is in use.
+func bodyString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// plainRun validates the string starting at d[start] == '"' up to its first quote or
+// backslash and returns that offset. The checks and errors are those of scanString for
+// the same bytes.
+func plainRun(d []byte, start int) (int, error) {
+	i := start + 1
+	for {
+		for i+8 <= len(d) {
+			w := d[i : i+8 : i+8]
+			if !(strPlain[w[0]] && strPlain[w[1]] && strPlain[w[2]] && strPlain[w[3]] &&
+				strPlain[w[4]] && strPlain[w[5]] && strPlain[w[6]] && strPlain[w[7]]) {
+				break
+			}
+			i += 8
+		}
+		for i < len(d) && strPlain[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			return 0, synErr(start, "unterminated string")
+		}
+		c := d[i]
+		switch {
+		case c == '"' || c == '\\':
+			return i, nil
+		case c < 0x20:
+			return 0, synErr(i, "control character 0x%02x in string", c)
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, synErr(i, "invalid UTF-8 in string")
+			}
+			i += size
+		}
+	}
+}
+
+// closingQuote returns the offset of the quote that ends the string whose opening quote is
+// at d[start] (the first quote not preceded by an odd run of backslashes), or -1 when there
+// is none. It does not validate the string.
+func closingQuote(d []byte, start int) int {
+	q := start + 1
+	for {
+		j := bytes.IndexByte(d[q:], '"')
+		if j < 0 {
+			return -1
+		}
+		q += j
+		n := 0
+		for k := q - 1; k > start && d[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		q++
+	}
+}
+
+// offset returns the body offset of b, a subslice of the body (0 when it is not one).
+func (p *parser) offset(b []byte) int {
+	if len(b) == 0 || len(p.d) == 0 {
+		return 0
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(p.d))))
+	if off < 0 || off > len(p.d) {
+		return 0
+	}
+	return off
+}
