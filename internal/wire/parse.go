@@ -65,7 +65,7 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 type parser struct {
 	d     []byte
 	f     Format
-	prev  *Request // ParseReusing: the previous request whose identical values are shared
+	prev  *Request        // ParseReusing: the previous request whose identical values are shared
 	arena strings.Builder // decoded string bytes; the strings point into it
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
