@@ -521,7 +521,7 @@ type PruningPolicyStatus struct {
 
 	// Sessions is the number of AgentSessions of this policy.
 	// +optional
-	Sessions int32 `json:"sessions,omitempty"`
+	Sessions int32 `json:"sessions"`
 
 	// Diagnostics sums the diagnostic counts of all sessions of this policy.
 	// +optional
