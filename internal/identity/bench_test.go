@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 	"github.com/condense-dev/condense/internal/wire"
@@ -59,6 +61,7 @@ func BenchmarkFingerprints(b *testing.B) {
 	r := bigRequest(b)
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		Fingerprints(r.Messages)
 	}
@@ -69,6 +72,7 @@ func BenchmarkOccurrences(b *testing.B) {
 	r := bigRequest(b)
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		Occurrences(r.Messages)
 	}
@@ -82,7 +86,72 @@ func BenchmarkFingerprintsCached(b *testing.B) {
 	c.Fingerprints(r.Messages)
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer reportCPU(b, cpuTime())
 	for b.Loop() {
 		c.Fingerprints(r.Messages)
 	}
+}
+
+// BenchmarkOccurrencesCold is Occurrences with the key memo emptied before every run: the
+// SHA-256 cost of keying every result of the ~2 MB request for the first time.
+func BenchmarkOccurrencesCold(b *testing.B) {
+	r := bigRequest(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b, cpuTime())
+	for b.Loop() {
+		keyMemo.mu.Lock()
+		clear(keyMemo.m)
+		keyMemo.mu.Unlock()
+		Occurrences(r.Messages)
+	}
+}
+
+// BenchmarkFingerprintsReusing is the steady state: the ~2 MB transcript parsed with
+// wire.ParseReusing after the same transcript minus its last two messages, whose
+// fingerprints are known, so only the two new messages are hashed.
+func BenchmarkFingerprintsReusing(b *testing.B) {
+	r := bigRequest(b)
+	var buf bytes.Buffer
+	buf.WriteString(`{"model":"m","messages":[`)
+	for i, m := range r.Messages[:len(r.Messages)-2] {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(m.Raw())
+	}
+	buf.WriteString(`]}`)
+	prev, err := wire.Parse(wire.Anthropic, buf.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	prevFps := Fingerprints(prev.Messages)
+	cur, err := wire.ParseReusing(wire.Anthropic, r.Raw(), prev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if cur.ReusedMessages() != len(prev.Messages) {
+		b.Fatalf("reused %d of %d", cur.ReusedMessages(), len(prev.Messages))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b, cpuTime())
+	for b.Loop() {
+		FingerprintsReusing(cur.Messages, prev.Messages, prevFps)
+	}
+}
+
+// cpuTime returns the process's user+system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds a cpu-ns/op metric (process CPU time per op, GC included), which unlike
+// wall time does not grow when other jobs compete for the machine's cores.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }

@@ -63,3 +63,28 @@ func (c *HashCache) Fingerprints(msgs []*wire.Message) []Fingerprint {
 	}
 	return out
 }
+
+// FingerprintsReusing returns Fingerprints(msgs) for a transcript whose leading messages
+// are the very *wire.Message values of the previous request's transcript prev (as
+// wire.ParseReusing shares them), given prevFps = Fingerprints(prev) (or the cached
+// equivalent). The fingerprints of the shared prefix are taken over — a fingerprint
+// depends only on the messages up to it — and only the messages after it are hashed. With
+// a nil or unrelated prev it is Fingerprints(msgs).
+func FingerprintsReusing(msgs, prev []*wire.Message, prevFps []Fingerprint) []Fingerprint {
+	n := 0
+	for n < len(msgs) && n < len(prev) && n < len(prevFps) && msgs[n] == prev[n] {
+		n++
+	}
+	out := make([]Fingerprint, len(msgs))
+	copy(out, prevFps[:n])
+	seen := make(map[string]int, len(msgs))
+	for _, f := range out[:n] {
+		seen[f.Hash]++
+	}
+	for i := n; i < len(msgs); i++ {
+		h := MessageHash(msgs[i])
+		out[i] = Fingerprint{Hash: h, Ordinal: seen[h]}
+		seen[h]++
+	}
+	return out
+}

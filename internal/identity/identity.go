@@ -19,6 +19,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -47,14 +51,85 @@ func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
 // SHA-256 over the tool name, CanonicalJSON(input) and the result text (length-prefixed,
 // so field boundaries cannot shift). For OpenAI tool calls pass the decoded arguments
 // string as input (wire.Block.Input), which is canonicalised when it is JSON.
+//
+// Keys are memoised: an agent resends the same results on every request, and the pruner
+// keys them on every render. A repeat costs one xxhash pass over the three fields (about
+// ten times faster than SHA-256) and a map lookup; the memo is bounded (keyMemoMax entries,
+// then it starts over) and safe for concurrent use. The key itself is always the SHA-256
+// definition above.
 func OccurrenceKey(id, toolName string, input []byte, resultText string) string {
+	mk := occMemoKey(toolName, input, resultText)
+	keyMemo.mu.Lock()
+	sum, ok := keyMemo.m[mk]
+	keyMemo.mu.Unlock()
+	if !ok {
+		sum = occurrenceSum(toolName, input, resultText)
+		keyMemo.mu.Lock()
+		if len(keyMemo.m) >= keyMemoMax {
+			clear(keyMemo.m)
+		}
+		keyMemo.m[mk] = sum
+		keyMemo.mu.Unlock()
+	}
+	out := make([]byte, 0, len(id)+len(KeySep)+8)
+	out = append(out, id...)
+	out = append(out, KeySep...)
+	out = hex.AppendEncode(out, sum[:])
+	return string(out)
+}
+
+// occurrenceSum is the SHA-256 part of OccurrenceKey (its first four bytes), computed
+// without copying the fields.
+func occurrenceSum(toolName string, input []byte, resultText string) [4]byte {
 	h := sha256.New()
 	h.Write([]byte("condense/occurrence/v1"))
-	writeField(h, []byte(toolName))
-	writeField(h, CanonicalJSON(input))
-	writeField(h, []byte(resultText))
+	writeField(h, stringBytes(toolName))
+	bp := canonPool.Get().(*[]byte)
+	canon, ok := canonicalAppend((*bp)[:0], input, "")
+	if !ok {
+		canon = bytes.TrimSpace(input)
+	}
+	writeField(h, canon)
+	if ok && cap(canon) <= 1<<20 {
+		*bp = canon[:0]
+	}
+	canonPool.Put(bp)
+	writeField(h, stringBytes(resultText))
 	var sum [sha256.Size]byte
-	return id + KeySep + hex.EncodeToString(h.Sum(sum[:0])[:4])
+	return [4]byte(h.Sum(sum[:0])[:4])
+}
+
+// stringBytes returns the bytes of s without copying, for read-only use (hashing).
+func stringBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// canonPool holds buffers for canonical tool inputs.
+var canonPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// keyMemoMax bounds the occurrence key memo (about 100 bytes an entry).
+const keyMemoMax = 1 << 16
+
+// keyMemo maps the xxhash of an occurrence's fields (plus their lengths) to its SHA-256
+// prefix.
+var keyMemo = struct {
+	mu sync.Mutex
+	m  map[occKey][4]byte
+}{m: map[occKey][4]byte{}}
+
+type occKey struct {
+	sum              uint64
+	nName, nIn, nRes int
+}
+
+func occMemoKey(toolName string, input []byte, resultText string) occKey {
+	d := xxhash.New()
+	d.WriteString(toolName)
+	d.Write([]byte{0})
+	d.Write(input)
+	d.Write([]byte{0})
+	d.WriteString(resultText)
+	return occKey{sum: d.Sum64(), nName: len(toolName), nIn: len(input), nRes: len(resultText)}
 }
 
 // BareID returns the provider id of an occurrence key (the part before the last "#"), or
@@ -113,7 +188,7 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 func MessageHash(m *wire.Message) string {
 	h := sha256.New()
 	h.Write([]byte("condense/message/v1"))
-	writeField(h, []byte(m.Role))
+	writeField(h, stringBytes(string(m.Role)))
 	var buf []byte
 	for _, b := range m.Blocks {
 		buf = appendBlockIdentity(buf[:0], b)
@@ -128,7 +203,7 @@ func MessageHash(m *wire.Message) string {
 func appendBlockIdentity(dst []byte, b *wire.Block) []byte {
 	if b.IsStringForm() && b.Kind == wire.KindText {
 		dst = append(dst, `{"text":`...)
-		dst = appendString(dst, []byte(b.Text))
+		dst = appendString(dst, stringBytes(b.Text))
 		return append(dst, `,"type":"text"}`...)
 	}
 	out, ok := canonicalAppend(dst, b.Raw(), "cache_control")

@@ -1,0 +1,157 @@
+package identity
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// referenceKey is the occurrence key's definition written out plainly (fresh copies, no
+// memo), to check the memoised, copy-free OccurrenceKey against.
+func referenceKey(id, name string, input []byte, result string) string {
+	var b bytes.Buffer
+	b.WriteString("condense/occurrence/v1")
+	for _, f := range [][]byte{[]byte(name), CanonicalJSON(input), []byte(result)} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		b.Write(n[:])
+		b.Write(f)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return id + "#" + hex.EncodeToString(sum[:4])
+}
+
+// TestOccurrenceKeyMemoMatchesDefinition: memo hits, misses, fields whose concatenations
+// coincide, invalid input JSON and a memo that overflowed all give the defined key.
+func TestOccurrenceKeyMemoMatchesDefinition(t *testing.T) {
+	type occ struct {
+		id, name, input, result string
+	}
+	cases := []occ{
+		{"t1", "bash", `{"cmd":"ls"}`, "a\nb"},
+		{"t1", "bash", `{ "cmd" : "ls" }`, "a\nb"}, // same canonical input
+		{"t2", "bash", `{"cmd":"ls"}`, "a\nb"},     // another id, same fields
+		{"t1", "bas", `{"cmd":"ls"}`, "ha\nb"},     // name/result boundary shifted
+		{"t1", "bash", `{"cmd":"ls"}`, "a\nb "},
+		{"t1", "bash", `{"cmd":`, "partial input"}, // not JSON: trimmed raw bytes
+		{"t1", "", ``, ""},
+		{"t1", "read", `{"path":"é\u00e9"}`, strings.Repeat("x", 100000)},
+	}
+	for round := 0; round < 3; round++ { // the first round fills the memo, the rest hit it
+		for _, c := range cases {
+			got := OccurrenceKey(c.id, c.name, []byte(c.input), c.result)
+			if want := referenceKey(c.id, c.name, []byte(c.input), c.result); got != want {
+				t.Fatalf("round %d %+v: %s, want %s", round, c, got, want)
+			}
+		}
+	}
+	// Overflow the memo: it starts over and keeps answering correctly.
+	for i := 0; i < keyMemoMax+10; i++ {
+		r := fmt.Sprint("result ", i)
+		if i%9973 == 0 || i >= keyMemoMax {
+			if got, want := OccurrenceKey("x", "n", []byte(`1`), r), referenceKey("x", "n", []byte(`1`), r); got != want {
+				t.Fatalf("entry %d: %s, want %s", i, got, want)
+			}
+			continue
+		}
+		OccurrenceKey("x", "n", []byte(`1`), r)
+	}
+	keyMemo.mu.Lock()
+	n := len(keyMemo.m)
+	keyMemo.mu.Unlock()
+	if n > keyMemoMax {
+		t.Fatalf("memo holds %d entries, bound %d", n, keyMemoMax)
+	}
+}
+
+// TestOccurrencesCorpusMatchDefinition checks every occurrence key of a mini-SWE-agent
+// corpus conversation (cold memo, then warm) against the plain definition.
+func TestOccurrencesCorpusMatchDefinition(t *testing.T) {
+	data, err := os.ReadFile(corpus.File(t, "msa_psf__requests-1142.traj.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"model": "m", "messages": doc.Messages})
+	r, err := wire.Parse(wire.OpenAI, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for round := 0; round < 2; round++ {
+		for _, o := range Occurrences(r.Messages) {
+			call := r.Messages[o.CallMsg].Blocks[o.CallBlock]
+			res := r.Messages[o.ResultMsg].Blocks[o.ResultBlock]
+			if want := referenceKey(o.ID, call.Name, call.Input, res.ResultText()); o.Key != want {
+				t.Fatalf("%s: %s, want %s", o.ID, o.Key, want)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d keys checked", checked)
+}
+
+// TestFingerprintsReusing replays a conversation request by request with
+// wire.ParseReusing and checks FingerprintsReusing against Fingerprints at every step,
+// including repeated messages (ordinals) and a request that rewrote earlier history.
+func TestFingerprintsReusing(t *testing.T) {
+	specs := []spec{{role: "user", text: "continue"}, {role: "assistant", text: "ok"}}
+	for i := 0; i < 12; i++ {
+		specs = append(specs, spec{role: "user", text: "continue"}, spec{role: "assistant", text: fmt.Sprint("step ", i%3)})
+	}
+	body := func(n int, edit bool) []byte {
+		var msgs []map[string]any
+		for i, s := range specs[:n] {
+			text := s.text
+			if edit && i == n/2 {
+				text += " (edited)"
+			}
+			msgs = append(msgs, map[string]any{"role": s.role, "content": text})
+		}
+		b, err := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var prev *wire.Request
+	var prevFps []Fingerprint
+	for n := 1; n <= len(specs); n++ {
+		r, err := wire.ParseReusing(wire.OpenAI, body(n, n%7 == 0), prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prevMsgs []*wire.Message
+		if prev != nil {
+			prevMsgs = prev.Messages
+		}
+		got := FingerprintsReusing(r.Messages, prevMsgs, prevFps)
+		want := Fingerprints(r.Messages)
+		if len(got) != len(want) {
+			t.Fatalf("%d messages: %d fingerprints, want %d", n, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%d messages (reused %d), message %d: %v, want %v", n, r.ReusedMessages(), i, got[i], want[i])
+			}
+		}
+		prev, prevFps = r, got
+	}
+	if got := FingerprintsReusing(prev.Messages, nil, nil); len(got) != len(prev.Messages) || got[0] != Fingerprints(prev.Messages)[0] {
+		t.Fatal("nil previous transcript")
+	}
+}
