@@ -121,21 +121,10 @@ func TestE2EWholeSystem(t *testing.T) {
 	operatorKC, operatorAuth := kubeconfig("operator", envtest.User{Name: operatorUser, Groups: operatorGroups})
 	t.Logf("control plane up after %v", time.Since(t0).Round(time.Millisecond))
 
-	kcm := startProc(t, logs, "kube-controller-manager", nil, filepath.Join(tc.assets, "kube-controller-manager"),
-		"--kubeconfig="+adminKC, "--secure-port=0", "--leader-elect=false", "--use-service-account-credentials=false",
-		"--controllers=*")
-	sched := startProc(t, logs, "kube-scheduler", nil, filepath.Join(tc.assets, "kube-scheduler"),
-		"--kubeconfig="+adminKC, "--secure-port=0", "--leader-elect=false")
-	kwok := startProc(t, logs, "kwok", nil, tc.kwok, "--kubeconfig="+adminKC, "--config="+tc.kwokStages,
-		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=10.244.0.0/16", "--node-ip=10.0.0.1", "--server-address=127.0.0.1:0")
-	cluster := []*proc{kcm, sched, kwok}
-
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	createFakeNode(ctx, t, c)
 	kenv := []string{"KUBECONFIG=" + adminKC}
 	kubectl := func(stdin []byte, args ...string) string {
 		t.Helper()
@@ -172,6 +161,7 @@ func TestE2EWholeSystem(t *testing.T) {
 	kubectl([]byte(crds), "apply", "--server-side", "--field-manager=helm-e2e", "-f", "-")
 	kubectl(nil, "wait", "--for=condition=Established", "--timeout=30s",
 		"crd/pruningpolicies.condense.dev", "crd/agentsessions.condense.dev")
+	t.Logf("chart CRDs established after %v", time.Since(t0).Round(time.Millisecond))
 	// Without the chart's RBAC the operator's identity may do nothing: the RBAC applied next is
 	// what the rest of the test runs on.
 	opClient, err := client.New(operatorAuth.Config(), client.Options{Scheme: env.Scheme})
@@ -187,6 +177,20 @@ func TestE2EWholeSystem(t *testing.T) {
 		"--as-group", operatorGroups[0]); strings.TrimSpace(out) != "yes" {
 		t.Fatalf("kubectl auth can-i for the operator identity: %q", out)
 	}
+	// The controller manager starts after the CRDs exist, so its garbage collector watches
+	// PruningPolicies from the start instead of discovering them at its next 30s resync.
+	kcm := startProc(t, logs, "kube-controller-manager", nil, filepath.Join(tc.assets, "kube-controller-manager"),
+		"--kubeconfig="+adminKC, "--secure-port=0", "--leader-elect=false", "--use-service-account-credentials=false",
+		"--controllers=*")
+	sched := startProc(t, logs, "kube-scheduler", nil, filepath.Join(tc.assets, "kube-scheduler"),
+		"--kubeconfig="+adminKC, "--secure-port=0", "--leader-elect=false")
+	kwok := startProc(t, logs, "kwok", nil, tc.kwok, "--kubeconfig="+adminKC, "--config="+tc.kwokStages,
+		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/16", "--node-ip=10.0.0.1", "--server-address=127.0.0.1:0")
+	cluster := []*proc{kcm, sched, kwok}
+
+	createFakeNode(ctx, t, c)
+	t.Logf("kube-controller-manager, kube-scheduler and kwok started after %v", time.Since(t0).Round(time.Millisecond))
 	// A volume for the managed Redis's claim (nothing provisions volumes in a simulated cluster).
 	kubectl([]byte(`apiVersion: v1
 kind: PersistentVolume
@@ -281,19 +285,41 @@ spec:
 	tConv := time.Now()
 	ac := anthropic.NewClient(aoption.WithBaseURL("http://"+addrs["proxy"]), aoption.WithAPIKey("sk-ant-e2e"),
 		aoption.WithHeader("X-Condense-Session", sessionID), aoption.WithMaxRetries(0))
-	bodies := converse(ctx, t, &ac, up, agent, 4)
-	t.Logf("conversation of %d model requests in %v; upstream bodies (bytes): %v", len(bodies), time.Since(tConv).Round(time.Millisecond), bodies)
+	metricsURL := "http://" + addrs["metrics"] + "/metrics"
+	// An agent thinks between tasks; the test instead waits until the proxy reports the flush
+	// its final answer started, so every prompt meets a settled state (metrics, not timing).
+	flushed := func(n int) {
+		eventually(t, 30*time.Second, fmt.Sprintf("%d flushes with outcome flushed", n), func() (bool, string) {
+			v := metricValue(httpGet(t, metricsURL), `condense_flushes_total{outcome="flushed"}`)
+			return v >= float64(n), fmt.Sprintf("condense_flushes_total{outcome=\"flushed\"} = %v", v)
+		}, watched...)
+	}
+	bodies := converse(ctx, t, &ac, agent, 4, flushed)
+	sizes := make([]int, len(bodies))
+	for i, b := range bodies {
+		sizes[i] = len(b)
+	}
+	t.Logf("conversation of %d model requests in %v; upstream body sizes: %v", len(bodies), time.Since(tConv).Round(time.Millisecond), sizes)
 	if agent.summaries.Load() == 0 {
 		t.Fatal("the proxy never asked the (fake) session model for a summary")
 	}
-	last := agent.lastAgentBody()
-	if strings.Contains(last, "task-1 line 040") || strings.Contains(last, "task-2 line 040") {
-		t.Fatalf("the last upstream request still carries early tool output verbatim: %d bytes", len(last))
+	// Request 2k is task k+1's prompt, 2k+1 its tool result: once a task's flush is done, its
+	// tool output never reaches the provider verbatim again, while the current one always does.
+	for i, body := range bodies {
+		task := i/2 + 1
+		for earlier := 1; earlier < task; earlier++ {
+			if strings.Contains(body, fmt.Sprintf("task-%d line 040", earlier)) {
+				t.Errorf("request %d (task %d) still carries task %d's tool output verbatim (%d bytes)", i+1, task, earlier, len(body))
+			}
+		}
+		if i%2 == 1 && !strings.Contains(body, fmt.Sprintf("task-%d line 040", task)) {
+			t.Errorf("request %d lost the current tool output of task %d", i+1, task)
+		}
+		if i >= 2 && i%2 == 0 && len(body) >= len(bodies[i-1]) {
+			t.Errorf("request %d (%d bytes) is not smaller than request %d (%d bytes)", i+1, len(body), i, len(bodies[i-1]))
+		}
 	}
-	if !strings.Contains(last, "task-4 line 040") {
-		t.Fatal("the last upstream request lost the current tool output")
-	}
-	metrics := httpGet(t, "http://"+addrs["metrics"]+"/metrics")
+	metrics := httpGet(t, metricsURL)
 	for _, m := range []string{"condense_requests_total", "condense_requests_pruned_total"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("proxy /metrics lacks %s", m)
@@ -337,6 +363,14 @@ spec:
 	if sess.Spec.SessionID != sessionID || sess.Status.Requests < int64(len(bodies)) || sess.Status.BytesAfter >= sess.Status.BytesBefore {
 		t.Fatalf("AgentSession %s: spec %+v status %+v", sessName, sess.Spec, sess.Status)
 	}
+	eventually(t, 30*time.Second, "policy status to count the session", func() (bool, string) {
+		var p condensev1.PruningPolicy
+		if err := c.Get(ctx, key, &p); err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Sessions == 1, fmt.Sprintf("status.sessions = %d", p.Status.Sessions)
+	}, watched...)
+	t.Logf("kubectl get pruningpolicies:\n%s", kubectl(nil, "get", "pruningpolicies", "-n", agentsNS))
 	if got := operatorMetrics(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(got, "condense_operator_") {
 		t.Errorf("operator /metrics exports no condense_operator_* series")
 	}
@@ -472,6 +506,17 @@ func operatorMetrics(t *testing.T, url string) string {
 	return string(b)
 }
 
+// metricValue returns the value of one exact series in a Prometheus text exposition (0 when absent).
+func metricValue(exposition, series string) float64 {
+	for _, l := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
 // ownedRef is one object the policy owns.
 type ownedRef struct {
 	kind string
@@ -594,11 +639,12 @@ func toolOutput(task int) string {
 }
 
 // converse runs tasks prompt -> tool call -> tool result -> final answer, alternating JSON
-// and SSE responses, and returns the size of each agent request the upstream received.
-func converse(ctx context.Context, t *testing.T, c *anthropic.Client, up *upstreamfake.Server, m *scriptedAgentModel, tasks int) []int {
+// and SSE responses; after task n's final answer it calls flushed(n). It returns the body of
+// each agent request the upstream received.
+func converse(ctx context.Context, t *testing.T, c *anthropic.Client, m *scriptedAgentModel, tasks int, flushed func(n int)) []string {
 	t.Helper()
 	var msgs []anthropic.MessageParam
-	var sizes []int
+	var bodies []string
 	send := func(stream bool) *anthropic.Message {
 		t.Helper()
 		params := anthropic.MessageNewParams{Model: "claude-sonnet-e2e", MaxTokens: 1024,
@@ -623,7 +669,7 @@ func converse(ctx context.Context, t *testing.T, c *anthropic.Client, up *upstre
 				t.Fatalf("messages.new through the proxy: %v", err)
 			}
 		}
-		sizes = append(sizes, len(m.lastAgentBody()))
+		bodies = append(bodies, m.lastAgentBody())
 		return msg
 	}
 	for task := 1; task <= tasks; task++ {
@@ -645,6 +691,7 @@ func converse(ctx context.Context, t *testing.T, c *anthropic.Client, up *upstre
 			t.Fatalf("task %d: want a final answer, got %+v", task, final)
 		}
 		msgs = append(msgs, final.ToParam())
+		flushed(task)
 	}
-	return sizes
+	return bodies
 }
