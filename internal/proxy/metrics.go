@@ -7,21 +7,36 @@ import (
 // Metrics are the proxy's Prometheus metrics (condense_ prefix). Flush and summarizer
 // metrics are registered by package flush on the same registry.
 type Metrics struct {
-	Requests       *prometheus.CounterVec   // condense_requests_total{endpoint,format,code}
-	RenderSeconds  prometheus.Histogram     // condense_render_duration_seconds
-	AddedSeconds   *prometheus.HistogramVec // condense_added_latency_seconds{endpoint}
-	UpstreamSecs   *prometheus.HistogramVec // condense_upstream_duration_seconds{endpoint}
-	Bytes          *prometheus.CounterVec   // condense_request_bytes_total{stage}
-	Tokens         *prometheus.CounterVec   // condense_request_tokens_estimated_total{stage}
-	UsageTokens    *prometheus.CounterVec   // condense_upstream_usage_tokens_total{kind}
-	Diagnostics    *prometheus.CounterVec   // condense_diagnostics_total{kind}
-	StoreSeconds   *prometheus.HistogramVec // condense_store_duration_seconds{op}
-	StoreErrors    *prometheus.CounterVec   // condense_store_errors_total{op}
-	FailOpen       *prometheus.CounterVec   // condense_fail_open_total{reason}
-	Recoveries     *prometheus.CounterVec   // condense_recovery_total{mode}
-	FlushTriggers  *prometheus.CounterVec   // condense_flush_triggers_total{trigger}
-	FlushWaits     *prometheus.CounterVec   // condense_flush_waits_total{result}
-	RequestsPruned prometheus.Counter       // condense_requests_pruned_total
+	// Requests is condense_requests_total{endpoint,format,code}.
+	Requests *prometheus.CounterVec
+	// RenderSeconds is condense_render_duration_seconds.
+	RenderSeconds prometheus.Histogram
+	// AddedSeconds is condense_added_latency_seconds{endpoint}.
+	AddedSeconds *prometheus.HistogramVec
+	// UpstreamSecs is condense_upstream_duration_seconds{endpoint}.
+	UpstreamSecs *prometheus.HistogramVec
+	// Bytes is condense_request_bytes_total{stage}.
+	Bytes *prometheus.CounterVec
+	// Tokens is condense_request_tokens_estimated_total{stage}.
+	Tokens *prometheus.CounterVec
+	// UsageTokens is condense_upstream_usage_tokens_total{kind}.
+	UsageTokens *prometheus.CounterVec
+	// Diagnostics is condense_diagnostics_total{kind}.
+	Diagnostics *prometheus.CounterVec
+	// StoreSeconds is condense_store_duration_seconds{op}.
+	StoreSeconds *prometheus.HistogramVec
+	// StoreErrors is condense_store_errors_total{op}.
+	StoreErrors *prometheus.CounterVec
+	// FailOpen is condense_fail_open_total{reason}.
+	FailOpen *prometheus.CounterVec
+	// Recoveries is condense_recovery_total{mode}.
+	Recoveries *prometheus.CounterVec
+	// FlushTriggers is condense_flush_triggers_total{trigger}.
+	FlushTriggers *prometheus.CounterVec
+	// FlushWaits is condense_flush_waits_total{result}.
+	FlushWaits *prometheus.CounterVec
+	// RequestsPruned is condense_requests_pruned_total.
+	RequestsPruned prometheus.Counter
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}

@@ -30,7 +30,9 @@ import (
 
 // Defaults for Options fields left zero.
 const (
+	// DefaultMaxBodyBytes is the request body limit (32 MiB, the provider's own).
 	DefaultMaxBodyBytes = 32 << 20
+	// DefaultStoreTimeout bounds each store call on the request path.
 	DefaultStoreTimeout = 2 * time.Second
 	// BudgetCap caps the budget trigger: a flush is due at min(BudgetCap, threshold × window).
 	BudgetCap = 300_000

@@ -12,6 +12,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -42,38 +44,53 @@ func conversation(t *testing.T, r *rig, session string, stream bool) ([]anthropi
 }
 
 func TestAnthropicSDKPrunesAfterFinalAnswer(t *testing.T) {
-	for _, stream := range []bool{false, true} {
-		t.Run(map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
-			r := newRig(t, nil, nil, nil)
-			msgs, c := conversation(t, r, "sess-prune", stream)
-			rec2, _ := lastModelRequest(t, r.up, wire.Anthropic)
-			if !strings.Contains(string(rec2.Body), "build line 059") {
-				t.Fatal("turn 2 must carry the full tool output upstream")
-			}
-			if rec2.Header.Get("X-Api-Key") != "sk-ant-test" || rec2.Header.Get("Anthropic-Version") == "" || rec2.Header.Get(HeaderSession) != "" {
-				t.Fatalf("headers forwarded wrongly: %v", rec2.Header)
-			}
-			if !strings.Contains(gjson.GetBytes(rec2.Body, "tools.#.name").Raw, `"context_tree_query"`) {
-				t.Fatalf("context_tree_query must be added to tools: %s", gjson.GetBytes(rec2.Body, "tools").Raw)
-			}
-			r.up.Enqueue(upstreamfake.Reply{Text: "Sure."})
-			msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("Now run the tests.")))
-			aTurn(t, c, msgs, stream)
-			rec3, req3 := lastModelRequest(t, r.up, wire.Anthropic)
-			body := string(rec3.Body)
-			if strings.Contains(body, "build line 030") || !strings.Contains(body, "`t1`") {
-				t.Fatalf("turn 3 not pruned:\n%s", body)
-			}
-			if len(rec3.Body) >= len(rec2.Body) {
-				t.Fatalf("pruned body %d bytes, before %d", len(rec3.Body), len(rec2.Body))
-			}
-			if len(req3.Messages) < 5 {
-				t.Fatalf("messages lost: %d", len(req3.Messages))
-			}
-			if testutil.ToFloat64(r.px.Metrics().RequestsPruned) < 1 {
-				t.Fatal("pruned requests not counted")
-			}
-		})
+	for _, backend := range []string{"memory", "redis"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(backend+"/"+map[bool]string{false: "json", true: "sse"}[stream], func(t *testing.T) {
+				testPrunesAfterFinalAnswer(t, backend, stream)
+			})
+		}
+	}
+}
+
+func testPrunesAfterFinalAnswer(t *testing.T, backend string, stream bool) {
+	var st store.Store
+	if backend == "redis" {
+		rs := redistest.Start(t, nil)
+		var err error
+		if st, err = store.Open(context.Background(), rs.URL()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+	}
+	r := newRig(t, nil, st, nil)
+	msgs, c := conversation(t, r, "sess-prune", stream)
+	rec2, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	if !strings.Contains(string(rec2.Body), "build line 059") {
+		t.Fatal("turn 2 must carry the full tool output upstream")
+	}
+	if rec2.Header.Get("X-Api-Key") != "sk-ant-test" || rec2.Header.Get("Anthropic-Version") == "" || rec2.Header.Get(HeaderSession) != "" {
+		t.Fatalf("headers forwarded wrongly: %v", rec2.Header)
+	}
+	if !strings.Contains(gjson.GetBytes(rec2.Body, "tools.#.name").Raw, `"context_tree_query"`) {
+		t.Fatalf("context_tree_query must be added to tools: %s", gjson.GetBytes(rec2.Body, "tools").Raw)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Text: "Sure."})
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("Now run the tests.")))
+	aTurn(t, c, msgs, stream)
+	rec3, req3 := lastModelRequest(t, r.up, wire.Anthropic)
+	body := string(rec3.Body)
+	if strings.Contains(body, "build line 030") || !strings.Contains(body, "`t1`") {
+		t.Fatalf("turn 3 not pruned:\n%s", body)
+	}
+	if len(rec3.Body) >= len(rec2.Body) {
+		t.Fatalf("pruned body %d bytes, before %d", len(rec3.Body), len(rec2.Body))
+	}
+	if len(req3.Messages) < 5 {
+		t.Fatalf("messages lost: %d", len(req3.Messages))
+	}
+	if testutil.ToFloat64(r.px.Metrics().RequestsPruned) < 1 {
+		t.Fatal("pruned requests not counted")
 	}
 }
 

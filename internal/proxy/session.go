@@ -24,11 +24,16 @@ type SessionSource string
 
 // Session id sources, in priority order.
 const (
-	SourceHeader   SessionSource = "header"
+	// SourceHeader: the X-Condense-Session header.
+	SourceHeader SessionSource = "header"
+	// SourceMetadata: Anthropic metadata.user_id.
 	SourceMetadata SessionSource = "metadata.user_id"
-	SourceUser     SessionSource = "user"
+	// SourceUser: OpenAI user.
+	SourceUser SessionSource = "user"
+	// SourceCacheKey: OpenAI prompt_cache_key.
 	SourceCacheKey SessionSource = "prompt_cache_key"
-	SourceDerived  SessionSource = "derived"
+	// SourceDerived: a hash of the system prompt and the first user message.
+	SourceDerived SessionSource = "derived"
 )
 
 // SessionID derives the session id of a request: the X-Condense-Session header; else the
