@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -452,6 +453,25 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 	if !containsStr(s.Finalizers, condensev1.AgentSessionFinalizer) {
 		t.Fatalf("finalizer missing: %v", s.Finalizers)
 	}
+	// Meaningful changes are events: the discovery on the policy, Ready on the policy.
+	eventually(t, 20*time.Second, "events", func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		discovered, ready := false, false
+		for _, e := range evs.Items {
+			seen = append(seen, e.Regarding.Kind+"/"+e.Reason)
+			if e.Regarding.Kind == "PruningPolicy" && e.Reason == "SessionDiscovered" && strings.Contains(e.Note, s.Name) {
+				discovered = true
+			}
+			if e.Regarding.Kind == "PruningPolicy" && e.Reason == ReasonReconciled && e.Type == corev1.EventTypeNormal {
+				ready = true
+			}
+		}
+		return discovered && ready, fmt.Sprint(seen)
+	})
 
 	// Diagnostics make the session Degraded and add up on the policy.
 	if err := st.AddDiagnostics(ctx, id, []store.Diagnostic{
