@@ -5,27 +5,33 @@ import "fmt"
 // NewTextBlock returns a text block {"type":"text","text":…} (the same shape is a text
 // content part in OpenAI format).
 func NewTextBlock(f Format, text string) *Block {
-	return &Block{f: f, Kind: KindText, Type: "text", Text: text, obj: textObject(quote(text))}
+	raw := make([]byte, 0, quotedCap(len(text))+24)
+	raw = append(raw, `{"type":"text","text":`...)
+	raw = appendQuoted(raw, text)
+	raw = append(raw, '}')
+	n := len(raw) - 23 // the literal's length
+	return &Block{f: f, Kind: KindText, Type: "text", Text: text,
+		obj: &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 21, v: 22, e: 22 + n}}}}
 }
 
 // NewTextMessage returns a message {"role":…,"content":"text"} with string content. Its
 // Raw is nil; Bytes returns its encoding.
 func NewTextMessage(f Format, role Role, text string) *Message {
-	lit := quote(text)
-	rl := quote(string(role))
-	raw := make([]byte, 0, len(lit)+len(rl)+22)
+	raw := make([]byte, 0, quotedCap(len(text))+quotedCap(len(role))+22)
 	raw = append(raw, `{"role":`...)
-	raw = append(raw, rl...)
-	v := len(raw) + len(`,"content":`)
+	raw = appendQuoted(raw, string(role))
+	rl := len(raw) - 8
 	raw = append(raw, `,"content":`...)
-	raw = append(raw, lit...)
+	v := len(raw)
+	raw, replaced := appendQuotedCheck(raw, text)
+	e := len(raw)
 	raw = append(raw, '}')
 	obj := &object{raw: raw, members: []member{
-		{k: 1, ke: 7, v: 8, e: 8 + len(rl)},
-		{k: 9 + len(rl), ke: 18 + len(rl), v: v, e: v + len(lit)},
+		{k: 1, ke: 7, v: 8, e: 8 + rl},
+		{k: 9 + rl, ke: 18 + rl, v: v, e: e},
 	}}
 	m := &Message{Role: role, StringContent: true, f: f, obj: obj, constructed: true, hasContent: true}
-	sb := stringBlock(f, obj.raw[v:v+len(lit):v+len(lit)])
+	sb := textStringBlock(f, obj.raw[v:e:e], text, replaced)
 	if f == OpenAI && role == RoleTool {
 		sb = &Block{f: f, Kind: KindToolResult, Type: "tool", obj: obj, Content: []*Block{sb}, ContentString: true}
 	}
@@ -175,11 +181,11 @@ func (b *Block) WithResultText(text string) *Block {
 	if b.Kind != KindToolResult || b.obj == nil {
 		return b
 	}
-	lit := quote(text)
+	lit, replaced := appendQuotedCheck(make([]byte, 0, quotedCap(len(text))), text)
 	nb := b.clone(b.obj.with("content", lit))
 	mi := nb.obj.find("content")
 	v := nb.obj.members[mi]
-	nb.Content = []*Block{stringBlock(b.f, nb.obj.raw[v.v:v.e:v.e])}
+	nb.Content = []*Block{textStringBlock(b.f, nb.obj.raw[v.v:v.e:v.e], text, replaced)}
 	nb.ContentString = true
 	nb.contentArr = nil
 	return nb
@@ -236,4 +242,14 @@ func (b *Block) WithCacheControl(raw []byte) *Block {
 		nb.CacheControl = nb.obj.raw[nb.obj.members[mi].v:nb.obj.members[mi].e]
 	}
 	return nb
+}
+
+// textStringBlock is the string-form text block of the literal lit just encoded from text:
+// its Text is text itself unless invalid UTF-8 was replaced while encoding (then it is
+// what lit decodes to).
+func textStringBlock(f Format, lit []byte, text string, replaced bool) *Block {
+	if replaced {
+		return stringBlock(f, lit)
+	}
+	return &Block{f: f, Kind: KindText, Type: "text", Text: text, str: lit}
 }

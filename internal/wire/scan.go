@@ -429,9 +429,36 @@ const hexDigits = "0123456789abcdef"
 
 // appendQuoted appends s as a JSON string literal. Invalid UTF-8 becomes U+FFFD.
 func appendQuoted[T string | []byte](dst []byte, s T) []byte {
+	dst, _ = appendQuotedCheck(dst, s)
+	return dst
+}
+
+// quoteSafe8 reports whether none of the 8 bytes of x needs attention when quoting: all
+// are printable ASCII other than '"' and '\\'.
+func quoteSafe8(x uint64) bool {
+	// Top bit set in a byte of x|(x-0x20) for a non-ASCII or control byte; a zero byte in
+	// x^q (x^b) for a quote (backslash). Both tests are exact: a borrow only follows a
+	// byte flagged itself.
+	q := x ^ (lo8 * '"')
+	b := x ^ (lo8 * '\\')
+	return (x|(x-lo8*0x20)|((q-lo8)&^q)|((b-lo8)&^b))&hi8 == 0
+}
+
+// appendQuotedCheck is appendQuoted also reporting whether invalid UTF-8 was replaced (so
+// the literal does not decode to s).
+func appendQuotedCheck[T string | []byte](dst []byte, s T) ([]byte, bool) {
 	dst = append(dst, '"')
+	replaced := false
 	start := 0
 	for i := 0; i < len(s); {
+		if i+8 <= len(s) {
+			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if quoteSafe8(x) {
+				i += 8
+				continue
+			}
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -466,6 +493,7 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
+			replaced = true
 			i++
 			start = i
 			continue
@@ -473,11 +501,15 @@ func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 		i += size
 	}
 	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, '"'), replaced
 }
 
 // quote returns s as a JSON string literal.
-func quote(s string) []byte { return appendQuoted(make([]byte, 0, len(s)+2), s) }
+func quote(s string) []byte { return appendQuoted(make([]byte, 0, quotedCap(len(s))), s) }
+
+// quotedCap is a capacity for the literal of an n-byte string: room for a few escapes
+// (text has a newline every few dozen bytes) so the buffer rarely grows.
+func quotedCap(n int) int { return n + n/16 + 8 }
 
 // validJSON reports whether raw is exactly one JSON value (surrounding whitespace allowed).
 func validJSON(raw []byte) error {
