@@ -44,10 +44,14 @@ const (
 
 // Diagnostic kinds the engine records, mapped onto the u/m/o/b columns.
 const (
+	// DiagUnresolvedRange is counted in the U column.
 	DiagUnresolvedRange = "unresolved-range"
+	// DiagRangeIDMismatch is counted in the M column.
 	DiagRangeIDMismatch = "range-id-mismatch"
-	DiagOrphanSweep     = "orphan-sweep"
-	DiagBackfillEmpty   = "backfill-empty"
+	// DiagOrphanSweep is counted in the O column.
+	DiagOrphanSweep = "orphan-sweep"
+	// DiagBackfillEmpty is counted in the B column.
+	DiagBackfillEmpty = "backfill-empty"
 )
 
 // AgentSessionReconciler keeps AgentSession status in step with the session store, deletes a

@@ -35,19 +35,32 @@ import (
 
 // Condition reasons.
 const (
-	ReasonReconciled         = "Reconciled"
-	ReasonInvalidSpec        = "InvalidSpec"
-	ReasonSecretUnavailable  = "SecretUnavailable"
-	ReasonStoreUnreachable   = "StoreUnreachable"
-	ReasonStoreReachable     = "StoreReachable"
-	ReasonDeploymentReady    = "MinimumReplicasAvailable"
+	// ReasonReconciled: the policy is fully working.
+	ReasonReconciled = "Reconciled"
+	// ReasonInvalidSpec: the policy (or the URL in its Secret) cannot be used as written.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSecretUnavailable: a Secret or key the policy references does not exist.
+	ReasonSecretUnavailable = "SecretUnavailable"
+	// ReasonStoreUnreachable: the session store could not be opened or listed.
+	ReasonStoreUnreachable = "StoreUnreachable"
+	// ReasonStoreReachable: the last listing of the session store succeeded.
+	ReasonStoreReachable = "StoreReachable"
+	// ReasonDeploymentReady: the proxy Deployment is Available.
+	ReasonDeploymentReady = "MinimumReplicasAvailable"
+	// ReasonDeploymentNotReady: the proxy Deployment is not Available (yet).
 	ReasonDeploymentNotReady = "MinimumReplicasUnavailable"
-	ReasonNotReady           = "NotReady"
-	ReasonPolicyNotFound     = "PolicyNotFound"
-	ReasonSessionNotInStore  = "SessionNotInStore"
-	ReasonSessionObserved    = "SessionObserved"
-	ReasonDiagnostics        = "DiagnosticsRecorded"
-	ReasonNoDiagnostics      = "NoDiagnostics"
+	// ReasonNotReady: Ready is False because another condition is False.
+	ReasonNotReady = "NotReady"
+	// ReasonPolicyNotFound: the AgentSession's PruningPolicy does not exist.
+	ReasonPolicyNotFound = "PolicyNotFound"
+	// ReasonSessionNotInStore: the store holds no state for the session.
+	ReasonSessionNotInStore = "SessionNotInStore"
+	// ReasonSessionObserved: the session's state was read from the store.
+	ReasonSessionObserved = "SessionObserved"
+	// ReasonDiagnostics: the session recorded diagnostics (Degraded is True).
+	ReasonDiagnostics = "DiagnosticsRecorded"
+	// ReasonNoDiagnostics: the session recorded no diagnostics (Degraded is False).
+	ReasonNoDiagnostics = "NoDiagnostics"
 )
 
 // indexPolicyRef indexes AgentSessions by spec.policyRef.name.
@@ -113,7 +126,10 @@ type specError struct {
 	err    error
 }
 
+// Error implements error.
 func (e *specError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
 func (e *specError) Unwrap() error { return e.err }
 
 // Reconcile implements reconcile.Reconciler.

@@ -85,12 +85,18 @@ type ThinkingBudget string
 
 // The thinking budgets, from none to the most.
 const (
-	ThinkingOff     ThinkingBudget = "off"
+	// ThinkingOff requests no reasoning.
+	ThinkingOff ThinkingBudget = "off"
+	// ThinkingMinimal requests minimal reasoning effort.
 	ThinkingMinimal ThinkingBudget = "minimal"
-	ThinkingLow     ThinkingBudget = "low"
-	ThinkingMedium  ThinkingBudget = "medium"
-	ThinkingHigh    ThinkingBudget = "high"
-	ThinkingXHigh   ThinkingBudget = "xhigh"
+	// ThinkingLow requests low reasoning effort.
+	ThinkingLow ThinkingBudget = "low"
+	// ThinkingMedium requests medium reasoning effort.
+	ThinkingMedium ThinkingBudget = "medium"
+	// ThinkingHigh requests high reasoning effort.
+	ThinkingHigh ThinkingBudget = "high"
+	// ThinkingXHigh requests the highest reasoning effort.
+	ThinkingXHigh ThinkingBudget = "xhigh"
 )
 
 // ProviderFormat is a provider wire format.
