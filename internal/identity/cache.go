@@ -42,7 +42,7 @@ func (c *HashCache) MessageHash(m *wire.Message) string {
 	if ok {
 		return h
 	}
-	h = MessageHash(m)
+	h = messageHash(m)
 	c.mu.Lock()
 	if len(c.m) >= c.max {
 		clear(c.m)

@@ -185,7 +185,39 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 // each block in canonical JSON without its cache_control marker (markers move between
 // requests), with string content treated as one text block, so the same message hashes
 // the same whichever of the equivalent encodings an agent sends.
+//
+// Hashes are memoised by an xxhash of the message's format and bytes (bounded like the
+// occurrence key memo): the pruner resolves the same messages on every render.
 func MessageHash(m *wire.Message) string {
+	raw := m.Bytes()
+	d := xxhash.New()
+	d.Write([]byte{byte(m.Format())})
+	d.Write(raw)
+	k := occKey{sum: d.Sum64(), nName: -1, nIn: len(raw)}
+	hashMemo.mu.Lock()
+	h, ok := hashMemo.m[k]
+	hashMemo.mu.Unlock()
+	if ok {
+		return h
+	}
+	h = messageHash(m)
+	hashMemo.mu.Lock()
+	if len(hashMemo.m) >= keyMemoMax {
+		clear(hashMemo.m)
+	}
+	hashMemo.m[k] = h
+	hashMemo.mu.Unlock()
+	return h
+}
+
+// hashMemo maps an xxhash of a message's format and bytes to its MessageHash.
+var hashMemo = struct {
+	mu sync.Mutex
+	m  map[occKey]string
+}{m: map[occKey]string{}}
+
+// messageHash computes MessageHash.
+func messageHash(m *wire.Message) string {
 	h := sha256.New()
 	h.Write([]byte("condense/message/v1"))
 	writeField(h, stringBytes(string(m.Role)))

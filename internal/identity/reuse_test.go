@@ -155,3 +155,27 @@ func TestFingerprintsReusing(t *testing.T) {
 		t.Fatal("nil previous transcript")
 	}
 }
+
+// TestMessageHashMemo: memoised hashes equal fresh ones, also for the same bytes parsed in
+// the other format (different blocks, so a different hash).
+func TestMessageHashMemo(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"tool","tool_call_id":"c1","content":"out"},{"role":"user","content":[{"type":"text","text":"hi"}]},{"role":"tool","tool_call_id":"c1","content":"out"}]}`)
+	var hashes []string
+	for _, f := range []wire.Format{wire.OpenAI, wire.Anthropic} {
+		r, err := wire.Parse(f, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := 0; round < 2; round++ {
+			for i, m := range r.Messages {
+				if got, want := MessageHash(m), messageHash(m); got != want {
+					t.Fatalf("%v message %d round %d: %s, want %s", f, i, round, got, want)
+				}
+			}
+		}
+		hashes = append(hashes, MessageHash(r.Messages[0]))
+	}
+	if hashes[0] == hashes[1] {
+		t.Fatal("a tool message and an Anthropic message with the same bytes must hash differently")
+	}
+}

@@ -180,3 +180,30 @@ func BenchmarkRenderBody(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenderSteadyState is the proxy's steady state on the reference workload: the
+// request is parsed with wire.ParseReusing against the previous request of the session
+// (the same conversation minus its last two messages), then rendered and serialized.
+func BenchmarkRenderSteadyState(b *testing.B) {
+	for _, f := range formats {
+		b.Run(f.String(), func(b *testing.B) {
+			body, st, pol := workload(b, f)
+			full := mustParse(b, f, body)
+			prev := mustParse(b, f, full.WithMessages(full.Messages[:len(full.Messages)-2]).Bytes())
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var out int
+			ct := startCPU(b)
+			for i := 0; i < b.N; i++ {
+				req, err := wire.ParseReusing(f, body, prev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res := Render(req, st, pol)
+				out = len(res.Body)
+			}
+			ct.stop()
+			b.ReportMetric(float64(out), "out-bytes")
+		})
+	}
+}

@@ -55,7 +55,8 @@ type view struct {
 }
 
 func newView(f wire.Format, msgs []*wire.Message) *view {
-	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: map[int]int{}, toolUsing: map[int]bool{}, callsOf: map[int][]*call{}, resultAt: map[[2]int]*result{}}
+	n := len(msgs)/2 + 1 // about one assistant turn and one result message per two messages
+	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: make(map[int]int, n), toolUsing: make(map[int]bool, n), callsOf: make(map[int][]*call, n), resultAt: make(map[[2]int]*result, n)}
 	var open map[string]*call // current turn's calls by id, unmatched
 	prompts := 0
 	for i, m := range msgs {
@@ -65,7 +66,11 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 			v.assistants = append(v.assistants, i)
 			turn := len(v.assistants)
 			v.turnOf[i] = turn
-			open = map[string]*call{}
+			if open == nil {
+				open = map[string]*call{}
+			} else {
+				clear(open) // a new turn: only its own calls are open
+			}
 			for j, b := range m.Blocks {
 				if b.Kind != wire.KindToolUse || b.ID == "" {
 					continue
