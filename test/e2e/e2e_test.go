@@ -125,7 +125,8 @@ func TestE2EWholeSystem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kenv := []string{"KUBECONFIG=" + adminKC}
+	// KUBECACHEDIR keeps kubectl's discovery cache out of $HOME.
+	kenv := []string{"KUBECONFIG=" + adminKC, "KUBECACHEDIR=" + filepath.Join(work, "kube-cache")}
 	kubectl := func(stdin []byte, args ...string) string {
 		t.Helper()
 		out, err := run(ctx, kenv, stdin, tc.kubectl, args...)
