@@ -345,7 +345,9 @@ func (s *Server) startFlush(t *turn, trigger string, body []byte) <-chan struct{
 	s.met.FlushTriggers.WithLabelValues(trigger).Inc()
 	t.log.Info("flush started", "trigger", trigger)
 	done := make(chan struct{})
+	var key <-chan struct{} = done
 	go func() {
+		defer s.flights.CompareAndDelete(t.sid, key)
 		defer close(done)
 		c, cancel := context.WithTimeout(s.ctx, maxFlushTrack)
 		defer cancel()
@@ -355,7 +357,7 @@ func (s *Server) startFlush(t *turn, trigger string, body []byte) <-chan struct{
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version)
 		}
 	}()
-	s.flights.Store(t.sid, (<-chan struct{})(done))
+	s.flights.Store(t.sid, key)
 	if trigger == "manual" {
 		delta := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
 		s.background(func(ctx context.Context) {
