@@ -13,7 +13,12 @@ import (
 // Parse parses a request body of format f. Malformed input yields an error matching
 // ErrInvalid: *SyntaxError (with the byte offset) for bytes that are not JSON, *SchemaError
 // for JSON of the wrong shape. Parse never panics and never modifies body; the returned
-// request refers to body, which the caller must not modify afterwards.
+// request refers to body, which the caller must not modify afterwards: raw bytes are
+// subslices of body, and decoded strings without escapes (most ids, names and types, and
+// many texts) share body's memory instead of being copied.
+//
+// For the next request of the same conversation use ParseReusing, which shares the
+// previous request's unchanged leading messages instead of parsing them again.
 func Parse(f Format, body []byte) (*Request, error) {
 	return parse(f, body, nil)
 }
