@@ -295,7 +295,7 @@ spec:
 			return v >= float64(n), fmt.Sprintf("condense_flushes_total{outcome=\"flushed\"} = %v", v)
 		}, watched...)
 	}
-	bodies := converse(ctx, t, &ac, agent, 4, flushed)
+	bodies, history := converse(ctx, t, &ac, agent, 4, flushed)
 	sizes := make([]int, len(bodies))
 	for i, b := range bodies {
 		sizes[i] = len(b)
@@ -327,6 +327,19 @@ spec:
 		}
 	}
 
+	// A client that sends a tool result nothing asked for: the proxy sweeps it so the provider
+	// does not reject the request, and records an orphan-sweep diagnostic (the "O" column).
+	orphanMsg := anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_e2e_stale", "stale output", false),
+		anthropic.NewTextBlock("Carry on."))
+	if _, err := ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-e2e", MaxTokens: 1024,
+		System: []anthropic.TextBlockParam{{Text: "You are a coding agent."}}, Tools: []anthropic.ToolUnionParam{bashTool},
+		Messages: append(history, orphanMsg)}); err != nil {
+		t.Fatalf("request with an orphan tool result: %v", err)
+	}
+	if strings.Contains(agent.lastAgentBody(), "toolu_e2e_stale") {
+		t.Fatal("the orphan tool result reached the provider")
+	}
+
 	// --- kubectl get agentsessions: the session, its reclaim and u/m/o/b columns ---
 	sessName := controllers.SessionObjectName(policyName, sessionID)
 	var table string
@@ -341,7 +354,7 @@ spec:
 			return false, out
 		}
 		reclaim, err := strconv.Atoi(row["RECLAIM"])
-		return err == nil && reclaim > 0, out
+		return err == nil && reclaim > 0 && row["O"] == "1", out
 	}, watched...)
 	t.Logf("kubectl get agentsessions:\n%s", table)
 	hdr := strings.Fields(strings.SplitN(table, "\n", 2)[0])
@@ -349,9 +362,9 @@ spec:
 		t.Fatalf("agentsessions columns: %v", hdr)
 	}
 	row, _ := tableRow(table, sessName)
-	for _, col := range []string{"U", "M", "O", "B"} {
-		if _, err := strconv.Atoi(row[col]); err != nil {
-			t.Fatalf("column %s is %q, want a count", col, row[col])
+	for col, want := range map[string]string{"U": "0", "M": "0", "O": "1", "B": "0"} {
+		if row[col] != want {
+			t.Errorf("column %s is %q, want %s", col, row[col], want)
 		}
 	}
 	if row["POLICY"] != policyName || row["ACTIVE"] != "true" {
@@ -364,12 +377,16 @@ spec:
 	if sess.Spec.SessionID != sessionID || sess.Status.Requests < int64(len(bodies)) || sess.Status.BytesAfter >= sess.Status.BytesBefore {
 		t.Fatalf("AgentSession %s: spec %+v status %+v", sessName, sess.Spec, sess.Status)
 	}
-	eventually(t, 30*time.Second, "policy status to count the session", func() (bool, string) {
+	if !condTrue(sess.Status.Conditions, condensev1.ConditionDegraded) || !condTrue(sess.Status.Conditions, condensev1.ConditionReady) {
+		t.Fatalf("AgentSession %s conditions: want Ready and Degraded (an orphan sweep was recorded): %+v", sessName, sess.Status.Conditions)
+	}
+	eventually(t, 30*time.Second, "policy status to count the session and its diagnostic", func() (bool, string) {
 		var p condensev1.PruningPolicy
 		if err := c.Get(ctx, key, &p); err != nil {
 			return false, err.Error()
 		}
-		return p.Status.Sessions == 1, fmt.Sprintf("status.sessions = %d", p.Status.Sessions)
+		return p.Status.Sessions == 1 && p.Status.Diagnostics.Orphans == 1,
+			fmt.Sprintf("status.sessions = %d, status.diagnostics = %+v", p.Status.Sessions, p.Status.Diagnostics)
 	}, watched...)
 	t.Logf("kubectl get pruningpolicies:\n%s", kubectl(nil, "get", "pruningpolicies", "-n", agentsNS))
 	if got := operatorMetrics(t, "http://"+metricsAddr+"/metrics"); !strings.Contains(got, "condense_operator_") {
@@ -641,8 +658,8 @@ func toolOutput(task int) string {
 
 // converse runs tasks prompt -> tool call -> tool result -> final answer, alternating JSON
 // and SSE responses; after task n's final answer it calls flushed(n). It returns the body of
-// each agent request the upstream received.
-func converse(ctx context.Context, t *testing.T, c *anthropic.Client, m *scriptedAgentModel, tasks int, flushed func(n int)) []string {
+// each agent request the upstream received and the conversation so far.
+func converse(ctx context.Context, t *testing.T, c *anthropic.Client, m *scriptedAgentModel, tasks int, flushed func(n int)) ([]string, []anthropic.MessageParam) {
 	t.Helper()
 	var msgs []anthropic.MessageParam
 	var bodies []string
@@ -694,5 +711,5 @@ func converse(ctx context.Context, t *testing.T, c *anthropic.Client, m *scripte
 		msgs = append(msgs, final.ToParam())
 		flushed(task)
 	}
-	return bodies
+	return bodies, msgs
 }
