@@ -92,7 +92,9 @@ func TestE2EWholeSystem(t *testing.T) {
 	logs := logDir(t)
 	work := t.TempDir()
 	built := buildCondense(work)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// Generous: the first build of the condense binary on a busy machine can take minutes; the
+	// waits below have their own, tighter limits.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	// --- control plane: envtest's kube-apiserver + etcd, then kcm, scheduler and kwok ---
