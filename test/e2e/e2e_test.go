@@ -74,7 +74,7 @@ spec:
       storage: 1Gi
 `
 
-func scheme(t *testing.T) *runtime.Scheme {
+func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(condensev1.AddToScheme(s))
@@ -92,13 +92,14 @@ func TestE2EWholeSystem(t *testing.T) {
 	logs := logDir(t)
 	work := t.TempDir()
 	built := buildCondense(work)
+	t.Cleanup(func() { _, _ = built() }) // never remove work under a running build
 	// Generous: the first build of the condense binary on a busy machine can take minutes; the
 	// waits below have their own, tighter limits.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	// --- control plane: envtest's kube-apiserver + etcd, then kcm, scheduler and kwok ---
-	env := &envtest.Environment{Scheme: scheme(t)}
+	// --- control plane: envtest's kube-apiserver + etcd (kcm, scheduler and kwok follow the CRDs) ---
+	env := &envtest.Environment{Scheme: scheme()}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("envtest: %v", err)
