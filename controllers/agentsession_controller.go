@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +74,12 @@ type AgentSessionReconciler struct {
 	Discovery bool
 	// Now returns the current time (time.Now when nil).
 	Now func() time.Time
+	// StatusInterval is the least time between two status writes of one session that change
+	// only counters (0 writes every change).
+	StatusInterval time.Duration
+
+	writesMu  sync.Mutex
+	lastWrite map[types.NamespacedName]time.Time
 
 	sessionEvents chan event.TypedGenericEvent[*condensev1.AgentSession]
 	changes       chan SessionChange
@@ -95,6 +102,11 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	logger := log.FromContext(ctx)
 	var s condensev1.AgentSession
 	if err := r.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writesMu.Lock()
+			delete(r.lastWrite, req.NamespacedName)
+			r.writesMu.Unlock()
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	policyKey := types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}
@@ -207,11 +219,57 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			requeue = d
 		}
 	}
+	key := client.ObjectKeyFromObject(&s)
+	if wait := r.counterWriteDelay(key, &s.Status, status, now); wait > 0 {
+		// Only counters moved and the status was written moments ago: write them later, so a
+		// busy session costs the API server at most one write per StatusInterval.
+		if requeue == 0 || wait < requeue {
+			requeue = wait
+		}
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
 	if err := r.writeStatus(ctx, &s, status); err != nil {
 		return ctrl.Result{}, err
 	}
 	logger.V(1).Info("reconciled", "found", found)
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// counterWriteDelay returns how long to hold back a status write that changes only counters
+// (requests, bytes, tokens, version, last seen, cost) because the previous write of this
+// session was less than StatusInterval ago; 0 means write now. Condition, activity and
+// diagnostic changes are never held back.
+func (r *AgentSessionReconciler) counterWriteDelay(key types.NamespacedName, cur, next *condensev1.AgentSessionStatus, now time.Time) time.Duration {
+	if r.StatusInterval <= 0 || equality.Semantic.DeepEqual(cur, next) || !onlyCountersDiffer(cur, next) {
+		return 0
+	}
+	r.writesMu.Lock()
+	last, ok := r.lastWrite[key]
+	r.writesMu.Unlock()
+	if !ok {
+		return 0
+	}
+	if elapsed := now.Sub(last); elapsed < r.StatusInterval {
+		return r.StatusInterval - elapsed
+	}
+	return 0
+}
+
+// onlyCountersDiffer reports whether a and b differ at most in counters and in condition
+// messages and times (the Ready message quotes the state version).
+func onlyCountersDiffer(a, b *condensev1.AgentSessionStatus) bool {
+	norm := func(s *condensev1.AgentSessionStatus) *condensev1.AgentSessionStatus {
+		c := s.DeepCopy()
+		c.LastSeen, c.Version = nil, 0
+		c.Requests, c.Records, c.Flushes = 0, 0, 0
+		c.BytesBefore, c.BytesAfter, c.TokensBefore, c.TokensAfter = 0, 0, 0, 0
+		c.ReclaimPercent, c.SummarizerCost = 0, ""
+		for i := range c.Conditions {
+			c.Conditions[i].Message, c.Conditions[i].LastTransitionTime = "", metav1.Time{}
+		}
+		return c
+	}
+	return equality.Semantic.DeepEqual(norm(a), norm(b))
 }
 
 // sessionLabels returns the labels the session should carry (policy, agent, owner mirrored
@@ -366,6 +424,12 @@ func (r *AgentSessionReconciler) writeStatus(ctx context.Context, s *condensev1.
 	if err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	r.writesMu.Lock()
+	if r.lastWrite == nil {
+		r.lastWrite = map[types.NamespacedName]time.Time{}
+	}
+	r.lastWrite[client.ObjectKeyFromObject(s)] = r.now()
+	r.writesMu.Unlock()
 	for _, c := range status.Conditions {
 		prev := apimeta.FindStatusCondition(old.Conditions, c.Type)
 		if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {

@@ -81,6 +81,8 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 		StoreMinInterval: 50 * time.Millisecond,
 		StoreResync:      time.Second,
 		PolicyResync:     2 * time.Second,
+		// Counter-only status updates are held back (and then written) in this suite.
+		SessionStatusInterval: 2 * time.Second,
 	})
 	t.Run("Children", func(t *testing.T) { testChildren(t, c) })
 	t.Run("StatusThroughRedis", func(t *testing.T) { testStatusThroughRedis(t, c, rds) })
@@ -489,6 +491,17 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 		d := s.Status.Diagnostics
 		return d == condensev1.DiagnosticCounts{Unresolved: 2, Mismatch: 1, Orphans: 1, BackfillEmpty: 1} &&
 			apimeta.IsStatusConditionTrue(s.Status.Conditions, condensev1.ConditionDegraded), fmt.Sprintf("%+v", s.Status)
+	})
+	// Counter-only changes are held back by SessionStatusInterval, then written.
+	if err := st.IncrStats(ctx, id, map[string]int64{store.StatRequests: 4}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "later counters", func() (bool, string) {
+		s, err := sessionFor(ctx, c, ns, id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.Status.Requests == 7, fmt.Sprintf("requests=%d", s.Status.Requests)
 	})
 	eventually(t, 20*time.Second, "policy aggregates", func() (bool, string) {
 		var cur condensev1.PruningPolicy

@@ -26,6 +26,9 @@ type Options struct {
 	PolicyResync time.Duration
 	// Now is the clock used for ttl and activity (time.Now when nil).
 	Now func() time.Time
+	// SessionStatusInterval is the least time between two AgentSession status writes that
+	// change only counters (0 writes every change).
+	SessionStatusInterval time.Duration
 }
 
 // Setup registers both controllers, the field indexes and the session index with mgr.
@@ -51,13 +54,14 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	sr := &AgentSessionReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Scheme:    mgr.GetScheme(),
-		Recorder:  mgr.GetEventRecorder("condense-operator"),
-		Sessions:  idx,
-		Discovery: o.Discovery,
-		Now:       o.Now,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Scheme:         mgr.GetScheme(),
+		Recorder:       mgr.GetEventRecorder("condense-operator"),
+		Sessions:       idx,
+		Discovery:      o.Discovery,
+		Now:            o.Now,
+		StatusInterval: o.SessionStatusInterval,
 	}
 	idx.Notify = sr.Notify
 	return sr.SetupWithManager(mgr, func(k types.NamespacedName) { pr.EnqueuePolicy(k) })

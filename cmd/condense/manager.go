@@ -32,6 +32,7 @@ type managerFlags struct {
 	storeMinPeriod time.Duration
 	policyResync   time.Duration
 	development    bool
+	statusInterval time.Duration
 	storeAddrMap   []string
 }
 
@@ -56,6 +57,8 @@ AgentSession status in step with the session store.`,
 	fl.DurationVar(&f.storeResync, "store-resync", 30*time.Second, "list every session store at least this often")
 	fl.DurationVar(&f.storeMinPeriod, "store-min-interval", time.Second, "minimum time between store listings triggered by change notifications")
 	fl.DurationVar(&f.policyResync, "policy-resync", time.Minute, "re-check every PruningPolicy at least this often")
+	fl.DurationVar(&f.statusInterval, "session-status-interval", 0,
+		"least time between two AgentSession status writes that change only counters (0: write every change; e.g. 10s for large fleets)")
 	fl.BoolVar(&f.development, "debug", false, "human-readable debug logging instead of JSON")
 	fl.StringArrayVar(&f.storeAddrMap, "store-address-map", nil, "FROM=TO (host:port each, repeatable): open session stores at TO where their URL names FROM; for running the manager outside the cluster (development, tests)")
 	rootCmd.AddCommand(cmd)
@@ -98,12 +101,13 @@ func runManager(f managerFlags) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	if err := controllers.Setup(mgr, controllers.Options{
-		Image:            f.image,
-		OpenStore:        addrMap.opener(controllers.OpenRedisStore),
-		Discovery:        f.discovery,
-		StoreResync:      f.storeResync,
-		StoreMinInterval: f.storeMinPeriod,
-		PolicyResync:     f.policyResync,
+		Image:                 f.image,
+		OpenStore:             addrMap.opener(controllers.OpenRedisStore),
+		Discovery:             f.discovery,
+		StoreResync:           f.storeResync,
+		StoreMinInterval:      f.storeMinPeriod,
+		PolicyResync:          f.policyResync,
+		SessionStatusInterval: f.statusInterval,
 	}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
