@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/store"
@@ -51,6 +53,7 @@ func TestLoadTest(t *testing.T) {
 	type job struct {
 		session string
 		bodies  [][]byte
+		final   []bool // the recorded response to bodies[k] was a final answer
 	}
 	jobs := make([]job, nsess)
 	total, totalBytes := 0, 0
@@ -67,7 +70,9 @@ func TestLoadTest(t *testing.T) {
 			if err != nil || len(b) > 1<<20 {
 				continue
 			}
+			next, err := s.Request(k+1, sessions.Anthropic)
 			jobs[v].bodies = append(jobs[v].bodies, b)
+			jobs[v].final = append(jobs[v].final, err != nil || !endsWithToolResult(next))
 			total++
 			totalBytes += len(b)
 		}
@@ -77,6 +82,14 @@ func TestLoadTest(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
 	up.SetRecording(false)
+	// The fake answers as the recorded agent's model did: a final text where the session's next
+	// request starts a new user turn, a tool call otherwise (so flushes run as often as for real).
+	up.SetResponder(func(r upstreamfake.Recorded) upstreamfake.Reply {
+		if r.Header.Get("X-Load-Final") == "0" {
+			return upstreamfake.Reply{Text: "Running it.", ToolCalls: []upstreamfake.ToolCall{{Name: "bash", Input: `{"cmd":"true"}`}}}
+		}
+		return upstreamfake.Reply{Text: "Done."}
+	})
 
 	run := func(base string) ([]time.Duration, int) {
 		var mu sync.Mutex
@@ -88,8 +101,9 @@ func TestLoadTest(t *testing.T) {
 			wg.Add(1)
 			go func(j job) {
 				defer wg.Done()
-				for _, b := range j.bodies {
+				for k, b := range j.bodies {
 					req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(b))
+					req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[j.final[k]])
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set(HeaderSession, j.session)
 					req.Header.Set("x-api-key", "load")
@@ -126,7 +140,7 @@ func TestLoadTest(t *testing.T) {
 	st := store.NewMemory(0)
 	defer st.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	inproc := &flush.InProcess{Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Log: quiet}}
+	inproc := &flush.InProcess{MaxConcurrent: envInt("CONDENSE_LOAD_FLUSHES", 1), Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Log: quiet}}
 	px, err := New(Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(), Flusher: inproc, MaxRecoveryRounds: 3, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +156,9 @@ func TestLoadTest(t *testing.T) {
 	pause := time.Duration(envInt("CONDENSE_LOAD_PAUSE_MS", 50)) * time.Millisecond
 	var diffs []time.Duration
 	client := &http.Client{}
-	send := func(base, session string, b []byte) (time.Duration, error) {
+	send := func(base, session string, b []byte, final bool) (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(b))
+		req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[final])
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(HeaderSession, session)
 		start := time.Now()
@@ -166,8 +181,8 @@ func TestLoadTest(t *testing.T) {
 			continue
 		}
 		time.Sleep(pause) // agents pause between requests; the previous answer's flush runs meanwhile
-		d, err1 := send(up.URL, "seq-"+j.session, j.bodies[k])
-		p, err2 := send(srv.URL, "seq-"+j.session, j.bodies[k])
+		d, err1 := send(up.URL, "seq-"+j.session, j.bodies[k], j.final[k])
+		p, err2 := send(srv.URL, "seq-"+j.session, j.bodies[k], j.final[k])
 		if err1 != nil || err2 != nil {
 			seqErrs++
 			continue
@@ -210,4 +225,22 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// endsWithToolResult reports whether a request body's last message carries tool results (the
+// previous response was a tool call).
+func endsWithToolResult(body []byte) bool {
+	msgs := gjson.GetBytes(body, "messages").Array()
+	if len(msgs) == 0 {
+		return false
+	}
+	found := false
+	msgs[len(msgs)-1].Get("content").ForEach(func(_, b gjson.Result) bool {
+		if b.Get("type").Str == "tool_result" {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found
 }

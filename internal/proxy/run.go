@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -107,7 +108,8 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 		if err != nil {
 			return fmt.Errorf("proxy: summarizer: %w", err)
 		}
-		inproc = &flush.InProcess{Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
+		// At most half the CPUs flush at once, so the latency-critical request path keeps the rest.
+		inproc = &flush.InProcess{MaxConcurrent: max(1, runtime.GOMAXPROCS(0)/2), Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
 			Summarizer: sum, Metrics: fm, Log: log}}
 		px.opt.Flusher = inproc
 	}
