@@ -3,14 +3,20 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -109,5 +115,54 @@ func TestOpenAIMixedQueryDeferred(t *testing.T) {
 				t.Fatalf("restored %s / %s", asst.Raw(), tq.Raw())
 			}
 		})
+	}
+}
+
+// TestRequestWaitsForAnotherReplicasFlush: a flush lease held elsewhere makes the request wait
+// (up to flushWaitTimeout) and use the state committed under that lease.
+func TestRequestWaitsForAnotherReplicasFlush(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true} })
+	body := benchBody(3, 40)
+	// The state another replica will commit: a real flush of the same transcript elsewhere.
+	other := store.NewMemory(0)
+	defer other.Close()
+	orch := &flush.Orchestrator{Store: other, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if _, err := orch.Flush(context.Background(), &flush.Job{Session: "waiter", Format: "anthropic", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := other.Load(context.Background(), "waiter")
+	ctx := context.Background()
+	lease, err := r.st.AcquireLease(ctx, "waiter", "replica-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		code int
+		body []byte
+	}
+	done := make(chan res, 1)
+	go func() {
+		resp, b := post(t, r.http.URL+"/v1/messages", string(body), map[string]string{HeaderSession: "waiter"})
+		done <- res{resp.StatusCode, b}
+	}()
+	// The request is now waiting on the lease (or has not loaded yet: it then sees the commit).
+	select {
+	case got := <-done:
+		t.Fatalf("request did not wait for the lease: %d %s", got.code, got.body)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := r.st.Commit(ctx, "waiter", 0, snap.State, lease.Token); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.ReleaseLease(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	if got.code != 200 {
+		t.Fatalf("%d %s", got.code, got.body)
+	}
+	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	if strings.Contains(string(rec.Body), "s1 line 020") || !strings.Contains(string(rec.Body), "`t1`") {
+		t.Fatalf("the state committed under the lease was not used: %d bytes", len(rec.Body))
 	}
 }
