@@ -537,6 +537,9 @@ func (p *parser) request() (*Request, error) {
 	r.obj = obj
 	r.objEnd = end
 	fillResultNames(r.Messages, r.reused)
+	if p.prev != nil {
+		r.detach(p.prev)
+	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
 	// seen by Modified.

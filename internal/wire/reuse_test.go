@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
@@ -101,9 +103,12 @@ func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
 		return wrapMessages(msgs)
 	}
 	var prev *Request
+	var bodies [][]byte
 	steps := 0
 	for n := 2; n <= len(raws); n += 2 {
-		r := sameAsParse(t, Anthropic, request(n), prev)
+		b := request(n)
+		bodies = append(bodies, b)
+		r := sameAsParse(t, Anthropic, b, prev)
 		if prev != nil {
 			if want := n - 3; r.ReusedMessages() != want {
 				t.Fatalf("%s, %d messages: reused %d, want %d (all but the previously marked one and the new ones)", name, n, r.ReusedMessages(), want)
@@ -117,6 +122,13 @@ func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
 	}
 	if steps < 10 {
 		t.Fatalf("only %d requests replayed", steps)
+	}
+	// Memory: the last request's values point into no body but the first (whose messages
+	// it still shares): a session does not pin every body it sent.
+	for j, b := range bodies[1:] {
+		if k := pinsBody(prev, b); k != "" {
+			t.Fatalf("the last request still points into body %d (%s)", j+1, k)
+		}
 	}
 	// The same request again: everything is shared.
 	again := sameAsParse(t, Anthropic, append([]byte(nil), prev.Raw()...), prev)
@@ -214,4 +226,50 @@ func FuzzParseReusing(f *testing.F) {
 		}
 		sameAsParse(t, fm, body, prev)
 	})
+}
+
+// pinsBody names a value of r whose bytes lie inside body ("" when none does).
+func pinsBody(r *Request, body []byte) string {
+	in := func(b []byte) bool { return offsetIn(body, b) >= 0 }
+	str := func(s string) bool { return len(s) > 0 && in(unsafe.Slice(unsafe.StringData(s), len(s))) }
+	var blk func(b *Block) string
+	blk = func(b *Block) string {
+		switch {
+		case in(b.Raw()):
+			return "block raw"
+		case str(b.Text) || str(b.ID) || str(b.Name) || str(b.Type) || str(b.Signature):
+			return "block string " + b.ID
+		case in(b.Input) || in(b.CacheControl):
+			return "block input"
+		case b.contentArr != nil && in(b.contentArr.raw):
+			return "block content array"
+		}
+		for _, c := range b.Content {
+			if k := blk(c); k != "" {
+				return "content " + k
+			}
+		}
+		return ""
+	}
+	for i, m := range r.Messages {
+		if in(m.Raw()) || str(string(m.Role)) || (m.contentArr != nil && in(m.contentArr.raw)) {
+			return fmt.Sprintf("message %d", i)
+		}
+		for _, b := range m.Blocks {
+			if k := blk(b); k != "" {
+				return fmt.Sprintf("message %d %s", i, k)
+			}
+		}
+	}
+	for _, b := range r.System {
+		if k := blk(b); k != "" {
+			return "system " + k
+		}
+	}
+	for _, t := range r.Tools {
+		if in(t.Raw()) || str(t.Name) {
+			return "tool " + t.Name
+		}
+	}
+	return ""
 }

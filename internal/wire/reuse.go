@@ -1,0 +1,163 @@
+package wire
+
+import "unsafe"
+
+// Values parsed by ParseReusing must not keep the whole body alive: the next request
+// shares them, the one after that too, and a session of hundreds of requests would
+// otherwise pin every body it ever sent (quadratic memory). So the messages, tools and
+// system blocks a reusing parse parses anew are moved onto a private copy of just their
+// bytes (rebased: every slice and string that points into the body is re-pointed at the
+// same bytes in the copy). A request then pins its own body only through its top-level
+// object, and a shared message pins only the bytes of the messages parsed with it.
+
+// rebaser re-points slices and strings inside body[lo:lo+len(c)] at the same bytes of c.
+type rebaser struct {
+	base uintptr // address of body[lo]
+	c    []byte
+}
+
+func newRebaser(body []byte, lo, hi int) *rebaser {
+	c := make([]byte, hi-lo)
+	copy(c, body[lo:hi])
+	return &rebaser{base: uintptr(unsafe.Pointer(unsafe.SliceData(body))) + uintptr(lo), c: c}
+}
+
+// off returns the offset of the n bytes at p inside the copied range, or -1.
+func (rb *rebaser) off(p unsafe.Pointer, n int) int {
+	a := uintptr(p)
+	if a < rb.base || a-rb.base+uintptr(n) > uintptr(len(rb.c)) {
+		return -1
+	}
+	return int(a - rb.base)
+}
+
+func (rb *rebaser) bytes(b []byte) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	o := rb.off(unsafe.Pointer(unsafe.SliceData(b)), len(b))
+	if o < 0 {
+		return b
+	}
+	return rb.c[o : o+len(b) : o+len(b)]
+}
+
+func (rb *rebaser) str(s string) string {
+	if len(s) == 0 {
+		return s
+	}
+	o := rb.off(unsafe.Pointer(unsafe.StringData(s)), len(s))
+	if o < 0 {
+		return s
+	}
+	return bodyString(rb.c[o : o+len(s)])
+}
+
+func (rb *rebaser) object(o *object) {
+	if o != nil {
+		o.raw = rb.bytes(o.raw)
+	}
+}
+
+func (rb *rebaser) array(a *array) {
+	if a != nil {
+		a.raw = rb.bytes(a.raw)
+	}
+}
+
+func (rb *rebaser) block(b *Block) {
+	b.Type = rb.str(b.Type)
+	b.Text = rb.str(b.Text)
+	b.Signature = rb.str(b.Signature)
+	b.ID = rb.str(b.ID)
+	b.Name = rb.str(b.Name)
+	b.Input = rb.bytes(b.Input)
+	b.CacheControl = rb.bytes(b.CacheControl)
+	for _, c := range b.Content {
+		rb.block(c)
+	}
+	rb.object(b.obj)
+	b.str = rb.bytes(b.str)
+	rb.object(b.fn)
+	rb.array(b.contentArr)
+}
+
+func (rb *rebaser) message(m *Message) {
+	m.Role = Role(rb.str(string(m.Role)))
+	for _, b := range m.Blocks {
+		rb.block(b)
+	}
+	rb.object(m.obj)
+	rb.array(m.contentArr)
+	rb.array(m.callsArr)
+}
+
+// bodySpan returns the body offsets of raw (a subslice of body), or ok false.
+func bodySpan(body, raw []byte) (lo, hi int, ok bool) {
+	if len(raw) == 0 || len(body) == 0 {
+		return 0, 0, false
+	}
+	o := int(uintptr(unsafe.Pointer(unsafe.SliceData(raw))) - uintptr(unsafe.Pointer(unsafe.SliceData(body))))
+	if o < 0 || o+len(raw) > len(body) {
+		return 0, 0, false
+	}
+	return o, o + len(raw), true
+}
+
+// detach moves the values of r that a reusing parse parsed anew (those not shared with
+// prev) onto private copies of their bytes.
+func (r *Request) detach(prev *Request) {
+	body := r.body
+	// Messages: the ones parsed anew follow the shared prefix; one copy covers them.
+	lo, hi := len(body), 0
+	var fresh []*Message
+	for i, m := range r.Messages {
+		if i < len(prev.origMessages) && m == prev.origMessages[i] {
+			continue
+		}
+		if l, h, ok := bodySpan(body, m.obj.raw); ok {
+			lo, hi = min(lo, l), max(hi, h)
+			fresh = append(fresh, m)
+		}
+	}
+	if len(fresh) > 0 {
+		rb := newRebaser(body, lo, hi)
+		for _, m := range fresh {
+			rb.message(m)
+		}
+	}
+	// Tools parsed anew.
+	lo, hi = len(body), 0
+	var tools []*Tool
+	for i, t := range r.Tools {
+		if i < len(prev.origTools) && t == prev.origTools[i] {
+			continue
+		}
+		if l, h, ok := bodySpan(body, t.raw); ok {
+			lo, hi = min(lo, l), max(hi, h)
+			tools = append(tools, t)
+		}
+	}
+	if len(tools) > 0 {
+		rb := newRebaser(body, lo, hi)
+		for _, t := range tools {
+			t.Name = rb.str(t.Name)
+			t.CacheControl = rb.bytes(t.CacheControl)
+			t.raw = rb.bytes(t.raw)
+		}
+	}
+	// The system value, unless shared.
+	if len(r.System) > 0 && (len(prev.origSystem) == 0 || r.System[0] != prev.origSystem[0]) {
+		raw := r.System[0].str // string form
+		if !r.sysStr && r.sysArr != nil {
+			raw = r.sysArr.raw
+		}
+		if l, h, ok := bodySpan(body, raw); ok {
+			rb := newRebaser(body, l, h)
+			for _, b := range r.System {
+				rb.block(b)
+			}
+			rb.array(r.sysArr)
+		}
+	}
+}
