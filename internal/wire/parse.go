@@ -33,10 +33,13 @@ func Parse(f Format, body []byte) (*Request, error) {
 //
 // The result is indistinguishable from Parse(f, body): the same typed fields and values
 // (reflect.DeepEqual), the same errors for malformed input, the same serialization, and
-// Raw and an unmodified Bytes return body. Only its reused values refer to prev's body
-// instead of body (with identical bytes), so prev's body must stay unmodified too.
-// ReusedMessages reports how many messages were shared. A prev of another format is
-// ignored.
+// Raw and an unmodified Bytes return body. Where values live differs: shared values refer
+// to the earlier bodies they were parsed from (with identical bytes), so those must stay
+// unmodified too; values parsed anew (when prev is non-nil) are moved onto a private copy
+// of just their bytes, so that keeping each request as the next one's prev does not keep
+// every body of the session alive — memory stays proportional to the transcript, not to
+// the sum of its requests. ReusedMessages reports how many messages were shared. A prev of
+// another format is ignored.
 func ParseReusing(f Format, body []byte, prev *Request) (*Request, error) {
 	if prev != nil && prev.Format != f {
 		prev = nil
