@@ -156,7 +156,7 @@ func testCRDDefaults(t *testing.T, c client.Client) {
 		len(s.ProtectedPaths) != 1 || s.ProtectedPaths[0] != "**/skills/**/*.md" ||
 		!*s.ChainCompression.Enabled || *s.ChainCompression.RollingWindow != 3 || !*s.ChainCompression.FuseRangeSummary ||
 		!*s.PurgeErrors.Enabled || *s.PurgeErrors.CooldownTurns != 2 || *s.PurgeErrors.MinArgChars != 500 ||
-		s.Summarizer.Model != "default" || s.Summarizer.ThinkingBudget != "off" || s.Summarizer.IdleTimeout.Duration != 20*time.Second ||
+		s.Summarizer.Model != "extractive" || s.Summarizer.ThinkingBudget != "off" || s.Summarizer.IdleTimeout.Duration != 20*time.Second ||
 		s.Summarizer.TotalTimeout.Duration != 180*time.Second || s.Upstreams.Anthropic != config.DefaultAnthropicBaseURL ||
 		*s.Proxy.Replicas != 2 || s.Redis.Managed == nil || !*s.Redis.Managed.Persistence || s.Redis.Managed.Storage.String() != "1Gi" {
 		t.Fatalf("CRD defaults not applied: %+v", s)

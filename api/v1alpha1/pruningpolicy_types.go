@@ -233,9 +233,10 @@ type PurgeErrorsSpec struct {
 
 // SummarizerSpec configures the model that writes summaries.
 type SummarizerSpec struct {
-	// Model is "default" (summarize with the model of the request being pruned) or a model id
-	// of the provider below.
-	// +kubebuilder:default=default
+	// Model is "extractive" (the default: the built-in deterministic summarizer, no LLM call),
+	// "default" (summarize with the model of the request being pruned, using the session's own
+	// credentials) or a model id of the provider below.
+	// +kubebuilder:default=extractive
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	// +optional

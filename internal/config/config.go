@@ -52,7 +52,7 @@ const (
 	DefaultRollingWindow      = 3
 	DefaultPurgeCooldownTurns = 2
 	DefaultPurgeMinArgChars   = 500
-	DefaultSummarizerModel    = "default"
+	DefaultSummarizerModel    = "extractive"
 	DefaultIdleTimeout        = 20 * time.Second
 	DefaultTotalTimeout       = 180 * time.Second
 	DefaultMaxBodyBytes       = 32 << 20
@@ -268,7 +268,8 @@ type PurgeErrors struct {
 
 // Summarizer configures the model that writes summaries.
 type Summarizer struct {
-	// Model is "default" (the model of the request being pruned) or a model id.
+	// Model is "extractive" (the default: the built-in summarizer, no LLM call), "default"
+	// (the model of the request being pruned, billed to the session's credentials) or a model id.
 	Model string `json:"model" yaml:"model"`
 	// Provider is the wire format used to call the summarizer: "anthropic" (default) or "openai".
 	Provider ProviderFormat `json:"provider" yaml:"provider"`

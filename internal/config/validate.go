@@ -172,7 +172,7 @@ func (c *Config) Validate() error {
 
 	s := &c.Summarizer
 	if strings.TrimSpace(s.Model) == "" {
-		bad("summarizer.model", s.Model, "must be \"default\" or a model id")
+		bad("summarizer.model", s.Model, "must be \"extractive\", \"default\" or a model id")
 	}
 	switch s.Provider {
 	case ProviderAnthropic, ProviderOpenAI:
