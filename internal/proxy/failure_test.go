@@ -22,6 +22,7 @@ import (
 	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 	"github.com/condense-dev/condense/internal/wire"
@@ -364,3 +365,38 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 var _ = ooption.WithHeader
+
+// TestSummarizerFailingKeepsServing: the LLM summarizer (pointed at a provider that answers
+// every call with 529) fails every flush; requests keep being served with the last committed
+// state and the client never sees the failure.
+func TestSummarizerFailingKeepsServing(t *testing.T) {
+	sumUp := upstreamfake.Start()
+	defer sumUp.Close()
+	sumUp.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "summarizer down"}
+	})
+	llm, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic, BaseURL: sumUp.URL, Model: "claude-haiku-test", APIKey: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, nil, nil, nil)
+	r.inpro.Orch.Summarizer = llm
+	msgs, c := conversation(t, r, "sess-sumfail", false)
+	r.up.Enqueue(upstreamfake.Reply{Text: "still fine"})
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("next")))
+	m := aTurn(t, c, msgs, false)
+	if m.Content[0].Text != "still fine" {
+		t.Fatalf("%+v", m.Content)
+	}
+	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	if !strings.Contains(string(rec.Body), "build line 030") {
+		t.Fatal("nothing was committed, so the request must carry the full history")
+	}
+	if len(sumUp.Requests()) == 0 {
+		t.Fatal("the summarizer was never called")
+	}
+	snap, _ := r.st.Load(context.Background(), "sess-sumfail")
+	if snap.Version != 0 {
+		t.Fatalf("a failed flush committed version %d", snap.Version)
+	}
+}
