@@ -48,6 +48,8 @@ type turn struct {
 	splice *spliceSet
 	open   string // non-empty: failing open for this reason (forward the client bytes)
 	t0     time.Time
+	// flushWait is the total time the request may wait for flushes (FlushWaitTimeout).
+	flushWait time.Duration
 }
 
 func readBody(r *http.Request, limit int64) ([]byte, error) {
@@ -60,7 +62,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Format, ep endpoint) {
-	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now()}
+	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now(), flushWait: s.opt.FlushWaitTimeout}
 	code := 0
 	defer func() {
 		if code != 0 {
@@ -187,12 +189,13 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		s.met.Bytes.WithLabelValues("after").Add(float64(len(t.body)))
 		return
 	}
+	s.waitLocalFlush(ctx, t) // before loading, so a flush ending meanwhile is seen
 	snap, err := s.load(ctx, t.sid)
 	if err != nil {
 		s.failOpen(t, "store", err)
 		return
 	}
-	snap = s.waitForFlush(ctx, t, snap)
+	snap = s.waitForLease(ctx, t, snap)
 	if err := s.useSnapshot(t, snap); err != nil {
 		s.failOpen(t, "state", err)
 		return
@@ -217,7 +220,7 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		if trig := s.dueTrigger(t); trig != "" {
 			tk := s.startFlush(t, trig, t.view.Bytes())
 			if tk != nil && s.opt.FlushWaitTimeout > 0 {
-				if s.waitTicket(ctx, tk) {
+				if s.waitTicket(ctx, t, tk) {
 					if snap, err := s.load(ctx, t.sid); err == nil && snap.Version != t.snap.Version {
 						if s.useSnapshot(t, snap) == nil {
 							s.render(t)
@@ -299,6 +302,9 @@ func (s *Server) render(t *turn) {
 }
 
 func estimateTokens(n int) int { return (n + 3) / 4 }
+
+// waitUntil is the latest time the request may still wait for flushes.
+func (t *turn) waitUntil() time.Time { return t.t0.Add(t.flushWait) }
 
 // contextWindow returns a model's context window in tokens (a conservative table; unknown
 // models get 200k).
@@ -386,9 +392,10 @@ func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
 	return ep
 }
 
-// waitTicket waits for a flush at most FlushWaitTimeout and reports whether it finished.
-func (s *Server) waitTicket(ctx context.Context, done <-chan struct{}) bool {
-	timer := time.NewTimer(s.opt.FlushWaitTimeout)
+// waitTicket waits for a flush until the request's wait deadline (FlushWaitTimeout after it
+// arrived, for all waits of the request together) and reports whether it finished.
+func (s *Server) waitTicket(ctx context.Context, t *turn, done <-chan struct{}) bool {
+	timer := time.NewTimer(time.Until(t.waitUntil()))
 	defer timer.Stop()
 	select {
 	case <-done:
@@ -401,31 +408,33 @@ func (s *Server) waitTicket(ctx context.Context, done <-chan struct{}) bool {
 	return false
 }
 
-// waitForFlush waits (at most FlushWaitTimeout) for an unfinished flush of the session —
-// started by this process, or holding the lease in another replica — and returns the
-// freshest snapshot.
-func (s *Server) waitForFlush(ctx context.Context, t *turn, snap *store.Snapshot) *store.Snapshot {
+// waitLocalFlush waits (at most FlushWaitTimeout) for an unfinished flush of the session
+// that this process started.
+func (s *Server) waitLocalFlush(ctx context.Context, t *turn) {
 	if s.opt.FlushWaitTimeout <= 0 {
-		return snap
+		return
 	}
 	if v, ok := s.flights.Load(t.sid); ok {
-		tk := v.(<-chan struct{})
+		done := v.(<-chan struct{})
 		select {
-		case <-tk:
-			return snap
+		case <-done:
 		default:
+			s.waitTicket(ctx, t, done)
 		}
-		if s.waitTicket(ctx, tk) {
-			if fresh, err := s.load(ctx, t.sid); err == nil {
-				return fresh
-			}
-		}
+	}
+}
+
+// waitForLease waits (at most FlushWaitTimeout) while another flusher — another replica or a
+// `condense pruner` worker — holds the session's flush lease, and returns the freshest
+// snapshot.
+func (s *Server) waitForLease(ctx context.Context, t *turn, snap *store.Snapshot) *store.Snapshot {
+	if s.opt.FlushWaitTimeout <= 0 {
 		return snap
 	}
 	if snap.Lease == nil {
 		return snap
 	}
-	deadline := time.Now().Add(s.opt.FlushWaitTimeout)
+	deadline := t.waitUntil()
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
 		fresh, err := s.load(ctx, t.sid)
