@@ -65,7 +65,7 @@ func FromConfig(c *config.Config, opt Options) (Summarizer, error) {
 		Prices:          opt.Prices,
 		Client:          opt.Client,
 	}
-	if model == config.DefaultSummarizerModel {
+	if model == SessionModelName {
 		lo.Endpoint.Model = "session-model" // placeholder endpoint, replaced per request
 		l, err := NewLLM(lo)
 		if err != nil {

@@ -14,6 +14,10 @@ import (
 // ExtractiveModel is the Result.Model of the built-in extractive summarizer.
 const ExtractiveModel = "extractive"
 
+// SessionModelName is the summarizer.model value that selects SessionModel: summarize with the
+// model (and credentials) of the session being pruned.
+const SessionModelName = "default"
+
 // Extractive is the built-in summarizer that calls no LLM. For a batch it writes, per call,
 // one bullet that starts with the call's [[N:tool]] label (so the engine can decorate it with
 // the call's ref) followed by the tool name, its scalar arguments and the result's size and
