@@ -57,8 +57,9 @@ var (
 )
 
 // The policy under test: a managed Redis with persistence (PVC + AOF), two proxy replicas,
-// in-proxy summarizing with the session's own model, and a small batch threshold so the
-// short conversation below gets summarized.
+// in-proxy summarizing with the session's own model (model "default": the fake upstream writes
+// the summaries, with the client's credentials), and a small batch threshold so the short
+// conversation below gets summarized.
 const policyYAML = `apiVersion: condense.dev/v1alpha1
 kind: PruningPolicy
 metadata:
@@ -66,6 +67,8 @@ metadata:
   namespace: ` + agentsNS + `
 spec:
   minBatchChars: 200
+  summarizer:
+    model: default
   proxy:
     replicas: 2
   redis:
@@ -276,9 +279,10 @@ spec:
 	if err != nil {
 		t.Fatalf("the rendered ConfigMap does not load: %v\n%s", err, rawCfg)
 	}
-	if loaded.Store.URL != "redis://"+inCluster+"/0" || loaded.Policy.Name != policyName || loaded.Engine.MinBatchChars != 200 {
-		t.Fatalf("rendered configuration does not reflect the policy: store %q policy %+v minBatchChars %d",
-			loaded.Store.URL, loaded.Policy, loaded.Engine.MinBatchChars)
+	if loaded.Store.URL != "redis://"+inCluster+"/0" || loaded.Policy.Name != policyName || loaded.Engine.MinBatchChars != 200 ||
+		loaded.Summarizer.Model != "default" {
+		t.Fatalf("rendered configuration does not reflect the policy: store %q policy %+v minBatchChars %d summarizer %q",
+			loaded.Store.URL, loaded.Policy, loaded.Engine.MinBatchChars, loaded.Summarizer.Model)
 	}
 	px := startProc(t, logs, "condense-proxy", nil, bin, "proxy", "--config", cfgPath,
 		"--listen", "127.0.0.1:0", "--anthropic-upstream", up.URL, "--store", rds.URL()+"/0")
