@@ -435,6 +435,11 @@ func (p *parser) request() (*Request, error) {
 			var prevMsgs []*Message
 			if p.prev != nil {
 				prevMsgs = p.prev.origMessages
+				// Room for the shared prefix and a few new messages up front.
+				r.Messages = make([]*Message, 0, len(prevMsgs)+8)
+				if cap(p.spanStack) < len(prevMsgs)+8 {
+					p.spanStack = make([]span, 0, len(prevMsgs)+8)
+				}
 			}
 			r.reused = 0
 			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
@@ -467,6 +472,9 @@ func (p *parser) request() (*Request, error) {
 			})
 			if err != nil {
 				return 0, err
+			}
+			if len(r.Messages) == 0 {
+				r.Messages = nil // as Parse leaves an empty array
 			}
 			r.msgsArr = arr
 			return end, nil
@@ -556,6 +564,18 @@ func (p *parser) request() (*Request, error) {
 // with the same id. The first reused messages were shared from a previous request with the
 // same leading messages, where their names were already filled: they are only read.
 func fillResultNames(msgs []*Message, reused int) {
+	if reused > 0 && (len(msgs)-reused)*8 < len(msgs) {
+		// Few new messages after a shared prefix: look each result's call up backwards
+		// (usually in the message just before) instead of indexing every call.
+		for _, m := range msgs[reused:] {
+			for _, b := range m.Blocks {
+				if (b.Kind == KindToolResult || b.Kind == KindWebSearchToolResult) && b.Name == "" {
+					b.Name = nearestCallName(msgs, b)
+				}
+			}
+		}
+		return
+	}
 	names := map[string]string{}
 	for mi, m := range msgs {
 		for _, b := range m.Blocks {
@@ -571,6 +591,29 @@ func fillResultNames(msgs []*Message, reused int) {
 			}
 		}
 	}
+}
+
+// nearestCallName returns the name of the last tool call with the id of result b before
+// it in msgs ("" when there is none), as fillResultNames' index would.
+func nearestCallName(msgs []*Message, res *Block) string {
+	if res.ID == "" {
+		return ""
+	}
+	seen := false
+	for i := len(msgs) - 1; i >= 0; i-- {
+		bs := msgs[i].Blocks
+		for j := len(bs) - 1; j >= 0; j-- {
+			b := bs[j]
+			if b == res {
+				seen = true
+				continue
+			}
+			if seen && (b.Kind == KindToolUse || b.Kind == KindServerToolUse) && b.ID == res.ID {
+				return b.Name
+			}
+		}
+	}
+	return ""
 }
 
 // list parses the array at d[i] == '[' calling fn per element and records element spans.
