@@ -209,7 +209,7 @@ spec:
   storageClassName: ""
   hostPath: {path: /tmp/e2e-redis-pv}
 `), "apply", "-f", "-")
-	t.Logf("chart CRDs and RBAC installed after %v", time.Since(t0).Round(time.Millisecond))
+	t.Logf("simulated cluster ready (node, volume, chart CRDs and RBAC) after %v", time.Since(t0).Round(time.Millisecond))
 
 	// --- local stand-ins for what simulated pods cannot run: Redis and the LLM provider ---
 	rds := redistest.Start(t, nil)
