@@ -268,6 +268,12 @@ spec:
 	t.Logf("policy Ready (proxy 2/2, Redis 1/1, store reachable) %v after apply\n%s", time.Since(tPolicy).Round(time.Millisecond),
 		kubectl(nil, "get", "pruningpolicies", "-n", agentsNS))
 
+	// Leader election ran through the chart's namespaced Role.
+	if holder := kubectl(nil, "get", "lease", "condense-operator.condense.dev", "-n", operatorNS,
+		"-o", "jsonpath={.spec.holderIdentity}"); strings.TrimSpace(holder) == "" {
+		t.Fatal("the operator's leader election Lease has no holder")
+	}
+
 	// --- the proxy, from exactly the ConfigMap the operator rendered ---
 	var cm corev1.ConfigMap
 	if err := c.Get(ctx, types.NamespacedName{Namespace: agentsNS, Name: policyName + "-proxy-config"}, &cm); err != nil {
