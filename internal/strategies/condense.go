@@ -3,11 +3,11 @@ package strategies
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/replay"
@@ -20,11 +20,11 @@ import (
 // context still has when it weighs a flush: it expects as many more requests as the current
 // context (since the session start or its last compaction) has already seen, but never fewer
 // than DefaultHorizon nor more than DefaultMaxHorizon.
-const DefaultHorizon = 8
+const DefaultHorizon = cachepolicy.DefaultHorizon
 
 // DefaultMaxHorizon caps the expected further requests of the cache-aware policy: a flush must
 // pay for its cache rewrite within this many requests.
-const DefaultMaxHorizon = 32
+const DefaultMaxHorizon = cachepolicy.DefaultMaxHorizon
 
 // maxFollowups bounds the re-plans of one flush (Plan.Followup).
 const maxFollowups = 4
@@ -55,7 +55,7 @@ type CondenseOptions struct {
 }
 
 // DefaultGraceTurns is how many of the latest tool-using turns a mid-run flush never touches.
-const DefaultGraceTurns = 3
+const DefaultGraceTurns = cachepolicy.DefaultGraceTurns
 
 // Engine replays requests through the condense pruning engine in-process: flushes run
 // PlanFlush → summarizer → Commit, the committed state and its blobs are written to an
@@ -253,10 +253,9 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 		}
 	}
 	if !r.due && r.e.opts.CacheAware && r.e.opts.MidRun {
-		if cut := graceCut(wr, r.grace); cut > 0 {
-			h := xxhash.Sum64(wr.Messages[cut-1].Raw()) ^ uint64(cut)
-			if h != r.lastCut || !req.Cache.Alive(req.Time) {
-				r.lastCut = h
+		if cut, key := cachepolicy.MidRunCut(wr.Messages, r.grace); cut > 0 {
+			if cachepolicy.MidRunDue(key, r.lastCut, req.Cache.Alive(req.Time)) {
+				r.lastCut = key
 				view := wr.WithMessages(wr.Messages[:cut])
 				if err := r.flush(ctx, req, view, wr, now, &res, "mid-run"); err != nil {
 					return replay.Result{}, err
@@ -277,35 +276,6 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 	}
 	res.Body = out.Body
 	return res, nil
-}
-
-// graceCut returns the index of the grace-th latest assistant message with tool calls (the
-// transcript before it is what a mid-run flush may touch), or 0 when there are not more than
-// grace tool-using turns.
-func graceCut(req *wire.Request, grace int) int {
-	seen := 0
-	for i := len(req.Messages) - 1; i > 0; i-- {
-		m := req.Messages[i]
-		if m.Role != "assistant" {
-			continue
-		}
-		for _, b := range m.Blocks {
-			if b.Kind == wire.KindToolUse {
-				seen++
-				if seen == grace+1 {
-					// Cut after this turn's results: at the next assistant message.
-					for j := i + 1; j < len(req.Messages); j++ {
-						if req.Messages[j].Role == "assistant" {
-							return j
-						}
-					}
-					return 0
-				}
-				break
-			}
-		}
-	}
-	return 0
 }
 
 // flush plans (over view) and summarizes a flush, then commits it (reference) or weighs it
@@ -409,12 +379,13 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 	return nil
 }
 
-// worthIt is the cache-aware decision: keep the flushed state st when the cache has expired
-// anyway, or when the expected savings over the remaining requests exceed the cost of
-// re-writing the invalidated cached prefix plus the summarizer calls.
+// worthIt is the cache-aware decision (cachepolicy.Decide): keep the flushed state st when the
+// cache has expired anyway, or when the expected savings over the remaining requests exceed
+// the cost of re-writing the invalidated cached prefix plus the summarizer calls.
 func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner.State, sumUSD float64) (bool, string, error) {
 	if !req.Cache.Alive(req.Time) {
-		return true, "prefix cache expired: the rewrite is free", nil
+		d := cachepolicy.Decide(cachepolicy.Input{CacheAlive: false, SummarizerUSD: sumUSD})
+		return d.Keep, d.Reason, nil
 	}
 	cur := pruner.Render(wr, r.st, r.e.pol)
 	next := pruner.Render(wr, st, r.e.pol)
@@ -431,23 +402,16 @@ func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner
 	}
 	pc.Time, pn.Time = req.Time, req.Time
 	price, _ := req.Cache.Prices().Lookup(pc.Model)
-	saved := float64(pc.Tokens() - pn.Tokens())
-	lost := float64(req.Cache.Peek(&pc) - req.Cache.Peek(&pn))
-	if lost < 0 {
-		lost = 0
-	}
-	remaining := math.Min(math.Max(float64(r.horizon), float64(req.Index-r.ctxStart)), float64(r.maxHorizon))
-	read := price.CacheRead
-	if price.Cache == cost.CacheNone {
-		read = 1
-	}
-	write := price.CacheWrite5m
-	if price.Cache != cost.CacheAnthropic {
-		write = 1
-	}
-	perMTok := price.Input / 1e6
-	gain := saved * read * remaining * perMTok
-	loss := lost*math.Max(write-read, 0)*perMTok + sumUSD
-	why := fmt.Sprintf("saves %.0f tokens × %.0f requests ≈ $%.5f vs re-writing %.0f cached tokens ≈ $%.5f", saved, remaining, gain, lost, loss)
-	return gain > loss, why, nil
+	d := cachepolicy.Decide(cachepolicy.Input{
+		CurrentTokens: int64(pc.Tokens()),
+		NextTokens:    int64(pn.Tokens()),
+		CurrentCached: req.Cache.Peek(&pc),
+		NextCached:    req.Cache.Peek(&pn),
+		CacheAlive:    true,
+		TTL:           cachepolicy.PromptTTL(&pn),
+		Price:         price,
+		SummarizerUSD: sumUSD,
+		Remaining:     cachepolicy.Horizon{Min: r.horizon, Max: r.maxHorizon}.Remaining(req.Index - r.ctxStart),
+	})
+	return d.Keep, d.Reason, nil
 }

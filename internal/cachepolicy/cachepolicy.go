@@ -1,0 +1,219 @@
+// Package cachepolicy is the cache-aware flush decision shared by the proxy's flush path and
+// the replay's condense strategy, so what users run behaves like what condense replay
+// measures. It does no I/O and reads no clock: every input, the current time included, is
+// passed in.
+//
+// A flush rewrites the older part of a conversation, so the next request no longer matches
+// the provider's cached prompt prefix from the first changed block on. Decide keeps a flush
+//
+//   - always when the prompt cache has expired anyway (the rewrite is free), and otherwise
+//   - only when the tokens it removes, billed at the cache-read price on each of the expected
+//     remaining requests, save more than re-writing the cached prefix it invalidates
+//     (lost cached tokens × (write − read) price multipliers) plus the summarizer calls.
+//
+// A flush that is not kept is deferred: the caller keeps it due and weighs it again later
+// (more results accumulated, or the cache expired). MidRunCut and MidRunDue are the mid-run
+// trigger: inside a long agent run that never produces a final reply, the transcript before
+// the latest GraceTurns tool-using turns is flushed when it changed or the cache expired.
+package cachepolicy
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// Defaults of the decision's knobs (the CRD and config defaults are the same numbers).
+const (
+	// DefaultHorizon is the fewest further requests a context is expected to still have.
+	DefaultHorizon = 8
+	// DefaultMaxHorizon is the most further requests a flush may take to pay for its rewrite.
+	DefaultMaxHorizon = 32
+	// DefaultGraceTurns is how many of the latest tool-using turns a mid-run flush never touches.
+	DefaultGraceTurns = 3
+)
+
+// Horizon bounds the expected further requests of a context: as many more as it has already
+// seen (since the session start or its last compaction), but at least Min and at most Max.
+type Horizon struct {
+	// Min is the fewest expected further requests (DefaultHorizon when <= 0).
+	Min int
+	// Max caps the expected further requests (DefaultMaxHorizon when <= 0; raised to Min
+	// when smaller).
+	Max int
+}
+
+// Remaining returns the expected further requests of a context that has seen soFar requests.
+func (h Horizon) Remaining(soFar int) float64 {
+	lo, hi := h.Min, h.Max
+	if lo <= 0 {
+		lo = DefaultHorizon
+	}
+	if hi <= 0 {
+		hi = DefaultMaxHorizon
+	}
+	if hi < lo {
+		hi = lo
+	}
+	return math.Min(math.Max(float64(lo), float64(soFar)), float64(hi))
+}
+
+// Input is everything the decision weighs. Token counts are prompt (input) tokens.
+type Input struct {
+	// CurrentTokens is the size of the request rendered with the current (committed) state.
+	CurrentTokens int64
+	// NextTokens is the size of the same request rendered with the flushed state.
+	NextTokens int64
+	// CurrentCached is how many leading tokens of the current render the live cache would serve.
+	CurrentCached int64
+	// NextCached is how many leading tokens of the flushed render the live cache would serve.
+	NextCached int64
+	// CacheAlive is false when the provider's prompt cache has expired (see Alive).
+	CacheAlive bool
+	// TTL is the lifetime of the cache entries a rewrite writes (cost.TTL1h selects the
+	// 1-hour write price; anything else the 5-minute one).
+	TTL time.Duration
+	// Price is the session model's price (per million tokens, with cache multipliers).
+	Price cost.Price
+	// SummarizerUSD is what the flush's summarizer calls cost.
+	SummarizerUSD float64
+	// Remaining is the expected further requests (see Horizon.Remaining).
+	Remaining float64
+}
+
+// Decision is the verdict on one flush.
+type Decision struct {
+	// Keep is true when the flush should be committed; false defers it.
+	Keep bool
+	// Reason says why, for logs and diagnostics.
+	Reason string
+	// GainUSD is the expected saving over the remaining requests (0 when the cache expired).
+	GainUSD float64
+	// LossUSD is the cost of re-writing the invalidated cached prefix plus the summarizer calls.
+	LossUSD float64
+}
+
+// Decide weighs one flush (see the package comment).
+func Decide(in Input) Decision {
+	if !in.CacheAlive {
+		return Decision{Keep: true, Reason: "prefix cache expired: the rewrite is free", LossUSD: in.SummarizerUSD}
+	}
+	read, write := multipliers(in.Price, in.TTL)
+	saved := float64(in.CurrentTokens - in.NextTokens)
+	lost := math.Max(float64(in.CurrentCached-in.NextCached), 0)
+	perTok := in.Price.Input / 1e6
+	gain := saved * read * in.Remaining * perTok
+	loss := lost*math.Max(write-read, 0)*perTok + in.SummarizerUSD
+	return Decision{
+		Keep:    gain > loss,
+		Reason:  fmt.Sprintf("saves %.0f tokens × %.0f requests ≈ $%.5f vs re-writing %.0f cached tokens ≈ $%.5f", saved, in.Remaining, gain, lost, loss),
+		GainUSD: gain,
+		LossUSD: loss,
+	}
+}
+
+// multipliers returns the cache-read and cache-write price multipliers of p: a model without
+// caching bills every token at the base price (1, 1); automatic caching writes at the base
+// price.
+func multipliers(p cost.Price, ttl time.Duration) (read, write float64) {
+	read = p.CacheRead
+	if p.Cache == cost.CacheNone {
+		read = 1
+	}
+	write = p.CacheWrite5m
+	if ttl >= cost.TTL1h && p.CacheWrite1h > 0 {
+		write = p.CacheWrite1h
+	}
+	if p.Cache != cost.CacheAnthropic {
+		write = 1
+	}
+	return read, write
+}
+
+// Alive reports whether a cache entry written by a request at last with lifetime ttl is still
+// alive at now. A zero last (no earlier request known) is never alive; ttl <= 0 means
+// cost.TTL5m.
+func Alive(last, now time.Time, ttl time.Duration) bool {
+	if last.IsZero() {
+		return false
+	}
+	if ttl <= 0 {
+		ttl = cost.TTL5m
+	}
+	return now.Before(last.Add(ttl))
+}
+
+// PromptTTL returns the cache lifetime a prompt's breakpoints ask for: cost.TTL1h when any
+// breakpoint carries the 1-hour ttl, else cost.TTL5m.
+func PromptTTL(p *cost.Prompt) time.Duration {
+	for _, s := range p.Segments {
+		if s.Breakpoint && s.TTL >= cost.TTL1h {
+			return cost.TTL1h
+		}
+	}
+	return cost.TTL5m
+}
+
+// SharedPrefix returns the tokens of the leading segments a and b have in common: what a
+// cache written by a could serve to b, before breakpoint placement is taken into account.
+func SharedPrefix(a, b *cost.Prompt) int64 {
+	var n int64
+	for i := 0; i < len(a.Segments) && i < len(b.Segments); i++ {
+		if a.Segments[i].Key != b.Segments[i].Key {
+			break
+		}
+		n += int64(b.Segments[i].Tokens)
+	}
+	return n
+}
+
+// MidRunCut returns where a mid-run flush cuts the transcript msgs: the index of the
+// assistant message after the grace+1-th latest tool-using assistant turn (and its results),
+// so msgs[:cut] is what the flush may touch and the latest grace tool-using turns stay
+// verbatim; and a key identifying that cut (the last message before it and its position). cut
+// is 0 when there are not more than grace tool-using turns. grace <= 0 means
+// DefaultGraceTurns.
+func MidRunCut(msgs []*wire.Message, grace int) (cut int, key uint64) {
+	if grace <= 0 {
+		grace = DefaultGraceTurns
+	}
+	seen := 0
+	for i := len(msgs) - 1; i > 0; i-- {
+		m := msgs[i]
+		if m.Role != "assistant" || !hasToolUse(m) {
+			continue
+		}
+		seen++
+		if seen < grace+1 {
+			continue
+		}
+		for j := i + 1; j < len(msgs); j++ {
+			if msgs[j].Role == "assistant" {
+				return j, xxhash.Sum64(msgs[j-1].Raw()) ^ uint64(j)
+			}
+		}
+		return 0, 0
+	}
+	return 0, 0
+}
+
+// MidRunDue reports whether a mid-run flush at the cut identified by key is due, given the
+// key of the cut weighed last: when the cut moved (new results became old enough) or the
+// prompt cache expired (the rewrite is free now).
+func MidRunDue(key, lastKey uint64, cacheAlive bool) bool {
+	return key != lastKey || !cacheAlive
+}
+
+func hasToolUse(m *wire.Message) bool {
+	for _, b := range m.Blocks {
+		if b.Kind == wire.KindToolUse {
+			return true
+		}
+	}
+	return false
+}
