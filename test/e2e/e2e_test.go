@@ -17,6 +17,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/go-logr/logr"
 	"github.com/tidwall/gjson"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
@@ -92,6 +94,7 @@ func TestE2EWholeSystem(t *testing.T) {
 		t.Skip("redis-server not found in PATH (hack/install-redis.sh installs it)")
 	}
 	t0 := time.Now()
+	logf.SetLogger(logr.Discard()) // the test's own clients; the operator under test logs to its file
 	logs := logDir(t)
 	work := t.TempDir()
 	built := buildCondense(work)
