@@ -11,7 +11,7 @@
 //	store: {url: "redis://condense-redis:6379/0"}
 //	engine:
 //	  batchingMode: turn
-//	  trigger: {mode: agent-message, autoBudgetThreshold: 0.8}
+//	  trigger: {mode: agent-message, autoBudgetThreshold: 0.8, cacheAware: true}
 //
 // Every field that is left out keeps its default (see Default); unknown fields are an error so
 // that typos do not silently fall back to defaults.
@@ -58,6 +58,9 @@ const (
 	DefaultMaxBodyBytes       = 32 << 20
 	DefaultMaxRecoveryRounds  = 3
 	DefaultProtectedPath      = "**/skills/**/*.md"
+	DefaultHorizon            = 8
+	DefaultMaxHorizon         = 32
+	DefaultMidRunGraceTurns   = 3
 )
 
 // BatchingMode selects how captured tool results are grouped into summaries.
@@ -231,6 +234,25 @@ type Trigger struct {
 	// BudgetTurnDelta flushes when one turn grows context usage by at least this fraction,
 	// in (0, 1]; nil disables.
 	BudgetTurnDelta *float64 `json:"budgetTurnDelta,omitempty" yaml:"budgetTurnDelta,omitempty"`
+	// CacheAware weighs agent-message, delta and mid-run flushes against the provider's prompt
+	// cache (default true): a flush runs when the cache has expired anyway, or when the tokens
+	// it removes over the expected remaining requests save more than re-writing the cached
+	// prefix costs; otherwise it is deferred and retried on later requests. Manual and budget
+	// flushes always run.
+	CacheAware bool `json:"cacheAware" yaml:"cacheAware"`
+	// MidRun (with CacheAware) also flushes inside long agent runs without a final reply, over
+	// the transcript before the latest MidRunGraceTurns tool-using turns (default true).
+	MidRun bool `json:"midRun" yaml:"midRun"`
+	// MidRunGraceTurns is how many of the latest tool-using turns a mid-run flush never
+	// touches (default 3, >= 1).
+	MidRunGraceTurns int `json:"midRunGraceTurns" yaml:"midRunGraceTurns"`
+	// Horizon is the fewest further requests the cache-aware decision expects a context to
+	// have; it expects as many more as the context has already seen, up to MaxHorizon
+	// (default 8, >= 1).
+	Horizon int `json:"horizon" yaml:"horizon"`
+	// MaxHorizon caps the expected further requests: a flush must pay for its cache rewrite
+	// within this many requests (default 32, >= Horizon).
+	MaxHorizon int `json:"maxHorizon" yaml:"maxHorizon"`
 }
 
 // Spill configures the eager spill of a single oversized tool result.
@@ -359,8 +381,9 @@ func Default() *Config {
 		Upstreams:  Upstreams{Anthropic: DefaultAnthropicBaseURL, OpenAI: DefaultOpenAIBaseURL},
 		Store:      Store{URL: DefaultStoreURL},
 		Engine: Engine{
-			BatchingMode:       BatchingTurn,
-			Trigger:            Trigger{Mode: TriggerAgentMessage},
+			BatchingMode: BatchingTurn,
+			Trigger: Trigger{Mode: TriggerAgentMessage, CacheAware: true, MidRun: true,
+				MidRunGraceTurns: DefaultMidRunGraceTurns, Horizon: DefaultHorizon, MaxHorizon: DefaultMaxHorizon},
 			MinBatchChars:      DefaultMinBatchChars,
 			Dedup:              true,
 			Spill:              Spill{Threshold: DefaultSpillThreshold, PreviewBytes: DefaultSpillPreviewBytes},

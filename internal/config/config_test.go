@@ -34,7 +34,7 @@ policy: {name: p1, namespace: agents}
 store: {url: "redis://redis:6379/0"}
 engine:
   batchingMode: agent-message
-  trigger: {mode: on-demand, autoBudgetThreshold: 0.8, budgetTurnDelta: 0.1}
+  trigger: {mode: on-demand, autoBudgetThreshold: 0.8, budgetTurnDelta: 0.1, cacheAware: false, horizon: 12}
   minBatchChars: 0
   dedup: false
   spill: {threshold: 1000, previewBytes: 0}
@@ -63,6 +63,9 @@ limits: {maxBodyBytes: 1024, flushWaitTimeout: 1500ms, maxRecoveryRounds: 0}
 	}
 	if e.Trigger.AutoBudgetThreshold == nil || *e.Trigger.AutoBudgetThreshold != 0.8 || *e.Trigger.BudgetTurnDelta != 0.1 {
 		t.Errorf("trigger fractions: %+v", e.Trigger)
+	}
+	if e.Trigger.CacheAware || !e.Trigger.MidRun || e.Trigger.Horizon != 12 || e.Trigger.MaxHorizon != DefaultMaxHorizon || e.Trigger.MidRunGraceTurns != DefaultMidRunGraceTurns {
+		t.Errorf("cache-aware trigger: explicit false and 12 kept, the rest defaulted: %+v", e.Trigger)
 	}
 	if e.MinBatchChars != 0 || e.Dedup || e.Spill.Threshold != 1000 || e.Spill.PreviewBytes != 0 || e.RecoveryGraceTurns != 0 {
 		t.Errorf("explicit zeros must not be replaced by defaults: %+v", e)
@@ -174,6 +177,9 @@ func TestValidationErrors(t *testing.T) {
 		"budget zero":   {func(c *Config) { v := 0.0; c.Engine.Trigger.AutoBudgetThreshold = &v }, "engine.trigger.autoBudgetThreshold"},
 		"budget pct":    {func(c *Config) { v := 80.0; c.Engine.Trigger.AutoBudgetThreshold = &v }, "engine.trigger.autoBudgetThreshold"},
 		"delta":         {func(c *Config) { v := -0.1; c.Engine.Trigger.BudgetTurnDelta = &v }, "engine.trigger.budgetTurnDelta"},
+		"midRunGrace":   {func(c *Config) { c.Engine.Trigger.MidRunGraceTurns = 0 }, "engine.trigger.midRunGraceTurns"},
+		"horizon":       {func(c *Config) { c.Engine.Trigger.Horizon = 0 }, "engine.trigger.horizon"},
+		"maxHorizon":    {func(c *Config) { c.Engine.Trigger.Horizon = 10; c.Engine.Trigger.MaxHorizon = 9 }, "engine.trigger.maxHorizon"},
 		"minBatch":      {func(c *Config) { c.Engine.MinBatchChars = -1 }, "engine.minBatchChars"},
 		"spill":         {func(c *Config) { c.Engine.Spill.Threshold = 0 }, "engine.spill.threshold"},
 		"preview":       {func(c *Config) { c.Engine.Spill.PreviewBytes = -1 }, "engine.spill.previewBytes"},

@@ -138,6 +138,15 @@ func (c *Config) Validate() error {
 	}
 	checkFraction("engine.trigger.autoBudgetThreshold", e.Trigger.AutoBudgetThreshold)
 	checkFraction("engine.trigger.budgetTurnDelta", e.Trigger.BudgetTurnDelta)
+	if e.Trigger.MidRunGraceTurns < 1 {
+		bad("engine.trigger.midRunGraceTurns", e.Trigger.MidRunGraceTurns, "must be >= 1")
+	}
+	if e.Trigger.Horizon < 1 {
+		bad("engine.trigger.horizon", e.Trigger.Horizon, "must be >= 1")
+	}
+	if e.Trigger.MaxHorizon < e.Trigger.Horizon {
+		bad("engine.trigger.maxHorizon", e.Trigger.MaxHorizon, "must be >= engine.trigger.horizon")
+	}
 	if e.MinBatchChars < 0 {
 		bad("engine.minBatchChars", e.MinBatchChars, "must be >= 0 (0 disables)")
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
@@ -78,14 +80,25 @@ func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (
 	if e.Now != nil {
 		now = e.Now
 	}
-	p, err := pruner.PlanFlush(req, st, e.Policy, now())
+	view := req
+	if n := job.PlanMessages; n > 0 && n < len(req.Messages) {
+		view = req.WithMessages(req.Messages[:n])
+	}
+	p, err := pruner.PlanFlush(view, st, e.Policy, now())
 	if err != nil {
 		return nil, fmt.Errorf("pruner: %w", err)
 	}
-	return &enginePlan{p: p}, nil
+	return &enginePlan{p: p, req: req, cur: st, pol: e.Policy, f: f}, nil
 }
 
-type enginePlan struct{ p *pruner.Plan }
+type enginePlan struct {
+	p    *pruner.Plan
+	req  *wire.Request // the whole request (Job.Body)
+	cur  *pruner.State // the loaded state
+	next *pruner.State // the committed state (after Commit)
+	pol  pruner.Policy
+	f    wire.Format
+}
 
 // Requests maps the engine's batches to summarizer requests. The instruction text is
 // already embedded at the start of Prompt, so System stays empty.
@@ -113,6 +126,7 @@ func (e *enginePlan) Commit(outputs map[string]string) ([]byte, []Blob, bool, er
 	if err != nil {
 		return nil, nil, false, err
 	}
+	e.next = st
 	data, err := st.MarshalBinary()
 	if err != nil {
 		return nil, nil, false, err
@@ -127,3 +141,51 @@ func (e *enginePlan) Commit(outputs map[string]string) ([]byte, []Blob, bool, er
 // Followup reports whether the engine wants another plan on the same transcript after this
 // commit (deferred chain compression).
 func (e *enginePlan) Followup() bool { return e.p.Followup }
+
+// Weigh implements Weigher: it renders the whole request with the loaded and with the
+// committed state, replays the session's previous request into a cache model
+// (cost.Cache, the one condense replay bills with) at job.Cache.LastRequest, and asks
+// cachepolicy.Decide whether the flush pays for its cache rewrite at job.Cache.At.
+func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64) (cachepolicy.Decision, error) {
+	chk := job.Cache
+	if e.next == nil || chk == nil {
+		return cachepolicy.Decision{Keep: true, Reason: "nothing to weigh"}, nil
+	}
+	cur := pruner.Render(e.req, e.cur, e.pol)
+	next := pruner.Render(e.req, e.next, e.pol)
+	cf := cost.Anthropic
+	if e.f == wire.OpenAI {
+		cf = cost.OpenAI
+	}
+	pc, err := cost.FromBody(cur.Body, cost.PromptOptions{Format: cf})
+	if err != nil {
+		return cachepolicy.Decision{}, err
+	}
+	pn, err := cost.FromBody(next.Body, cost.PromptOptions{Format: cf})
+	if err != nil {
+		return cachepolicy.Decision{}, err
+	}
+	if pc.Model == "" {
+		pc.Model, pn.Model = e.req.Model, e.req.Model
+	}
+	ttl := cachepolicy.PromptTTL(&pc)
+	in := cachepolicy.Input{
+		CurrentTokens: int64(pc.Tokens()),
+		NextTokens:    int64(pn.Tokens()),
+		CacheAlive:    cachepolicy.Alive(chk.LastRequest, chk.At, ttl),
+		TTL:           cachepolicy.PromptTTL(&pn),
+		SummarizerUSD: summarizerUSD,
+		Remaining:     cachepolicy.Horizon{Min: chk.Horizon, Max: chk.MaxHorizon}.Remaining(chk.Requests),
+	}
+	in.Price, _ = prices.Lookup(pc.Model)
+	if in.CacheAlive {
+		// The previous request wrote the cache with (about) the current render.
+		c := cost.NewCache(prices)
+		pc.Time = chk.LastRequest
+		c.Send(&pc)
+		pc.Time, pn.Time = chk.At, chk.At
+		in.CurrentCached = c.Peek(&pc)
+		in.NextCached = c.Peek(&pn)
+	}
+	return cachepolicy.Decide(in), nil
+}

@@ -1,7 +1,9 @@
 // Package flush runs flushes: for one session and the latest request, it takes the store's
 // flush lease (fencing token), loads the state, plans with the pruning engine, summarizes the
 // planned batches in parallel, commits with compare-and-set (re-planning on a conflict),
-// records stats and the flush outcome, and releases the lease.
+// records stats and the flush outcome, and releases the lease. A job carrying a CacheCheck is
+// weighed against the provider's prompt cache first (internal/cachepolicy) and may end
+// deferred, with nothing committed.
 //
 // Flushes run either in-process (InProcess: the default, and the only mode with the embedded
 // store) or as jobs on a Redis stream (Queue) consumed by `condense pruner` workers (Worker),
@@ -20,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/condense-dev/condense/internal/cachepolicy"
+	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 )
@@ -46,7 +50,37 @@ type Job struct {
 	Attempt int `json:"attempt,omitempty"`
 	// LastError is the error of the previous attempt (queued jobs).
 	LastError string `json:"lastError,omitempty"`
+	// PlanMessages, when > 0, limits what the flush may touch to the first PlanMessages
+	// messages of Body (a mid-run flush leaves the latest tool-using turns alone); the cache
+	// check still weighs the whole request.
+	PlanMessages int `json:"planMessages,omitempty"`
+	// Cache, when set, weighs the flush against the provider's prompt cache before it is
+	// committed (cachepolicy.Decide, through a Plan implementing Weigher): a flush whose
+	// rewrite costs more than it saves ends with OutcomeDeferred and nothing is committed.
+	// Nil commits unconditionally (manual and budget flushes).
+	Cache *CacheCheck `json:"cache,omitempty"`
 }
+
+// CacheCheck is what the cache-aware decision needs to know about the session's prompt cache
+// and how long its context will live.
+type CacheCheck struct {
+	// At is when the triggering request arrived (the decision's "now").
+	At time.Time `json:"at"`
+	// LastRequest is when the session's previous request went to the provider, writing the
+	// cache; zero when unknown (the cache then counts as expired).
+	LastRequest time.Time `json:"lastRequest,omitempty"`
+	// Requests is how many requests the session's context has seen so far (horizon rule).
+	Requests int `json:"requests,omitempty"`
+	// Horizon is the fewest expected further requests (cachepolicy.DefaultHorizon when 0).
+	Horizon int `json:"horizon,omitempty"`
+	// MaxHorizon caps the expected further requests (cachepolicy.DefaultMaxHorizon when 0).
+	MaxHorizon int `json:"maxHorizon,omitempty"`
+}
+
+// StatFlushPending is the session counter that is 1 while the session's latest weighed flush
+// of the whole transcript was deferred (a flush is still due and should be retried) and 0
+// once one was committed or found nothing to do. Mid-run flushes (PlanMessages > 0) leave it.
+const StatFlushPending = "flushPending"
 
 // Normalize validates the job and fills Hash and Enqueued.
 func (j *Job) Normalize() error {
@@ -99,6 +133,9 @@ const (
 	OutcomePartial Outcome = "partial"
 	// OutcomeEmpty: nothing to flush (no batches and no state change).
 	OutcomeEmpty Outcome = "empty"
+	// OutcomeDeferred: the cache-aware decision found the flush not worth its cache rewrite
+	// yet; nothing was committed and the session's StatFlushPending is set.
+	OutcomeDeferred Outcome = "deferred"
 	// OutcomeBusy: another owner holds the session's flush lease.
 	OutcomeBusy Outcome = "busy"
 	// OutcomeSummarizerFailed: every batch failed; nothing was committed.
@@ -130,6 +167,9 @@ type Result struct {
 	Plans   int             `json:"plans"`   // planning rounds (1 + CAS re-plans)
 	Usage   summarize.Usage `json:"usage"`   // summarizer usage, every attempt included
 	Error   string          `json:"error,omitempty"`
+	Reason  string          `json:"reason,omitempty"` // the cache-aware decision's reason (weighed flushes)
+
+	pending int64 // StatFlushPending of the last loaded snapshot
 }
 
 // Blob is content to store before the state that references it is committed.
@@ -153,6 +193,14 @@ type Plan interface {
 	Commit(outputs map[string]string) (state []byte, blobs []Blob, changed bool, err error)
 }
 
+// Weigher is implemented by plans that can price their commit against the provider's prompt
+// cache (EnginePlanner's plans do). Weigh is called after Commit.
+type Weigher interface {
+	// Weigh decides whether the committed state is worth its cache rewrite for job (whose
+	// Cache is set), given what this flush's summarizer calls cost.
+	Weigh(job *Job, prices *cost.Prices, summarizerUSD float64) (cachepolicy.Decision, error)
+}
+
 // Orchestrator runs flushes against a store. Safe for concurrent use.
 type Orchestrator struct {
 	// Store holds the sessions (state, lease, blobs, stats).
@@ -173,6 +221,37 @@ type Orchestrator struct {
 	Metrics *Metrics
 	// Log receives one line per flush (nil: slog.Default()).
 	Log *slog.Logger
+	// Prices prices the cache-aware decision (nil: cost.DefaultPrices()).
+	Prices *cost.Prices
+
+	memoMu sync.Mutex
+	memo   map[string]string // session + request key → summary, for re-weighed (deferred) flushes
+}
+
+// maxMemo bounds the orchestrator's summary memo; past it the memo starts over.
+const maxMemo = 4096
+
+func (o *Orchestrator) memoGet(session, key string) (string, bool) {
+	o.memoMu.Lock()
+	defer o.memoMu.Unlock()
+	t, ok := o.memo[session+"\x00"+key]
+	return t, ok
+}
+
+func (o *Orchestrator) memoPut(session, key, text string) {
+	o.memoMu.Lock()
+	defer o.memoMu.Unlock()
+	if o.memo == nil || len(o.memo) >= maxMemo {
+		o.memo = map[string]string{}
+	}
+	o.memo[session+"\x00"+key] = text
+}
+
+func (o *Orchestrator) prices() *cost.Prices {
+	if o.Prices != nil {
+		return o.Prices
+	}
+	return cost.DefaultPrices()
 }
 
 func (o *Orchestrator) owner() string {
@@ -198,7 +277,7 @@ func (o *Orchestrator) log() *slog.Logger {
 }
 
 // Flush runs one flush to completion. The returned Result is never nil; err is non-nil for
-// every outcome except flushed, partial and empty, and wraps ErrBusy, ErrSummarizerFailed,
+// every outcome except flushed, partial, empty and deferred, and wraps ErrBusy, ErrSummarizerFailed,
 // ErrConflict, ErrFenced, a *JobError or the store's error.
 func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
 	start := time.Now()
@@ -258,6 +337,7 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 			return o.ctxErr(fctx, fmt.Errorf("flush: load: %w", err))
 		}
 		res.Version = snap.Version
+		res.pending = snap.Stats[StatFlushPending]
 		plan, err := o.Planner.Plan(fctx, job, snap)
 		if err != nil {
 			return o.ctxErr(fctx, fmt.Errorf("flush: plan: %w", err))
@@ -272,10 +352,13 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 			}
 			if t, ok := cache[cacheKey(r)]; ok {
 				outputs[r.ID] = t
+			} else if t, ok := o.memoGet(job.Session, cacheKey(r)); ok && job.Cache != nil {
+				outputs[r.ID] = t
 			} else {
 				todo = append(todo, r)
 			}
 		}
+		roundUSD := 0.0
 		var firstErr error
 		res.Failed = 0
 		for _, oc := range summarize.Run(fctx, o.Summarizer, todo, o.Parallelism) {
@@ -288,12 +371,16 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 				continue
 			}
 			res.Usage.Add(oc.Result.Usage)
+			roundUSD += oc.Result.Usage.CostUSD
 			o.Metrics.summarizerUsage(oc.Result)
 			outputs[oc.ID] = oc.Result.Text
 		}
 		for _, r := range todo {
 			if t, ok := outputs[r.ID]; ok {
 				cache[cacheKey(r)] = t
+				if job.Cache != nil {
+					o.memoPut(job.Session, cacheKey(r), t)
+				}
 			}
 		}
 		if err := context.Cause(fctx); err != nil {
@@ -312,6 +399,17 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 				res.Outcome = OutcomeEmpty
 			}
 			return nil
+		}
+		if w, ok := plan.(Weigher); ok && job.Cache != nil && followups == 0 {
+			d, err := w.Weigh(job, o.prices(), roundUSD)
+			if err != nil {
+				return fmt.Errorf("flush: weigh: %w", err)
+			}
+			res.Reason = d.Reason
+			if !d.Keep {
+				res.Outcome = OutcomeDeferred
+				return nil
+			}
 		}
 		for _, b := range blobs {
 			if err := o.Store.PutBlob(fctx, job.Session, b.Key, b.Data); err != nil {
@@ -401,6 +499,19 @@ func (o *Orchestrator) record(job *Job, res *Result, d time.Duration) {
 	if res.Outcome == OutcomeFlushed || res.Outcome == OutcomePartial {
 		delta[store.StatFlushes] = 1
 	}
+	// Only a flush of the whole transcript settles whether one is still due: a mid-run flush
+	// (PlanMessages > 0) is re-weighed by its own trigger.
+	switch outcome := res.Outcome; {
+	case job.PlanMessages > 0:
+	case outcome == OutcomeDeferred:
+		if res.pending != 1 {
+			delta[StatFlushPending] = 1 - res.pending
+		}
+	case outcome == OutcomeFlushed || outcome == OutcomePartial || outcome == OutcomeEmpty:
+		if res.pending != 0 {
+			delta[StatFlushPending] = -res.pending
+		}
+	}
 	if res.Usage.Calls > 0 {
 		delta["summarizerCalls"] = res.Usage.Calls
 		delta["summarizerInputTokens"] = res.Usage.InputTokens
@@ -420,5 +531,5 @@ func (o *Orchestrator) record(job *Job, res *Result, d time.Duration) {
 	}
 	o.log().Log(ctx, lvl, "flush", "session", job.Session, "outcome", res.Outcome, "version", res.Version,
 		"batches", res.Batches, "failed", res.Failed, "plans", res.Plans, "costUSD", res.Usage.CostUSD,
-		"duration", d, "err", res.Error)
+		"duration", d, "reason", res.Reason, "err", res.Error)
 }

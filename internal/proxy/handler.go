@@ -11,7 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
@@ -28,6 +32,9 @@ const (
 	statFailOpen       = "proxyFailOpen"
 	statRecoveries     = "proxyRecoveryRounds"
 	statDeferred       = "proxyDeferredQueries"
+	statLastRequestMs  = "proxyLastRequestMs"   // unix ms of the last forwarded request (the prompt cache's last write)
+	statLastMessages   = "proxyLastMessages"    // message count of the last forwarded request
+	statContextReqs    = "proxyContextRequests" // requests since the session start or its last compaction
 )
 
 // turn is one client request as it moves through the proxy.
@@ -48,6 +55,8 @@ type turn struct {
 	splice *spliceSet
 	open   string // non-empty: failing open for this reason (forward the client bytes)
 	t0     time.Time
+	// at is when the request arrived by the server's clock (Options.Now).
+	at time.Time
 	// flushWait is the total time the request may wait for flushes (FlushWaitTimeout).
 	flushWait time.Duration
 }
@@ -62,7 +71,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Format, ep endpoint) {
-	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now(), flushWait: s.opt.FlushWaitTimeout}
+	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now(), at: s.now(), flushWait: s.opt.FlushWaitTimeout}
 	code := 0
 	defer func() {
 		if code != 0 {
@@ -217,8 +226,8 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 	s.render(t)
 
 	if t.ep != epCountTokens && s.opt.Flusher != nil {
-		if trig := s.dueTrigger(t); trig != "" {
-			tk := s.startFlush(t, trig, t.view.Bytes())
+		if trig, opts := s.dueTrigger(t); trig != "" {
+			tk := s.startFlush(t, trig, t.view.Bytes(), opts)
 			if tk != nil && s.opt.FlushWaitTimeout > 0 {
 				if s.waitTicket(ctx, t, tk) {
 					if snap, err := s.load(ctx, t.sid); err == nil && snap.Version != t.snap.Version {
@@ -303,6 +312,18 @@ func (s *Server) render(t *turn) {
 
 func estimateTokens(n int) int { return (n + 3) / 4 }
 
+// contextRequests counts the requests of the session's current context including this one:
+// it starts over when the message count drops (the client compacted its context).
+func (s *Server) contextRequests(t *turn) int {
+	if t.snap == nil {
+		return 1
+	}
+	if int64(len(t.client.Messages)) < t.snap.Stats[statLastMessages] {
+		return 1
+	}
+	return int(t.snap.Stats[statContextReqs]) + 1
+}
+
 // waitUntil is the latest time the request may still wait for flushes.
 func (t *turn) waitUntil() time.Time { return t.t0.Add(t.flushWait) }
 
@@ -321,28 +342,106 @@ func contextWindow(model string) int {
 	return 200_000
 }
 
-// dueTrigger returns the flush trigger that fires for this request, or "".
-func (s *Server) dueTrigger(t *turn) string {
+// flushOpts are the cache-aware parts of a flush job.
+type flushOpts struct {
+	weigh        bool // weigh against the prompt cache (flush.Job.Cache)
+	planMessages int  // flush.Job.PlanMessages
+	// last is when the prompt cache was last written (zero: unknown).
+	last time.Time
+}
+
+// lastRequest returns when the session's previous request was forwarded (zero: unknown).
+func lastRequest(snap *store.Snapshot) time.Time {
+	if ms := snap.Stats[statLastRequestMs]; ms > 0 {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
+}
+
+// cacheAlive reports whether the prompt cache the session's previous request wrote is still
+// alive at the request's arrival (the 1-hour lifetime when the request carries ttl "1h"
+// cache markers, else 5 minutes).
+func (s *Server) cacheAlive(t *turn) bool {
+	return cachepolicy.Alive(lastRequest(t.snap), t.at, requestTTL(t.client))
+}
+
+// requestTTL is the prompt-cache lifetime a request's cache_control markers ask for.
+func requestTTL(r *wire.Request) time.Duration {
+	ttl := cost.TTL5m
+	check := func(bs []*wire.Block) {
+		for _, b := range bs {
+			if len(b.CacheControl) > 0 && gjson.GetBytes(b.CacheControl, "ttl").Str == "1h" {
+				ttl = cost.TTL1h
+			}
+		}
+	}
+	check(r.System)
+	for _, m := range r.Messages {
+		check(m.Blocks)
+	}
+	for _, tl := range r.Tools {
+		if gjson.GetBytes(tl.Raw(), "cache_control.ttl").Str == "1h" {
+			ttl = cost.TTL1h
+		}
+	}
+	return ttl
+}
+
+// dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
+// flush is to be weighed. Manual and budget flushes are never deferred; with
+// Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
+// long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
+func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
+	last := lastRequest(t.snap)
 	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] {
-		return "manual"
+		return "manual", flushOpts{}
 	}
 	tokens := estimateTokens(len(t.body))
 	window := float64(contextWindow(t.client.Model))
 	if th := s.opt.Trigger.BudgetThreshold; th > 0 && float64(tokens) >= min(BudgetCap, th*window) {
-		return "budget"
+		return "budget", flushOpts{}
 	}
+	weigh := flushOpts{weigh: s.opt.Trigger.CacheAware, last: last}
 	if d := s.opt.Trigger.TurnDelta; d > 0 {
 		if last := t.snap.Stats[statLastTokens]; last > 0 && float64(int64(tokens)-last) >= d*window {
-			return "delta"
+			return "delta", weigh
 		}
 	}
-	return ""
+	if !s.opt.Trigger.CacheAware {
+		return "", flushOpts{}
+	}
+	if t.snap.Stats[flush.StatFlushPending] > 0 {
+		return "retry", weigh
+	}
+	if s.opt.Trigger.MidRun {
+		cut, key := cachepolicy.MidRunCut(t.view.Messages, s.opt.Trigger.GraceTurns)
+		if cut == 0 {
+			return "", flushOpts{}
+		}
+		prev, _ := s.midCuts.Load(t.sid)
+		lastKey, _ := prev.(uint64)
+		if !cachepolicy.MidRunDue(key, lastKey, s.cacheAlive(t)) {
+			return "", flushOpts{}
+		}
+		if s.nmid.Add(1) > maxStateCache {
+			s.midCuts.Clear()
+			s.nmid.Store(1)
+		}
+		s.midCuts.Store(t.sid, key)
+		weigh.planMessages = cut
+		return "mid-run", weigh
+	}
+	return "", flushOpts{}
 }
 
 // startFlush hands a flush of the session to the flusher and remembers its ticket.
-func (s *Server) startFlush(t *turn, trigger string, body []byte) <-chan struct{} {
+func (s *Server) startFlush(t *turn, trigger string, body []byte, o flushOpts) <-chan struct{} {
 	job := &flush.Job{Session: t.sid, Format: t.f.String(), Body: body, Trigger: trigger,
-		SessionModel: s.sessionEndpoint(t)}
+		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
+	if o.weigh {
+		job.Cache = &flush.CacheCheck{At: t.at, LastRequest: o.last, Requests: s.contextRequests(t) - 1,
+			Horizon: s.opt.Trigger.Horizon, MaxHorizon: s.opt.Trigger.MaxHorizon}
+	}
 	tk, err := s.opt.Flusher.Submit(s.ctx, job)
 	if err != nil {
 		t.log.Warn("starting flush failed", "trigger", trigger, "err", err)
@@ -360,7 +459,7 @@ func (s *Server) startFlush(t *turn, trigger string, body []byte) <-chan struct{
 		if res, err := tk.Wait(c); err != nil && c.Err() == nil {
 			t.log.Warn("flush failed", "trigger", trigger, "err", err)
 		} else if res != nil {
-			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version)
+			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
 		}
 	}()
 	s.flights.Store(t.sid, key)
@@ -488,6 +587,9 @@ func (s *Server) recordStats(t *turn, u usage) {
 	}
 	if t.snap != nil {
 		delta[statLastTokens] = int64(estimateTokens(after)) - t.snap.Stats[statLastTokens]
+		delta[statLastRequestMs] = t.at.UnixMilli() - t.snap.Stats[statLastRequestMs]
+		delta[statLastMessages] = int64(len(t.client.Messages)) - t.snap.Stats[statLastMessages]
+		delta[statContextReqs] = int64(s.contextRequests(t)) - t.snap.Stats[statContextReqs]
 	}
 	s.background(func(ctx context.Context) {
 		start := time.Now()
@@ -537,6 +639,8 @@ func (s *Server) onFinal(t *turn, out *outcome) {
 			return
 		}
 		all := append(append([]*wire.Message(nil), t.view.Messages...), msgs...)
-		s.startFlush(t, "agent-message", t.view.WithMessages(all).Bytes())
+		// This request has just written the prompt cache: the flush is weighed against it.
+		s.startFlush(t, "agent-message", t.view.WithMessages(all).Bytes(),
+			flushOpts{weigh: s.opt.Trigger.CacheAware, last: t.at})
 	}
 }

@@ -56,6 +56,22 @@ type Trigger struct {
 	// TurnDelta, when > 0, starts a flush when one request grows the estimated tokens by at
 	// least TurnDelta × the context window.
 	TurnDelta float64
+	// CacheAware weighs agent-message, delta, retried and mid-run flushes against the
+	// provider's prompt cache before they are committed (internal/cachepolicy): a flush whose
+	// cache rewrite costs more than it saves over the expected remaining requests is deferred
+	// and retried on the session's next requests, and always runs once the cache has expired.
+	// Manual and budget flushes are never deferred.
+	CacheAware bool
+	// MidRun (with CacheAware) also weighs a flush inside long agent runs that never produce a
+	// final reply: over the transcript before the latest GraceTurns tool-using turns, whenever
+	// that cut moved or the cache expired.
+	MidRun bool
+	// GraceTurns is how many of the latest tool-using turns a mid-run flush never touches
+	// (cachepolicy.DefaultGraceTurns when <= 0).
+	GraceTurns int
+	// Horizon and MaxHorizon bound the expected further requests of a context in the
+	// cache-aware decision (cachepolicy.Horizon; defaults 8 and 32 when <= 0).
+	Horizon, MaxHorizon int
 }
 
 // Options configures a Server.
@@ -92,6 +108,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// DisableQueryTool stops adding the context_tree_query definition to requests.
 	DisableQueryTool bool
+	// Now is the clock the cache-aware flush decisions read (nil: time.Now). Tests move it
+	// past the prompt cache's lifetime.
+	Now func() time.Time
 }
 
 // Server is the proxy. It is an http.Handler; Close stops background work.
@@ -107,6 +126,8 @@ type Server struct {
 	flights sync.Map // session → (<-chan struct{}) closed when the last flush this process started ended
 	states  sync.Map // session → cachedState
 	nstates atomic.Int64
+	midCuts sync.Map // session → uint64: the key of the mid-run cut weighed last
+	nmid    atomic.Int64
 	bg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -161,6 +182,14 @@ func New(opt Options) (*Server, error) {
 	s.mux.Handle("/mcp/", s.mcp)
 	s.mux.HandleFunc("/", s.handlePassThrough)
 	return s, nil
+}
+
+// now reads the server's clock.
+func (s *Server) now() time.Time {
+	if s.opt.Now != nil {
+		return s.opt.Now()
+	}
+	return time.Now()
 }
 
 // Registry returns the Prometheus registry holding the proxy metrics; other components

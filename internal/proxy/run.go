@@ -38,7 +38,14 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 		MaxBodyBytes:      cfg.Limits.MaxBodyBytes,
 		FlushWaitTimeout:  cfg.Limits.FlushWaitTimeout.D(),
 		MaxRecoveryRounds: cfg.Limits.MaxRecoveryRounds,
-		Trigger:           Trigger{OnDemand: cfg.Engine.Trigger.Mode == config.TriggerOnDemand},
+		Trigger: Trigger{
+			OnDemand:   cfg.Engine.Trigger.Mode == config.TriggerOnDemand,
+			CacheAware: cfg.Engine.Trigger.CacheAware,
+			MidRun:     cfg.Engine.Trigger.MidRun,
+			GraceTurns: cfg.Engine.Trigger.MidRunGraceTurns,
+			Horizon:    cfg.Engine.Trigger.Horizon,
+			MaxHorizon: cfg.Engine.Trigger.MaxHorizon,
+		},
 	}
 	if v := cfg.Engine.Trigger.AutoBudgetThreshold; v != nil {
 		o.Trigger.BudgetThreshold = *v
