@@ -144,6 +144,7 @@ type PruningPolicySpec struct {
 }
 
 // TriggerSpec says when pending batches are summarized.
+// +kubebuilder:validation:XValidation:rule="!has(self.horizon) || !has(self.maxHorizon) || self.maxHorizon >= self.horizon",message="trigger.maxHorizon must be >= trigger.horizon"
 type TriggerSpec struct {
 	// Mode is "agent-message" (summarize when the agent sends a final reply without tool calls)
 	// or "on-demand" (only the budget triggers below, or an explicit request).
@@ -167,6 +168,41 @@ type TriggerSpec struct {
 	// +kubebuilder:validation:Maximum=1
 	// +optional
 	BudgetTurnDelta *float64 `json:"budgetTurnDelta,omitempty"`
+
+	// CacheAware weighs agent-message, delta and mid-run flushes against the provider's prompt
+	// cache: a flush runs when the cache has expired anyway, or when the tokens it removes over
+	// the expected remaining requests save more than re-writing the cached prefix costs;
+	// otherwise it is deferred and retried on later requests. Manual and budget flushes always
+	// run.
+	// +kubebuilder:default=true
+	// +optional
+	CacheAware *bool `json:"cacheAware,omitempty"`
+
+	// MidRun (with cacheAware) also flushes inside long agent runs that produce no final reply,
+	// over the transcript before the latest midRunGraceTurns tool-using turns.
+	// +kubebuilder:default=true
+	// +optional
+	MidRun *bool `json:"midRun,omitempty"`
+
+	// MidRunGraceTurns is how many of the latest tool-using turns a mid-run flush never touches.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MidRunGraceTurns *int32 `json:"midRunGraceTurns,omitempty"`
+
+	// Horizon is the fewest further requests the cache-aware decision expects a context to
+	// have; it expects as many more as the context has already seen, up to maxHorizon.
+	// +kubebuilder:default=8
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Horizon *int32 `json:"horizon,omitempty"`
+
+	// MaxHorizon caps the expected further requests: a flush must pay for its cache rewrite
+	// within this many requests. Must be >= horizon.
+	// +kubebuilder:default=32
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxHorizon *int32 `json:"maxHorizon,omitempty"`
 }
 
 // SpillSpec configures the eager spill of a single oversized tool result.
