@@ -71,10 +71,11 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 }
 
 type parser struct {
-	d     []byte
-	f     Format
-	prev  *Request        // ParseReusing: the previous request whose identical values are shared
-	arena strings.Builder // decoded string bytes; the strings point into it
+	d      []byte
+	f      Format
+	prev   *Request        // ParseReusing: the previous request whose identical values are shared
+	chunks int             // slab chunks allocated so far (reusing parse)
+	arena  strings.Builder // decoded string bytes; the strings point into it
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
 	blockSlab  []Block
@@ -89,9 +90,20 @@ type parser struct {
 	msgSlab    []Message
 }
 
+// chunk is the slab chunk size for n values in a full parse. A reusing parse usually
+// parses a few messages only, so its chunks start at an eighth of that and grow back to
+// full size (doubling every eight chunks) when it parses more.
+func (p *parser) chunk(n int) int {
+	if p.prev == nil {
+		return n
+	}
+	p.chunks++
+	return max(8, n>>3<<min(p.chunks/8, 3))
+}
+
 func (p *parser) newMessage() *Message {
 	if len(p.msgSlab) == 0 {
-		p.msgSlab = make([]Message, 64)
+		p.msgSlab = make([]Message, p.chunk(64))
 	}
 	m := &p.msgSlab[0]
 	p.msgSlab = p.msgSlab[1:]
@@ -101,7 +113,7 @@ func (p *parser) newMessage() *Message {
 
 func (p *parser) newBlock() *Block {
 	if len(p.blockSlab) == 0 {
-		p.blockSlab = make([]Block, 128)
+		p.blockSlab = make([]Block, p.chunk(128))
 	}
 	b := &p.blockSlab[0]
 	p.blockSlab = p.blockSlab[1:]
@@ -115,7 +127,7 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 		return nil
 	}
 	if len(p.blocksSlab) < len(bs) {
-		p.blocksSlab = make([]*Block, max(512, len(bs)))
+		p.blocksSlab = make([]*Block, max(p.chunk(512), len(bs)))
 	}
 	out := p.blocksSlab[:len(bs):len(bs)]
 	copy(out, bs)
@@ -126,7 +138,7 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 // objectAt is parseObjectAt with slab-allocated objects and members.
 func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	if len(p.objSlab) == 0 {
-		p.objSlab = make([]object, 128)
+		p.objSlab = make([]object, p.chunk(128))
 	}
 	o := &p.objSlab[0]
 	p.objSlab = p.objSlab[1:]
@@ -153,7 +165,7 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 	}
 	ms := p.memStack[base:]
 	if len(p.memSlab) < len(ms) {
-		p.memSlab = make([]member, max(1024, len(ms)))
+		p.memSlab = make([]member, max(p.chunk(1024), len(ms)))
 	}
 	o.members = p.memSlab[:len(ms):len(ms)]
 	copy(o.members, ms)
@@ -619,7 +631,7 @@ func nearestCallName(msgs []*Message, res *Block) string {
 // list parses the array at d[i] == '[' calling fn per element and records element spans.
 func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 	if len(p.arrSlab) == 0 {
-		p.arrSlab = make([]array, 64)
+		p.arrSlab = make([]array, p.chunk(64))
 	}
 	a := &p.arrSlab[0]
 	p.arrSlab = p.arrSlab[1:]
@@ -637,9 +649,17 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 		return nil, 0, err
 	}
 	sp := p.spanStack[base:]
+	if base == 0 && len(sp) > 256 {
+		// A long outermost list (the messages): hand the stack itself over instead of
+		// copying it; the next list starts a new stack.
+		a.spans = sp[:len(sp):len(sp)]
+		p.spanStack = nil
+		a.raw = p.d[i:end:end]
+		return a, end, nil
+	}
 	if len(sp) > 0 {
 		if len(p.spanSlab) < len(sp) {
-			p.spanSlab = make([]span, max(1024, len(sp)))
+			p.spanSlab = make([]span, max(p.chunk(1024), len(sp)))
 		}
 		a.spans = p.spanSlab[:len(sp):len(sp)]
 		copy(a.spans, sp)
