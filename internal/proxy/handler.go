@@ -116,6 +116,9 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	}
 
 	s.prepare(r.Context(), t)
+	if ep != epCountTokens && t.open == "" {
+		s.noteRequest(t)
+	}
 	s.met.AddedSeconds.WithLabelValues(string(ep)).Observe(time.Since(t.t0).Seconds())
 
 	resp, err := s.send(r.Context(), t, t.body)
@@ -350,19 +353,38 @@ type flushOpts struct {
 	last time.Time
 }
 
-// lastRequest returns when the session's previous request was forwarded (zero: unknown).
-func lastRequest(snap *store.Snapshot) time.Time {
-	if ms := snap.Stats[statLastRequestMs]; ms > 0 {
-		return time.UnixMilli(ms)
+// lastRequest returns when the session's previous request was forwarded (zero: unknown): the
+// later of what this process saw and what the store's counter says (another replica, or this
+// one before a restart).
+func (s *Server) lastRequest(t *turn) time.Time {
+	var last time.Time
+	if t.snap != nil {
+		if ms := t.snap.Stats[statLastRequestMs]; ms > 0 {
+			last = time.UnixMilli(ms)
+		}
 	}
-	return time.Time{}
+	if v, ok := s.lastReq.Load(t.sid); ok {
+		if l := v.(time.Time); l.After(last) {
+			last = l
+		}
+	}
+	return last
+}
+
+// noteRequest remembers that a request of the session is being forwarded now (it writes the
+// provider's prompt cache).
+func (s *Server) noteRequest(t *turn) {
+	if _, had := s.lastReq.Swap(t.sid, t.at); !had && s.nlast.Add(1) > maxStateCache {
+		s.lastReq.Clear()
+		s.nlast.Store(0)
+	}
 }
 
 // cacheAlive reports whether the prompt cache the session's previous request wrote is still
 // alive at the request's arrival (the 1-hour lifetime when the request carries ttl "1h"
 // cache markers, else 5 minutes).
 func (s *Server) cacheAlive(t *turn) bool {
-	return cachepolicy.Alive(lastRequest(t.snap), t.at, requestTTL(t.client))
+	return cachepolicy.Alive(s.lastRequest(t), t.at, requestTTL(t.client))
 }
 
 // requestTTL is the prompt-cache lifetime a request's cache_control markers ask for.
@@ -392,7 +414,7 @@ func requestTTL(r *wire.Request) time.Duration {
 // Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
 // long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
-	last := lastRequest(t.snap)
+	last := s.lastRequest(t)
 	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] {
 		return "manual", flushOpts{}
 	}
@@ -423,11 +445,10 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 		if !cachepolicy.MidRunDue(key, lastKey, s.cacheAlive(t)) {
 			return "", flushOpts{}
 		}
-		if s.nmid.Add(1) > maxStateCache {
+		if _, had := s.midCuts.Swap(t.sid, key); !had && s.nmid.Add(1) > maxStateCache {
 			s.midCuts.Clear()
-			s.nmid.Store(1)
+			s.nmid.Store(0)
 		}
-		s.midCuts.Store(t.sid, key)
 		weigh.planMessages = cut
 		return "mid-run", weigh
 	}

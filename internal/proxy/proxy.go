@@ -128,6 +128,8 @@ type Server struct {
 	nstates atomic.Int64
 	midCuts sync.Map // session → uint64: the key of the mid-run cut weighed last
 	nmid    atomic.Int64
+	lastReq sync.Map // session → time.Time: when this process last forwarded a request of it
+	nlast   atomic.Int64
 	bg      sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
