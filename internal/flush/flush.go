@@ -247,11 +247,14 @@ func (o *Orchestrator) memoPut(session, key, text string) {
 	o.memo[session+"\x00"+key] = text
 }
 
+// defaultPrices is the embedded price table, parsed once.
+var defaultPrices = sync.OnceValue(cost.DefaultPrices)
+
 func (o *Orchestrator) prices() *cost.Prices {
 	if o.Prices != nil {
 		return o.Prices
 	}
-	return cost.DefaultPrices()
+	return defaultPrices()
 }
 
 func (o *Orchestrator) owner() string {
