@@ -26,6 +26,11 @@ type RenderStats struct {
 	Swept int
 	// CacheMarkersMoved counts cache_control markers moved off replaced or dropped blocks.
 	CacheMarkersMoved int
+	// AbsentRanges counts chain entries whose range is no longer in the transcript: a boundary
+	// does not resolve and none of the chain's recorded tool calls occurs in the request (a
+	// compaction or a rewind removed it). They are skipped without a diagnostic: nothing the
+	// chain would compress is left uncompressed.
+	AbsentRanges int
 }
 
 // Result is the outcome of Render.
@@ -252,9 +257,18 @@ func (r *renderer) resolveChains() []acceptedRange {
 	}
 	pIdx, fIdx := v.locator(v.prompts), v.locator(finals)
 	var resolved []acceptedRange
+	var present map[string]bool // tool-call and tool-result ids of the request, built on demand
 	for _, c := range r.st.Chains {
 		s, e := pIdx.resolve(c.Start), fIdx.resolve(c.Final)
 		if s < 0 || e < 0 || s >= e {
+			if present == nil {
+				present = v.toolIDs()
+			}
+			if !anyIn(c.DroppedIDs, present) && (s < 0 || e < 0) {
+				// The range is gone (docs/engine.md "Diagnostics on the corpus"): retired silently.
+				r.res.Stats.AbsentRanges++
+				continue
+			}
 			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: c.Block,
 				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final)})
 			continue
@@ -285,6 +299,30 @@ func (r *renderer) resolveChains() []acceptedRange {
 		out = append(out, a)
 	}
 	return out
+}
+
+// toolIDs returns the ids of every tool call and tool result of the transcript.
+func (v *view) toolIDs() map[string]bool {
+	ids := make(map[string]bool, len(v.calls)+len(v.results))
+	for _, c := range v.calls {
+		ids[c.b.ID] = true
+	}
+	for _, r := range v.results {
+		if r.b.ID != "" {
+			ids[r.b.ID] = true
+		}
+	}
+	return ids
+}
+
+// anyIn reports whether one of ids is in set.
+func anyIn(ids []string, set map[string]bool) bool {
+	for _, id := range ids {
+		if set[id] {
+			return true
+		}
+	}
+	return false
 }
 
 // bodyOf returns a chain's body: its range summary or the per-batch summaries it covers.
