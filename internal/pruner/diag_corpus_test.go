@@ -1,6 +1,7 @@
 package pruner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/condense-dev/condense/internal/wire"
@@ -24,6 +25,7 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 		unresolved []string
 		absent     int
 		applied    int
+		keep       string // a text the rendered request must still hold
 	}{
 		{
 			// cccodemie_session-624a4a58 request 37, pi_before-compaction 173 and 303, 22 of
@@ -54,6 +56,19 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 			},
 			unresolved: []string{"b3"},
 			absent:     2,
+		},
+		{
+			// Found while studying pi_compact b11/b16: a fingerprint's ordinal counts only the
+			// messages still in the request, so after a compaction a repeated prompt and a
+			// repeated reply take over a compacted chain's boundaries. Applying the range would
+			// drop the new task's live calls; it fails closed instead.
+			name: "a repeated prompt and reply after a compaction do not resolve the old range",
+			tx: func(f wire.Format) *tx {
+				return compacted(f).asst("", "ok").user("task a").turn("cn1", "read", `{"path":"n"}`, big("Rn1", 1500)).asst("", "done a").user("next")
+			},
+			unresolved: []string{"b1"},
+			absent:     2,
+			keep:       "R(cn1):Rn1",
 		},
 		{
 			name: "a rewind to a compressed chain's prompt retires what followed it",
@@ -112,6 +127,9 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 				}
 				if len(got) != len(tc.unresolved) || (len(got) > 0 && got[0] != tc.unresolved[0]) {
 					t.Fatalf("unresolved %v, want %v (%+v)", got, tc.unresolved, res.Diagnostics)
+				}
+				if tc.keep != "" && !strings.Contains(strings.Join(texts(res.Request), "\n"), tc.keep) {
+					t.Fatalf("%q dropped:\n%s", tc.keep, strings.Join(texts(res.Request), "\n"))
 				}
 				if res.Stats.AbsentRanges != tc.absent || res.Stats.Chains != tc.applied {
 					t.Fatalf("absent %d applied %d, want %d %d", res.Stats.AbsentRanges, res.Stats.Chains, tc.absent, tc.applied)

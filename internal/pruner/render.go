@@ -273,6 +273,16 @@ func (r *renderer) resolveChains() []acceptedRange {
 				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final)})
 			continue
 		}
+		if len(c.DroppedIDs) > 0 && !v.rangeHolds(s, e, c.DroppedIDs) {
+			// Both boundaries matched, but the span between them holds none of the chain's tool
+			// calls: identical messages at the same role-class ordinals (e.g. a repeated prompt
+			// and reply after a compaction removed the originals). Fail closed.
+			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: c.Block,
+				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final) +
+					" resolved to messages " + strconv.Itoa(s) + ".." + strconv.Itoa(e) + " holding none of its " +
+					strconv.Itoa(len(c.DroppedIDs)) + " tool call(s)"})
+			continue
+		}
 		resolved = append(resolved, acceptedRange{c: c, s: s, e: e})
 	}
 	var out []acceptedRange
@@ -313,6 +323,24 @@ func (v *view) toolIDs() map[string]bool {
 		}
 	}
 	return ids
+}
+
+// rangeHolds reports whether a tool call or result strictly between messages s and e has one
+// of ids. On the recorded range the first call matches ids[0], so this is O(1) in practice.
+func (v *view) rangeHolds(s, e int, ids []string) bool {
+	for i := s + 1; i < e; i++ {
+		for _, b := range v.msgs[i].Blocks {
+			if b.Kind != wire.KindToolUse && b.Kind != wire.KindToolResult {
+				continue
+			}
+			for _, id := range ids {
+				if b.ID == id {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // anyIn reports whether one of ids is in set.
