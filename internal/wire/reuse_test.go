@@ -273,3 +273,39 @@ func pinsBody(r *Request, body []byte) string {
 	}
 	return ""
 }
+
+// TestParseReusingConcurrent parses several next requests against one shared previous
+// request at once while it is read (run with -race: a reusing parse never writes to what it
+// shares).
+func TestParseReusingConcurrent(t *testing.T) {
+	prev, err := Parse(Anthropic, []byte(anthropicSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSuffix(strings.TrimSpace(anthropicSample), "}")
+	head := base[:strings.LastIndex(base, "]")]
+	done := make(chan error)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			var err error
+			for i := 0; i < 50 && err == nil; i++ {
+				body := []byte(head + fmt.Sprintf(`,{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"run %d.%d"}]}]}`, g, i))
+				var r *Request
+				if r, err = ParseReusing(Anthropic, body, prev); err == nil && r.ReusedMessages() != len(prev.Messages) {
+					err = fmt.Errorf("reused %d of %d", r.ReusedMessages(), len(prev.Messages))
+				}
+				for _, m := range prev.Messages {
+					for _, b := range m.Blocks {
+						_ = b.Name + b.Text + b.ResultText()
+					}
+				}
+			}
+			done <- err
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
