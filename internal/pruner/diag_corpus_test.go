@@ -26,6 +26,7 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 		absent     int
 		applied    int
 		keep       string // a text the rendered request must still hold
+		detail     string // the first diagnostic's detail must contain it
 	}{
 		{
 			// cccodemie_session-624a4a58 request 37, pi_before-compaction 173 and 303, 22 of
@@ -56,6 +57,7 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 			},
 			unresolved: []string{"b3"},
 			absent:     2,
+			detail:     "(start: no match; final: message 3; 1/2 recorded calls present)",
 		},
 		{
 			// Found while studying pi_compact b11/b16: a fingerprint's ordinal counts only the
@@ -69,6 +71,7 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 			unresolved: []string{"b1"},
 			absent:     2,
 			keep:       "R(cn1):Rn1",
+			detail:     "resolved to messages 2..5 holding none of its 2 tool call(s)",
 		},
 		{
 			name: "a rewind to a compressed chain's prompt retires what followed it",
@@ -98,6 +101,7 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 			},
 			unresolved: []string{"b2"},
 			applied:    2,
+			detail:     "(start: message 6; final: no match; 2/2 recorded calls present)",
 		},
 		{
 			name: "the original transcript applies every range",
@@ -127,6 +131,9 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 				}
 				if len(got) != len(tc.unresolved) || (len(got) > 0 && got[0] != tc.unresolved[0]) {
 					t.Fatalf("unresolved %v, want %v (%+v)", got, tc.unresolved, res.Diagnostics)
+				}
+				if tc.detail != "" && !strings.Contains(res.Diagnostics[0].Detail, tc.detail) {
+					t.Fatalf("detail %q, want it to contain %q", res.Diagnostics[0].Detail, tc.detail)
 				}
 				if tc.keep != "" && !strings.Contains(strings.Join(texts(res.Request), "\n"), tc.keep) {
 					t.Fatalf("%q dropped:\n%s", tc.keep, strings.Join(texts(res.Request), "\n"))

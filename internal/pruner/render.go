@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/condense-dev/condense/internal/identity"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -270,7 +271,9 @@ func (r *renderer) resolveChains() []acceptedRange {
 				continue
 			}
 			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: c.Block,
-				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final)})
+				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final) +
+					" (start: " + pIdx.explain(c.Start, s) + "; final: " + fIdx.explain(c.Final, e) + "; " +
+					strconv.Itoa(countIn(c.DroppedIDs, present)) + "/" + strconv.Itoa(len(c.DroppedIDs)) + " recorded calls present)"})
 			continue
 		}
 		if len(c.DroppedIDs) > 0 && !v.rangeHolds(s, e, c.DroppedIDs) {
@@ -345,12 +348,36 @@ func (v *view) rangeHolds(s, e int, ids []string) bool {
 
 // anyIn reports whether one of ids is in set.
 func anyIn(ids []string, set map[string]bool) bool {
+	return countIn(ids, set) > 0
+}
+
+// countIn counts the ids in set.
+func countIn(ids []string, set map[string]bool) int {
+	n := 0
 	for _, id := range ids {
 		if set[id] {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+// explain says how fp resolved (at: the resolved index or -1) for an unresolved-range
+// detail: "message i", "no match", or "n messages share its hash, none at ordinal k".
+func (l *locator) explain(fp Fingerprint, at int) string {
+	if at >= 0 {
+		return "message " + strconv.Itoa(at)
+	}
+	n := 0
+	for _, j := range l.idx {
+		if identity.MessageHash(l.v.msgs[j]) == fp.Hash {
+			n++
+		}
+	}
+	if n == 0 {
+		return "no match"
+	}
+	return strconv.Itoa(n) + " message(s) share its hash, none unique at ordinal " + strconv.Itoa(fp.Ordinal)
 }
 
 // bodyOf returns a chain's body: its range summary or the per-batch summaries it covers.
