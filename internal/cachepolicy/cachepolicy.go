@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/wire"
@@ -157,6 +158,34 @@ func PromptTTL(p *cost.Prompt) time.Duration {
 		}
 	}
 	return cost.TTL5m
+}
+
+// RequestTTL returns the cache lifetime a parsed request's cache_control markers ask for:
+// cost.TTL1h when any marker (tools, system or message blocks) has ttl "1h", else cost.TTL5m.
+func RequestTTL(r *wire.Request) time.Duration {
+	for _, t := range r.Tools {
+		if gjson.GetBytes(t.Raw(), "cache_control.ttl").Str == "1h" {
+			return cost.TTL1h
+		}
+	}
+	if blocksTTL1h(r.System) {
+		return cost.TTL1h
+	}
+	for _, m := range r.Messages {
+		if blocksTTL1h(m.Blocks) {
+			return cost.TTL1h
+		}
+	}
+	return cost.TTL5m
+}
+
+func blocksTTL1h(bs []*wire.Block) bool {
+	for _, b := range bs {
+		if len(b.CacheControl) > 0 && gjson.GetBytes(b.CacheControl, "ttl").Str == "1h" {
+			return true
+		}
+	}
+	return false
 }
 
 // SharedPrefix returns the tokens of the leading segments a and b have in common: what a

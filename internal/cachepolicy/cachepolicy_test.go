@@ -240,3 +240,23 @@ func TestMidRunDue(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestTTL(t *testing.T) {
+	cases := map[string]time.Duration{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`:                                                                                          cost.TTL5m,
+		`{"model":"m","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}`:               cost.TTL5m,
+		`{"model":"m","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"hi"}]}`:    cost.TTL1h,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}`:                 cost.TTL1h,
+		`{"model":"m","tools":[{"name":"x","input_schema":{},"cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[{"role":"user","content":"hi"}]}`: cost.TTL1h,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral","ttl":"5m"}}]}]}`:                 cost.TTL5m,
+	}
+	for body, want := range cases {
+		req, err := wire.Parse(wire.Anthropic, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RequestTTL(req); got != want {
+			t.Errorf("%s: %v, want %v", body, got, want)
+		}
+	}
+}

@@ -82,3 +82,27 @@ func BenchmarkQueueThroughput(b *testing.B) {
 		<-dones[i]
 	}
 }
+
+// BenchmarkFlushWeighedExtractiveMemory is BenchmarkFlushExtractiveMemory with the
+// cache-aware decision (two renders, two prompt flattenings, a cache model) before the
+// commit; the difference is what weighing costs per flush.
+func BenchmarkFlushWeighedExtractiveMemory(b *testing.B) {
+	st := store.NewMemory(0)
+	defer st.Close()
+	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "bench", Log: quiet}
+	body := transcript("bench", 5)
+	ctx := context.Background()
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// A warm cache and a long horizon: the decision runs in full and keeps the flush.
+		job := &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body,
+			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1000, Horizon: 1000, MaxHorizon: 1000}}
+		res, err := o.Flush(ctx, job)
+		if err != nil || res.Outcome != OutcomeFlushed {
+			b.Fatalf("res %+v err %v", res, err)
+		}
+	}
+}

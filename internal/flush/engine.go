@@ -142,14 +142,18 @@ func (e *enginePlan) Commit(outputs map[string]string) ([]byte, []Blob, bool, er
 // commit (deferred chain compression).
 func (e *enginePlan) Followup() bool { return e.p.Followup }
 
-// Weigh implements Weigher: it renders the whole request with the loaded and with the
-// committed state, replays the session's previous request into a cache model
+// Weigh implements Weigher: a flush is kept at once when the prompt cache has expired at
+// job.Cache.At (lifetime from the request's cache_control markers); otherwise it renders the
+// whole request with the loaded and with the committed state, replays the session's previous request into a cache model
 // (cost.Cache, the one condense replay bills with) at job.Cache.LastRequest, and asks
 // cachepolicy.Decide whether the flush pays for its cache rewrite at job.Cache.At.
 func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64) (cachepolicy.Decision, error) {
 	chk := job.Cache
 	if e.next == nil || chk == nil {
 		return cachepolicy.Decision{Keep: true, Reason: "nothing to weigh"}, nil
+	}
+	if !cachepolicy.Alive(chk.LastRequest, chk.At, cachepolicy.RequestTTL(e.req)) {
+		return cachepolicy.Decide(cachepolicy.Input{CacheAlive: false, SummarizerUSD: summarizerUSD}), nil
 	}
 	cur := pruner.Render(e.req, e.cur, e.pol)
 	next := pruner.Render(e.req, e.next, e.pol)
@@ -168,24 +172,21 @@ func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64)
 	if pc.Model == "" {
 		pc.Model, pn.Model = e.req.Model, e.req.Model
 	}
-	ttl := cachepolicy.PromptTTL(&pc)
 	in := cachepolicy.Input{
 		CurrentTokens: int64(pc.Tokens()),
 		NextTokens:    int64(pn.Tokens()),
-		CacheAlive:    cachepolicy.Alive(chk.LastRequest, chk.At, ttl),
+		CacheAlive:    true,
 		TTL:           cachepolicy.PromptTTL(&pn),
 		SummarizerUSD: summarizerUSD,
 		Remaining:     cachepolicy.Horizon{Min: chk.Horizon, Max: chk.MaxHorizon}.Remaining(chk.Requests),
 	}
 	in.Price, _ = prices.Lookup(pc.Model)
-	if in.CacheAlive {
-		// The previous request wrote the cache with (about) the current render.
-		c := cost.NewCache(prices)
-		pc.Time = chk.LastRequest
-		c.Send(&pc)
-		pc.Time, pn.Time = chk.At, chk.At
-		in.CurrentCached = c.Peek(&pc)
-		in.NextCached = c.Peek(&pn)
-	}
+	// The previous request wrote the cache with (about) the current render.
+	c := cost.NewCache(prices)
+	pc.Time = chk.LastRequest
+	c.Send(&pc)
+	pc.Time, pn.Time = chk.At, chk.At
+	in.CurrentCached = c.Peek(&pc)
+	in.NextCached = c.Peek(&pn)
 	return cachepolicy.Decide(in), nil
 }

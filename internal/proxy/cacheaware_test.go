@@ -83,8 +83,10 @@ func TestCacheAwareFlushDeferredUntilCacheExpires(t *testing.T) {
 	if !strings.Contains(string(rec.Body), "build line 030") {
 		t.Fatal("a minute later (cache warm) the flush must still be deferred: the tool output goes out verbatim")
 	}
-	if got := testutil.ToFloat64(met.Flushes.WithLabelValues(string(flush.OutcomeDeferred))); got != 2 {
-		t.Fatalf("deferred flushes = %v, want 2 (the agent-message flush and its retry)", got)
+	// The agent-message flush after request 2 and its retry at request 3 (request 3's own final
+	// answer may have started a third, deferred as well, by now).
+	if got := testutil.ToFloat64(met.Flushes.WithLabelValues(string(flush.OutcomeDeferred))); got < 2 {
+		t.Fatalf("deferred flushes = %v, want >= 2 (the agent-message flush and its retry)", got)
 	}
 	if got := testutil.ToFloat64(met.Flushes.WithLabelValues(string(flush.OutcomeFlushed))); got != 0 {
 		t.Fatalf("flushed = %v while the cache is warm", got)
@@ -93,7 +95,7 @@ func TestCacheAwareFlushDeferredUntilCacheExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Version != 0 || snap.Stats[flush.StatFlushPending] != 1 || snap.Stats["flush.deferred"] != 2 {
+	if snap.Version != 0 || snap.Stats[flush.StatFlushPending] != 1 || snap.Stats["flush.deferred"] < 2 {
 		t.Fatalf("deferred flushes commit nothing and leave the flush pending: version %d stats %v", snap.Version, snap.Stats)
 	}
 

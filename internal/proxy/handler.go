@@ -11,11 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/config"
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
@@ -384,29 +381,7 @@ func (s *Server) noteRequest(t *turn) {
 // alive at the request's arrival (the 1-hour lifetime when the request carries ttl "1h"
 // cache markers, else 5 minutes).
 func (s *Server) cacheAlive(t *turn) bool {
-	return cachepolicy.Alive(s.lastRequest(t), t.at, requestTTL(t.client))
-}
-
-// requestTTL is the prompt-cache lifetime a request's cache_control markers ask for.
-func requestTTL(r *wire.Request) time.Duration {
-	ttl := cost.TTL5m
-	check := func(bs []*wire.Block) {
-		for _, b := range bs {
-			if len(b.CacheControl) > 0 && gjson.GetBytes(b.CacheControl, "ttl").Str == "1h" {
-				ttl = cost.TTL1h
-			}
-		}
-	}
-	check(r.System)
-	for _, m := range r.Messages {
-		check(m.Blocks)
-	}
-	for _, tl := range r.Tools {
-		if gjson.GetBytes(tl.Raw(), "cache_control.ttl").Str == "1h" {
-			ttl = cost.TTL1h
-		}
-	}
-	return ttl
+	return cachepolicy.Alive(s.lastRequest(t), t.at, cachepolicy.RequestTTL(t.client))
 }
 
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
