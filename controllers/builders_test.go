@@ -45,7 +45,8 @@ func TestRenderConfigEveryField(t *testing.T) {
 	p := policy(func(p *condensev1.PruningPolicy) {
 		s := &p.Spec
 		s.BatchingMode = "agent-message"
-		s.Trigger = condensev1.TriggerSpec{Mode: "on-demand", AutoBudgetThreshold: &th, BudgetTurnDelta: &delta}
+		s.Trigger = condensev1.TriggerSpec{Mode: "on-demand", AutoBudgetThreshold: &th, BudgetTurnDelta: &delta,
+			CacheAware: new(false), MidRun: new(false), MidRunGraceTurns: new(int32(2)), Horizon: new(int32(4)), MaxHorizon: new(int32(6))}
 		s.MinBatchChars = new(int32(0))
 		s.Dedup = new(false)
 		s.Spill = condensev1.SpillSpec{Threshold: new(int32(100)), PreviewBytes: new(int32(10))}
@@ -76,6 +77,11 @@ func TestRenderConfigEveryField(t *testing.T) {
 		{"trigger", e.Trigger.Mode, config.TriggerOnDemand},
 		{"budget", *e.Trigger.AutoBudgetThreshold, 0.8},
 		{"delta", *e.Trigger.BudgetTurnDelta, 0.1},
+		{"cacheAware", e.Trigger.CacheAware, false},
+		{"midRun", e.Trigger.MidRun, false},
+		{"midRunGrace", e.Trigger.MidRunGraceTurns, 2},
+		{"horizon", e.Trigger.Horizon, 4},
+		{"maxHorizon", e.Trigger.MaxHorizon, 6},
 		{"minBatch", e.MinBatchChars, 0},
 		{"dedup", e.Dedup, false},
 		{"spill", e.Spill, config.Spill{Threshold: 100, PreviewBytes: 10}},
