@@ -58,6 +58,14 @@ func TestCorpusRenderValidity(t *testing.T) {
 						st = flush(t, req, st, pol)
 					}
 					t.Logf("%s K=%d: records=%d chains=%d diags=%v", prov, k, len(st.Records), len(st.Chains), st.Diagnostics.Counts)
+					// docs/engine.md "Diagnostics on the corpus": these sessions have no
+					// compaction that cuts a compressed range, valid inputs never need an
+					// orphan sweep, every chain's middles pair with results.
+					for kind, n := range st.Diagnostics.Counts {
+						if n > 0 {
+							t.Errorf("%s K=%d: %d %s diagnostic(s)", prov, k, n, kind)
+						}
+					}
 				}
 			}
 		})
