@@ -87,15 +87,15 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		writeError(w, f, code, "body_read_failed", "condense proxy: reading request body: "+err.Error())
 		return
 	}
-	req, err := wire.Parse(f, body)
+	var src SessionSource
+	t.sid, src = SessionID(f, r.Header, body)
+	req, err := s.parses.parse(f, t.sid, body)
 	if err != nil {
 		code = http.StatusBadRequest
 		writeError(w, f, code, "malformed_request", "condense proxy: malformed request body: "+err.Error())
 		return
 	}
 	t.client = req
-	var src SessionSource
-	t.sid, src = SessionID(f, r.Header, body)
 	t.log = s.log.With("session", t.sid, "endpoint", string(ep))
 	if len(s.opt.SessionSecret) > 0 && !config.VerifySessionToken(s.opt.SessionSecret, t.sid, r.Header.Get(HeaderToken)) {
 		code = http.StatusUnauthorized
@@ -103,6 +103,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		writeError(w, f, code, "invalid_session_token", "condense proxy: missing or invalid "+HeaderToken+" for this session")
 		return
 	}
+	s.parses.put(f, t.sid, req)
 	if err := store.ValidateSessionID(t.sid); err != nil {
 		if src == SourceHeader {
 			code = http.StatusBadRequest

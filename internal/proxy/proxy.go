@@ -76,6 +76,9 @@ type Trigger struct {
 
 // Options configures a Server.
 type Options struct {
+	// ParseCacheBytes bounds the memory used to remember each session's last parsed request so
+	// the next one only parses what was added (0: DefaultParseCacheBytes; negative disables).
+	ParseCacheBytes int
 	// AnthropicBaseURL is the Anthropic API base URL without /v1 (e.g. https://api.anthropic.com).
 	AnthropicBaseURL string
 	// OpenAIBaseURL is the OpenAI API base URL including /v1 (e.g. https://api.openai.com/v1).
@@ -123,8 +126,9 @@ type Server struct {
 	mux     *http.ServeMux
 	ready   func(context.Context) error
 	mcp     http.Handler
-	flights sync.Map // session → (<-chan struct{}) closed when the last flush this process started ended
-	states  sync.Map // session → cachedState
+	parses  *parseCache // each session's last parsed request, for wire.ParseReusing
+	flights sync.Map    // session → (<-chan struct{}) closed when the last flush this process started ended
+	states  sync.Map    // session → cachedState
 	nstates atomic.Int64
 	midCuts sync.Map // session → uint64: the key of the mid-run cut weighed last
 	nmid    atomic.Int64
@@ -151,7 +155,10 @@ func New(opt Options) (*Server, error) {
 	if opt.MaxRecoveryRounds < 0 {
 		opt.MaxRecoveryRounds = 0
 	}
-	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client}
+	if opt.ParseCacheBytes == 0 {
+		opt.ParseCacheBytes = DefaultParseCacheBytes
+	}
+	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client, parses: newParseCache(opt.ParseCacheBytes)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// DefaultParseCacheBytes bounds the memory the proxy spends on remembering each session's last
+// parsed request (see parseCache).
+const DefaultParseCacheBytes = 256 << 20
+
+// parseCache remembers the last parsed client request of each session so that the next one is
+// parsed with wire.ParseReusing: agents resend the whole conversation on every turn, so only
+// the messages added since the previous request are parsed. It is an LRU bounded by the total
+// size of the remembered bodies. Reuse is by byte identity of each message, so an entry of
+// another session (or a stale one) can never change a parse result, only its cost.
+type parseCache struct {
+	mu    sync.Mutex
+	max   int
+	size  int
+	order *list.List // front = most recently used; values are *parseEntry
+	byKey map[parseKey]*list.Element
+}
+
+type parseKey struct {
+	f   wire.Format
+	sid string
+}
+
+type parseEntry struct {
+	key  parseKey
+	req  *wire.Request
+	size int
+}
+
+func newParseCache(maxBytes int) *parseCache {
+	return &parseCache{max: maxBytes, order: list.New(), byKey: map[parseKey]*list.Element{}}
+}
+
+// parse parses body, reusing the session's previous request when one is remembered.
+func (c *parseCache) parse(f wire.Format, sid string, body []byte) (*wire.Request, error) {
+	if c == nil || c.max <= 0 {
+		return wire.Parse(f, body)
+	}
+	return wire.ParseReusing(f, body, c.get(f, sid))
+}
+
+func (c *parseCache) get(f wire.Format, sid string) *wire.Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[parseKey{f, sid}]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*parseEntry).req
+	}
+	return nil
+}
+
+// put remembers req as the session's latest request. Requests larger than the whole budget
+// are not remembered.
+func (c *parseCache) put(f wire.Format, sid string, req *wire.Request) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	n := len(req.Raw())
+	if n > c.max {
+		return
+	}
+	k := parseKey{f, sid}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[k]; ok {
+		pe := e.Value.(*parseEntry)
+		c.size += n - pe.size
+		pe.req, pe.size = req, n
+		c.order.MoveToFront(e)
+	} else {
+		c.byKey[k] = c.order.PushFront(&parseEntry{key: k, req: req, size: n})
+		c.size += n
+	}
+	for c.size > c.max {
+		last := c.order.Back()
+		pe := last.Value.(*parseEntry)
+		c.order.Remove(last)
+		delete(c.byKey, pe.key)
+		c.size -= pe.size
+	}
+}
+
+// len returns the number of remembered sessions and their total body bytes.
+func (c *parseCache) len() (sessions, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len(), c.size
+}
