@@ -296,12 +296,17 @@ func (s *Server) render(t *turn) {
 	s.met.Bytes.WithLabelValues("after").Add(float64(len(t.body)))
 	s.met.Tokens.WithLabelValues("before").Add(float64(estimateTokens(before)))
 	s.met.Tokens.WithLabelValues("after").Add(float64(estimateTokens(len(t.body))))
-	if len(res.Diagnostics) > 0 {
-		diags := make([]store.Diagnostic, len(res.Diagnostics))
-		for i, d := range res.Diagnostics {
-			diags[i] = store.Diagnostic{Kind: string(d.Kind), Key: d.Key, Detail: d.Detail}
-			s.met.Diagnostics.WithLabelValues(string(d.Kind)).Inc()
+	// A lasting condition (say, a range that stays unresolved) is reported by every render;
+	// only keys the session has not recorded yet are counted and written.
+	var diags []store.Diagnostic
+	for _, d := range res.Diagnostics {
+		if t.snap.HasDiagnostic(d.Key) {
+			continue
 		}
+		diags = append(diags, store.Diagnostic{Kind: string(d.Kind), Key: d.Key, Detail: d.Detail})
+		s.met.Diagnostics.WithLabelValues(string(d.Kind)).Inc()
+	}
+	if len(diags) > 0 {
 		s.background(func(ctx context.Context) {
 			if err := s.opt.Store.AddDiagnostics(ctx, t.sid, diags); err != nil {
 				s.met.StoreErrors.WithLabelValues("diagnostics").Inc()

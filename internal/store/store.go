@@ -15,6 +15,7 @@ package store
 
 import (
 	"context"
+	"sort"
 	"time"
 )
 
@@ -106,6 +107,16 @@ type Snapshot struct {
 	LastSeen time.Time
 	// Lease is the current unexpired flush lease, or nil.
 	Lease *Lease
+}
+
+// HasDiagnostic reports whether a diagnostic with this key is recorded in the snapshot
+// (false for a nil snapshot).
+func (s *Snapshot) HasDiagnostic(key string) bool {
+	if s == nil {
+		return false
+	}
+	i := sort.Search(len(s.Diagnostics), func(i int) bool { return s.Diagnostics[i].Key >= key })
+	return i < len(s.Diagnostics) && s.Diagnostics[i].Key == key
 }
 
 // Diagnostic is one noteworthy event about a session (for example a fingerprint that failed
