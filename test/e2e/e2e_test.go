@@ -61,7 +61,9 @@ var (
 // The policy under test: a managed Redis with persistence (PVC + AOF), two proxy replicas,
 // in-proxy summarizing with the session's own model (model "default": the fake upstream writes
 // the summaries, with the client's credentials), and a small batch threshold so the short
-// conversation below gets summarized.
+// conversation below gets summarized. The conversation's four tasks are tiny, so the cache-aware
+// policy would (rightly) defer every flush as costing more cache re-writes than it saves; it is
+// turned off here, and its decision is tested in internal/proxy and internal/cachepolicy.
 const policyYAML = `apiVersion: condense.dev/v1alpha1
 kind: PruningPolicy
 metadata:
@@ -69,6 +71,8 @@ metadata:
   namespace: ` + agentsNS + `
 spec:
   minBatchChars: 200
+  trigger:
+    cacheAware: false
   summarizer:
     model: default
   proxy:
