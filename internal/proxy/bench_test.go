@@ -53,10 +53,27 @@ func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
 
 // BenchmarkPrepare measures the proxy's hot path before forwarding: parse, session id,
 // store load (in-memory), view (query tool), render and serialize.
+//
+// The cold variant parses every request from scratch (a session's first request, or a proxy
+// replica that has not seen the session); steady parses as the handler does, reusing the
+// session's previous parse (wire.ParseReusing through the parse cache).
 func BenchmarkPrepare(b *testing.B) {
 	for _, size := range []struct{ turns, lines int }{{20, 100}, {60, 150}} {
-		body := benchBody(size.turns, size.lines)
-		b.Run(fmt.Sprintf("%dKB", len(body)>>10), func(b *testing.B) {
+		for _, steady := range []bool{false, true} {
+			benchPrepare(b, benchBody(size.turns, size.lines), steady)
+		}
+	}
+}
+
+func benchPrepare(b *testing.B, body []byte, steady bool) {
+	{
+		name := fmt.Sprintf("%dKB", len(body)>>10)
+		if steady {
+			name += "/steady"
+		} else {
+			name += "/cold"
+		}
+		b.Run(name, func(b *testing.B) {
 			up := upstreamfake.Start()
 			defer up.Close()
 			px := benchServer(b, up, body)
@@ -66,12 +83,19 @@ func BenchmarkPrepare(b *testing.B) {
 			b.ResetTimer()
 			var out int
 			for i := 0; i < b.N; i++ {
-				req, err := wire.Parse(wire.Anthropic, body)
+				sid, _ := SessionID(wire.Anthropic, hdr, body)
+				var req *wire.Request
+				var err error
+				if steady {
+					req, err = px.parses.parse(wire.Anthropic, sid, body)
+					px.parses.put(wire.Anthropic, sid, req)
+				} else {
+					req, err = wire.Parse(wire.Anthropic, body)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
-				t := &turn{f: wire.Anthropic, ep: epMessages, hdr: hdr, client: req, log: px.log}
-				t.sid, _ = SessionID(wire.Anthropic, hdr, body)
+				t := &turn{f: wire.Anthropic, ep: epMessages, hdr: hdr, client: req, log: px.log, sid: sid}
 				px.prepare(context.Background(), t)
 				if t.open != "" {
 					b.Fatalf("failed open: %s", t.open)
