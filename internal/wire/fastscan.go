@@ -1,7 +1,8 @@
 package wire
 
 import (
-	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -21,17 +22,7 @@ func bodyString(b []byte) string {
 func plainRun(d []byte, start int) (int, error) {
 	i := start + 1
 	for {
-		for i+8 <= len(d) {
-			w := d[i : i+8 : i+8]
-			if !(strPlain[w[0]] && strPlain[w[1]] && strPlain[w[2]] && strPlain[w[3]] &&
-				strPlain[w[4]] && strPlain[w[5]] && strPlain[w[6]] && strPlain[w[7]]) {
-				break
-			}
-			i += 8
-		}
-		for i < len(d) && strPlain[d[i]] {
-			i++
-		}
+		i = skipPlain(d, i)
 		if i >= len(d) {
 			return 0, synErr(start, "unterminated string")
 		}
@@ -51,28 +42,6 @@ func plainRun(d []byte, start int) (int, error) {
 	}
 }
 
-// closingQuote returns the offset of the quote that ends the string whose opening quote is
-// at d[start] (the first quote not preceded by an odd run of backslashes), or -1 when there
-// is none. It does not validate the string.
-func closingQuote(d []byte, start int) int {
-	q := start + 1
-	for {
-		j := bytes.IndexByte(d[q:], '"')
-		if j < 0 {
-			return -1
-		}
-		q += j
-		n := 0
-		for k := q - 1; k > start && d[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q
-		}
-		q++
-	}
-}
-
 // offset returns the body offset of b, a subslice of the body (0 when it is not one).
 func (p *parser) offset(b []byte) int {
 	if len(b) == 0 || len(p.d) == 0 {
@@ -83,4 +52,31 @@ func (p *parser) offset(b []byte) int {
 		return 0
 	}
 	return off
+}
+
+// skipPlain returns the offset of the first byte at or after d[i] that strPlain does not
+// accept (a quote, a backslash, a control character or a non-ASCII byte), or len(d). It
+// tests eight bytes per step with word arithmetic (specialMask) and locates the byte
+// within the word without a byte loop.
+func skipPlain(d []byte, i int) int {
+	for i+8 <= len(d) {
+		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < len(d) && strPlain[d[i]] {
+		i++
+	}
+	return i
+}
+
+// specialMask flags, in bit 7 of each byte of the little-endian word x, the bytes that
+// strPlain rejects: '"', '\\', control characters and non-ASCII bytes. The lowest flagged
+// byte is exact (a zero byte of x^c marks a byte equal to c; borrows can only flag bytes
+// above a flagged one).
+func specialMask(x uint64) uint64 {
+	q := x ^ (lo8 * '"')
+	b := x ^ (lo8 * '\\')
+	return (((q - lo8) &^ q) | ((b - lo8) &^ b) | ((x - lo8*0x20) &^ x) | x) & hi8
 }

@@ -2,12 +2,15 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Parse parses a request body of format f. Malformed input yields an error matching
@@ -73,9 +76,9 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 type parser struct {
 	d      []byte
 	f      Format
-	prev   *Request        // ParseReusing: the previous request whose identical values are shared
-	chunks int             // slab chunks allocated so far (reusing parse)
-	arena  strings.Builder // decoded string bytes; the strings point into it
+	prev   *Request // ParseReusing: the previous request whose identical values are shared
+	chunks int      // slab chunks allocated so far (reusing parse)
+	arena  []byte   // decoded string bytes; the strings point into it
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
 	blockSlab  []Block
@@ -176,47 +179,48 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 }
 
 // text decodes a validated JSON string literal into the parser's arena, so that thousands
-// of strings cost a few allocations (strings.Builder does not zero its memory). Bytes
-// already in the arena are never written again (the builder only appends, and when it
-// grows the old buffer stays with the strings using it), so the strings are immutable.
+// of strings cost a few allocations. Bytes already in the arena are never written again
+// (the arena only appends, and a new chunk leaves the old one to the strings using it),
+// so the strings are immutable.
 func (p *parser) text(lit []byte) string {
 	s := lit[1 : len(lit)-1]
 	j := indexBackslash(s)
 	if j == len(s) {
 		return bodyString(s) // no escapes: the body's own bytes (Parse never copies them)
 	}
-	a := p.reserve(len(s), p.offset(lit))
-	start := a.Len()
+	p.reserve(len(s), p.offset(lit))
+	a := p.arena
+	start := len(a)
 	for len(s) > 0 {
 		j := indexBackslash(s)
-		a.Write(s[:j])
+		a = append(a, s[:j]...)
 		if j == len(s) {
 			break
 		}
 		s = s[j:]
 		switch s[1] {
 		case 'b':
-			a.WriteByte('\b')
+			a = append(a, '\b')
 		case 'f':
-			a.WriteByte('\f')
+			a = append(a, '\f')
 		case 'n':
-			a.WriteByte('\n')
+			a = append(a, '\n')
 		case 'r':
-			a.WriteByte('\r')
+			a = append(a, '\r')
 		case 't':
-			a.WriteByte('\t')
+			a = append(a, '\t')
 		case 'u':
-			var buf [8]byte
-			n, used := decodeU(s, buf[:0])
-			a.Write(n)
+			var used int
+			a, used = decodeU(s, a)
 			s = s[used:]
 			continue
 		default: // '"', '\\', '/'
-			a.WriteByte(s[1])
+			a = append(a, s[1])
 		}
 		s = s[2:]
 	}
-	return a.String()[start:]
+	p.arena = a
+	return arenaString(a[start:])
 }
 
 // reserve makes room for n more bytes in the arena, for a string at body offset pos. A new
@@ -224,13 +228,30 @@ func (p *parser) text(lit []byte) string {
 // body, which bounds the decoded text of the strings still to come, so the arena normally
 // has one chunk — sized by what is left to parse, which after a ParseReusing prefix is
 // little.
-func (p *parser) reserve(n, pos int) *strings.Builder {
-	a := &p.arena
-	if a.Cap()-a.Len() < n {
-		*a = strings.Builder{}
-		a.Grow(max(n, len(p.d)-pos))
+func (p *parser) reserve(n, pos int) {
+	if cap(p.arena)-len(p.arena) < n {
+		p.arena = noZeroBytes(max(n, len(p.d)-pos))
 	}
-	return a
+}
+
+// noZeroBytes returns an empty slice with room for at least n bytes whose memory is not
+// cleared first: strings.Builder.Grow is the standard library's non-zeroing allocation,
+// and clearing a 2 MB arena (fresh pages) cost as much as decoding into it. Only bytes
+// the arena has written are ever read.
+func noZeroBytes(n int) []byte {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0) // so that String has the buffer's address
+	return unsafe.Slice(unsafe.StringData(b.String()), b.Cap())[:0]
+}
+
+// arenaString returns arena bytes as a string sharing their memory: bytes below the
+// arena's length are never written again.
+func arenaString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // scanText validates the JSON string at d[i] == '"' and decodes it, returning the offset
@@ -249,29 +270,37 @@ func (p *parser) scanText(i int) (int, string, error) {
 }
 
 // decodeText validates and decodes the string at d[start] == '"' whose bytes before
-// d[i] (a backslash) are already validated.
+// d[i] (a backslash) are already validated. Validating, finding the next special byte and
+// copying the text before it are one pass: each 8-byte word of the body is stored to the
+// arena's spare room as it is checked, and only the bytes before the first special one
+// count, so the runs between escapes cost no separate copy.
 func (p *parser) decodeText(start, i int) (int, string, error) {
 	d := p.d
-	// Room for the whole string (decoded text is never longer than its literal), so the
-	// arena does not grow while decoding it.
-	n := 64
-	if q := closingQuote(d, start); q > 0 {
-		n = q - start
-	}
-	a := p.reserve(n, start)
-	startLen := a.Len()
-	run := start + 1
+	// Room for the rest of the body plus one word of slack for the word stores: that
+	// bounds this string's decoded text (never longer than its literal), and a chunk
+	// reserved earlier in this parse normally still has it (the text decoded since is no
+	// longer than the body consumed since). This spares a pass to find the closing quote.
+	p.reserve(len(d)-start+8, start)
+	buf := p.arena[:cap(p.arena)] // bytes past len(p.arena) belong to no string yet
+	base := len(p.arena)
+	j := base + copy(buf[base:], d[start+1:i])
 	for {
 		for i+8 <= len(d) {
-			w := d[i : i+8 : i+8]
-			if !(strPlain[w[0]] && strPlain[w[1]] && strPlain[w[2]] && strPlain[w[3]] &&
-				strPlain[w[4]] && strPlain[w[5]] && strPlain[w[6]] && strPlain[w[7]]) {
+			x := binary.LittleEndian.Uint64(d[i:])
+			binary.LittleEndian.PutUint64(buf[j:], x)
+			if m := specialMask(x); m != 0 {
+				k := bits.TrailingZeros64(m) / 8
+				i += k
+				j += k
 				break
 			}
 			i += 8
+			j += 8
 		}
 		for i < len(d) && strPlain[d[i]] {
+			buf[j] = d[i]
 			i++
+			j++
 		}
 		if i >= len(d) {
 			return 0, "", synErr(start, "unterminated string")
@@ -279,26 +308,25 @@ func (p *parser) decodeText(start, i int) (int, string, error) {
 		c := d[i]
 		switch {
 		case c == '"':
-			a.Write(d[run:i])
-			return i + 1, a.String()[startLen:], nil
+			p.arena = buf[:j]
+			return i + 1, arenaString(buf[base:j]), nil
 		case c == '\\':
-			a.Write(d[run:i])
 			if i+1 >= len(d) {
 				return 0, "", synErr(start, "unterminated string")
 			}
 			switch e := d[i+1]; e {
 			case '"', '\\', '/':
-				a.WriteByte(e)
+				buf[j] = e
 			case 'b':
-				a.WriteByte('\b')
+				buf[j] = '\b'
 			case 'f':
-				a.WriteByte('\f')
+				buf[j] = '\f'
 			case 'n':
-				a.WriteByte('\n')
+				buf[j] = '\n'
 			case 'r':
-				a.WriteByte('\r')
+				buf[j] = '\r'
 			case 't':
-				a.WriteByte('\t')
+				buf[j] = '\t'
 			case 'u':
 				if i+6 > len(d) {
 					return 0, "", synErr(i, "truncated \\u escape")
@@ -319,17 +347,16 @@ func (p *parser) decodeText(start, i int) (int, string, error) {
 						n = 12
 					}
 				}
-				var buf [8]byte
-				out, used := decodeU(d[i:i+n], buf[:0])
-				a.Write(out)
+				// The UTF-8 form (at most 4 bytes) is shorter than the escape it replaces.
+				out, used := decodeU(d[i:i+n], buf[j:j])
+				j += len(out)
 				i += used
-				run = i
 				continue
 			default:
 				return 0, "", synErr(i, "invalid escape character %q", e)
 			}
 			i += 2
-			run = i
+			j++
 		case c < 0x20:
 			return 0, "", synErr(i, "control character 0x%02x in string", c)
 		default:
@@ -337,6 +364,7 @@ func (p *parser) decodeText(start, i int) (int, string, error) {
 			if r == utf8.RuneError && size <= 1 {
 				return 0, "", synErr(i, "invalid UTF-8 in string")
 			}
+			j += copy(buf[j:], d[i:i+size])
 			i += size
 		}
 	}
