@@ -389,17 +389,11 @@ func formatCost(micros int64) string {
 }
 
 func setSessionCond(status *condensev1.AgentSessionStatus, gen int64, t string, ok bool, reason, msg string) {
-	s := metav1.ConditionFalse
-	if ok {
-		s = metav1.ConditionTrue
-	}
-	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	setCondition(&status.Conditions, gen, t, ok, reason, msg)
 }
 
 func (r *AgentSessionReconciler) event(obj runtime.Object, typ, reason, action, note string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", note)
-	}
+	emitEvent(r.Recorder, obj, typ, reason, action, note)
 }
 
 // writeStatus writes the status when it changed, retrying conflicts on a fresh copy, and emits

@@ -320,17 +320,11 @@ func (r *PruningPolicyReconciler) deleteOwned(ctx context.Context, p *condensev1
 }
 
 func setCond(status *condensev1.PruningPolicyStatus, gen int64, t string, ok bool, reason, msg string) {
-	s := metav1.ConditionFalse
-	if ok {
-		s = metav1.ConditionTrue
-	}
-	apimeta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	setCondition(&status.Conditions, gen, t, ok, reason, msg)
 }
 
 func (r *PruningPolicyReconciler) event(obj runtime.Object, typ, reason, action, note string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(obj, nil, typ, reason, action, "%s", note)
-	}
+	emitEvent(r.Recorder, obj, typ, reason, action, note)
 }
 
 // writeStatus writes status when it differs from the stored one, retrying on conflicts with a
