@@ -146,6 +146,24 @@ func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessa
 	return resp, next
 }
 
+// continueRecovery answers a round's context_tree_query calls in the proxy and continues
+// upstream with the round's assistant message and the answers appended. It returns the
+// continuation's response, the request it sent and the appended messages, or a nil response
+// when the round may not continue (mixed with the client's own calls, not a tool stop, out of
+// rounds) or the continuation failed; the caller then defers the queries.
+func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, toolStop, wantStream bool) (*http.Response, *wire.Request, []json.RawMessage) {
+	if !s.canContinue(round, query, client, toolStop) {
+		return nil, nil, nil
+	}
+	cont, _ := s.answer(ctx, t, query)
+	appended := append([]json.RawMessage{asst}, cont...)
+	resp, next := s.continueWith(ctx, t, appended, wantStream)
+	if resp == nil {
+		return nil, nil, nil
+	}
+	return resp, next, appended
+}
+
 // canContinue reports whether a round's queries may be answered in the proxy.
 func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bool {
 	return len(query) > 0 && len(client) == 0 && toolStop && rounds <= s.opt.MaxRecoveryRounds
@@ -259,18 +277,13 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		rounds = append(rounds, r)
 		out.usage.add(r.u)
 		query, client := splitCalls(r.calls)
-		if s.canContinue(len(rounds), query, client, toolStop(t.f, r.stop)) {
-			cont, _ := s.answer(ctx, t, query)
-			resp2, next := s.continueWith(ctx, t, append([]json.RawMessage{r.asst}, cont...), false)
-			if resp2 != nil {
-				data, err = io.ReadAll(resp2.Body)
-				resp2.Body.Close()
-				if err == nil {
-					replace = append(replace, r.asst)
-					replace = append(replace, cont...)
-					t.fwd = next
-					continue
-				}
+		if resp2, next, appended := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false); resp2 != nil {
+			data, err = io.ReadAll(resp2.Body)
+			resp2.Body.Close()
+			if err == nil {
+				replace = append(replace, appended...)
+				t.fwd = next
+				continue
 			}
 		}
 		deferred = query
@@ -604,15 +617,10 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		}
 		asst := json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
 		query, client := splitCalls(calls)
-		if r.deltaData != nil && s.canContinue(round, query, client, r.stop == "tool_use") {
-			cont, _ := s.answer(ctx, t, query)
-			resp2, next := s.continueWith(ctx, t, append([]json.RawMessage{asst}, cont...), true)
-			if resp2 != nil {
-				replace = append(replace, asst)
-				replace = append(replace, cont...)
-				t.fwd, resp = next, resp2
-				continue
-			}
+		if resp2, next, appended := s.continueRecovery(ctx, t, round, asst, query, client, r.deltaData != nil && r.stop == "tool_use", true); resp2 != nil {
+			replace = append(replace, appended...)
+			t.fwd, resp = next, resp2
+			continue
 		}
 		deferred = query
 		replace = append(replace, asst)
@@ -730,15 +738,10 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		}
 		asst := openAIAssistant(r.text.String(), tcs)
 		query, client := splitCalls(calls)
-		if r.finishChunk != nil && s.canContinue(round, query, client, r.finish == "tool_calls") {
-			cont, _ := s.answer(ctx, t, query)
-			resp2, next := s.continueWith(ctx, t, append([]json.RawMessage{asst}, cont...), true)
-			if resp2 != nil {
-				replace = append(replace, asst)
-				replace = append(replace, cont...)
-				t.fwd, resp = next, resp2
-				continue
-			}
+		if resp2, next, appended := s.continueRecovery(ctx, t, round, asst, query, client, r.finishChunk != nil && r.finish == "tool_calls", true); resp2 != nil {
+			replace = append(replace, appended...)
+			t.fwd, resp = next, resp2
+			continue
 		}
 		deferred = query
 		replace = append(replace, asst)
