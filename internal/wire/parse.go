@@ -899,6 +899,19 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	return b, end, nil
 }
 
+// role reads a message's "role" member at vs into m.Role and returns the offset after it.
+func (p *parser) role(m *Message, vs, depth int, path jpath) (int, error) {
+	if p.d[vs] != '"' {
+		return 0, p.wrongType(vs, depth, path.key("role"), "string")
+	}
+	e, _, err := scanString(p.d, vs)
+	if err != nil {
+		return 0, err
+	}
+	m.Role = Role(p.text(p.d[vs:e]))
+	return e, nil
+}
+
 func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
 	m := p.newMessage()
@@ -906,16 +919,8 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
-			if d[vs] != '"' {
-				return 0, p.wrongType(vs, depth, path.key("role"), "string")
-			}
-			e, _, err := scanString(d, vs)
-			if err != nil {
-				return 0, err
-			}
-			m.Role = Role(p.text(d[vs:e]))
 			roleSeen = true
-			return e, nil
+			return p.role(m, vs, depth, path)
 		case keyIs(d, ks, ke, "content"):
 			m.hasContent = true
 			switch d[vs] {
@@ -960,16 +965,8 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
-			if d[vs] != '"' {
-				return 0, p.wrongType(vs, depth, path.key("role"), "string")
-			}
-			e, _, err := scanString(d, vs)
-			if err != nil {
-				return 0, err
-			}
-			m.Role = Role(p.text(d[vs:e]))
 			roleSeen = true
-			return e, nil
+			return p.role(m, vs, depth, path)
 		case keyIs(d, ks, ke, "content"):
 			m.hasContent = true
 			parts, contentStr, m.StringContent, m.contentArr = nil, nil, false, nil
