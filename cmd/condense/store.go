@@ -28,34 +28,33 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 	}
 	cmd.PersistentFlags().StringVar(&storeURL, "store", "", "store URL (default $CONDENSE_STORE, else bolt:)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "deadline for each command")
-	open := func(cmd *cobra.Command) (store.Store, context.Context, context.CancelFunc, error) {
-		u := storeURL
-		if u == "" {
-			u = os.Getenv("CONDENSE_STORE")
+	// withStore wraps a subcommand body: it opens the store with the --timeout deadline, runs
+	// body with that deadline's context, then releases the deadline and closes the store.
+	withStore := func(body func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			u := storeURL
+			if u == "" {
+				u = os.Getenv("CONDENSE_STORE")
+			}
+			if u == "" {
+				u = "bolt:"
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			s, err := store.Open(ctx, u)
+			if err != nil {
+				return fmt.Errorf("open store %s: %w", store.Describe(u), err)
+			}
+			defer s.Close()
+			return body(ctx, cmd, args, s)
 		}
-		if u == "" {
-			u = "bolt:"
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-		s, err := store.Open(ctx, u)
-		if err != nil {
-			cancel()
-			return nil, nil, nil, fmt.Errorf("open store %s: %w", store.Describe(u), err)
-		}
-		return s, ctx, cancel, nil
 	}
 	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List sessions with last-seen time, version, state size, counters and diagnostics",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, ctx, cancel, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer s.Close()
+		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, _ []string, s store.Store) error {
 			infos, err := s.List(ctx)
 			if err != nil {
 				return err
@@ -76,20 +75,14 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 					in.Version, in.StateBytes, in.Stats[store.StatRequests], diags)
 			}
 			return w.Flush()
-		},
+		}),
 	}
 	ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	show := &cobra.Command{
 		Use:   "show SESSION",
 		Short: "Print one session's snapshot as JSON (state included when it is valid JSON, else its size)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ctx, cancel, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer s.Close()
+		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
 			snap, err := s.Load(ctx, args[0])
 			if err != nil {
 				return err
@@ -105,57 +98,40 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(out)
-		},
+		}),
 	}
 	blob := &cobra.Command{
 		Use:   "blob SESSION KEY",
 		Short: "Write one blob (decompressed) to stdout",
 		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ctx, cancel, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer s.Close()
+		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
 			b, err := s.GetBlob(ctx, args[0], args[1])
 			if err != nil {
 				return err
 			}
 			_, err = cmd.OutOrStdout().Write(b)
 			return err
-		},
+		}),
 	}
 	rm := &cobra.Command{
 		Use:   "rm SESSION...",
 		Short: "Delete sessions and everything they own",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, ctx, cancel, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer s.Close()
+		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
 			for _, id := range args {
 				if err := s.Delete(ctx, id); err != nil {
 					return fmt.Errorf("delete %q: %w", id, err)
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	watch := &cobra.Command{
 		Use:   "watch",
 		Short: "Print change notifications (one JSON object per line) until interrupted",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, _, cancel, err := open(cmd)
-			if err != nil {
-				return err
-			}
-			cancel()
-			defer s.Close()
+		// Watch runs until interrupted: it follows cmd.Context(), not the --timeout deadline.
+		RunE: withStore(func(_ context.Context, cmd *cobra.Command, _ []string, s store.Store) error {
 			events, err := s.Watch(cmd.Context())
 			if err != nil {
 				return err
@@ -167,7 +143,7 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.AddCommand(ls, show, blob, rm, watch)
 	return cmd
