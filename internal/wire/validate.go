@@ -67,6 +67,15 @@ func verr(rule string, mi, bi int, format string, args ...any) error {
 // web_search_tool_result follows its server_tool_use in the same message; text blocks
 // are not whitespace-only; the final assistant message may be empty (prefill) but must not
 // end with whitespace.
+//
+// The first message may be an assistant message. The Messages API used to reject that
+// ("messages: first message must use the \"user\" role", and its reference said "The first
+// message must always use the user role"); the first-party API has accepted a leading
+// assistant message since late 2024 (anthropics/anthropic-sdk-typescript#622: accepted by
+// api.anthropic.com, still rejected by Amazon Bedrock then), and the reference generated from
+// the API spec (anthropic-sdk-go v1.84.0, MessageNewParams.Messages) no longer states the rule.
+// The session importers emit such a request when a recorded session starts with an assistant
+// message (none of the corpus sessions does). See docs/formats.md.
 func Validate(r *Request) error {
 	if len(r.Messages) == 0 {
 		return verr(RuleNoMessages, -1, -1, "messages must not be empty")

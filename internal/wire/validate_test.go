@@ -20,6 +20,11 @@ func TestValidateAnthropic(t *testing.T) {
 		{"valid", u(`"hi"`) + "," + a(`[`+use("t1")+`,`+use("t2")+`]`) + "," + u(`[`+res("t2")+`,`+res("t1")+`,{"type":"text","text":"more"}]`), "", 0},
 		{"valid dangling at end", u(`"hi"`) + "," + a(`[`+use("t1")+`]`), "", 0},
 		{"valid prefill empty", u(`"hi"`) + "," + a(`[]`), "", 0},
+		// The first-party API accepts a leading assistant message (see Validate's doc comment).
+		{"valid leading assistant", a(`"How can I help?"`) + "," + u(`"hi"`), "", 0},
+		{"valid leading assistant with calls", a(`[`+use("t1")+`]`) + "," + u(`[`+res("t1")+`]`), "", 0},
+		{"leading assistant then assistant", a(`"a"`) + "," + a(`"b"`), RuleRole, 1},
+		{"result answering nothing after leading assistant", a(`"a"`) + "," + u(`[`+res("t1")+`]`), RuleOrphanResult, 1},
 		{"no messages", ``, RuleNoMessages, -1},
 		{"system role", `{"role":"system","content":"x"}`, RuleRole, 0},
 		{"consecutive users", u(`"a"`) + "," + u(`"b"`), RuleRole, 1},
