@@ -12,6 +12,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/condense-dev/condense/internal/cost"
@@ -35,10 +36,16 @@ type replayFlags struct {
 	maskWindow    int
 	clear         strategies.ClearToolUses
 	clearExclude  []string
-	condense      strategies.CondenseOptions
+	condense      condenseFlags
 }
 
 func init() {
+	cmd, _ := replayCmd()
+	rootCmd.AddCommand(cmd)
+}
+
+// replayCmd builds `condense replay` and the flag values it parses into.
+func replayCmd() (*cobra.Command, *replayFlags) {
 	f := &replayFlags{clear: strategies.DefaultClearToolUses()}
 	cmd := &cobra.Command{
 		Use:   "replay FILE|DIR...",
@@ -57,7 +64,15 @@ Every rewritten request is validated (wire.Validate) and billed with the prompt-
 (docs/cost-model.md): tokens estimated from characters, Anthropic prefix caching over
 tools → system → messages at the cache breakpoints with a 5-minute TTL driven by the
 transcript's times, writes at 1.25×, reads at 0.1×, per-model prices. No cluster, Redis or API
-key is needed.`,
+key is needed.
+
+The condense strategy's settings, lowest precedence first: the built-in defaults; the engine
+file — --policy, else --config — with its engine policy (batchingMode, chainCompression
+incl. rollingWindow, spill, ...) and its flush trigger knobs (trigger.cacheAware, midRun,
+midRunGraceTurns, horizon, maxHorizon); then every flag given explicitly on the command line
+(--no-cache-aware, --no-mid-run, --grace-turns, --horizon, --max-horizon), which beats the
+file. The summarizer comes from --config only. Trigger settings the replay cannot simulate
+(trigger.mode on-demand, autoBudgetThreshold, budgetTurnDelta) are reported on standard error.`,
 		Example: `  condense replay ~/.claude/projects/myrepo/
   condense replay session.jsonl --html report.html
   condense replay ../shared/corpus/raw --markdown docs/benchmarks/corpus.md --json > corpus.json`,
@@ -84,14 +99,15 @@ key is needed.`,
 	fl.StringSliceVar(&f.clearExclude, "clear-exclude", nil, "clear-tool-uses: tool names never cleared")
 	fl.BoolVar(&f.clear.ClearToolInputs, "clear-inputs", false, "clear-tool-uses: also clear tool inputs")
 	addCondenseFlags(fl, &f.condense)
-	rootCmd.AddCommand(cmd)
+	return cmd, f
 }
 
 // strategyNames lists the strategies in report order.
 var strategyNames = []string{"none", "condense", "reference", "clear-tool-uses", "observation-mask"}
 
-// buildStrategies turns --strategies into strategies.
-func buildStrategies(f *replayFlags, prices *cost.Prices) ([]replay.Strategy, error) {
+// buildStrategies turns --strategies into strategies; fl tells which flags were given
+// explicitly, warn receives settings that are read but not simulated.
+func buildStrategies(fl *pflag.FlagSet, f *replayFlags, prices *cost.Prices, warn io.Writer) ([]replay.Strategy, error) {
 	var out []replay.Strategy
 	seen := map[string]bool{}
 	for _, name := range strings.Split(f.strategies, ",") {
@@ -110,9 +126,12 @@ func buildStrategies(f *replayFlags, prices *cost.Prices) ([]replay.Strategy, er
 		case "observation-mask":
 			out = append(out, strategies.ObservationMask{Window: f.maskWindow})
 		case "condense":
-			o, err := condenseOptions(f.condense, prices)
+			o, warnings, err := condenseOptions(fl, &f.condense, prices)
 			if err != nil {
 				return nil, err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(warn, "condense replay:", w)
 			}
 			s, err := strategies.NewCondense(o)
 			if err != nil {
@@ -171,7 +190,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return err
 		}
 	}
-	strats, err := buildStrategies(f, prices)
+	strats, err := buildStrategies(cmd.Flags(), f, prices, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
