@@ -165,7 +165,7 @@ func TestCorpusRequestsWire(t *testing.T) {
 	totalModified := 0
 	defer func() {
 		// Every format with structured tool results contributes; thousands in all.
-		if !t.Failed() && totalModified < 1000 {
+		if !t.Failed() && !t.Skipped() && totalModified < 1000 {
 			t.Errorf("only %d requests had a tool result to replace", totalModified)
 		}
 	}()
