@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"encoding/binary"
-	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -22,7 +20,8 @@ func bodyString(b []byte) string {
 func plainRun(d []byte, start int) (int, error) {
 	i := start + 1
 	for {
-		i = skipPlain(d, i)
+		n, _ := scanRun(d[i:], true)
+		i += n
 		if i >= len(d) {
 			return 0, synErr(start, "unterminated string")
 		}
@@ -52,31 +51,4 @@ func (p *parser) offset(b []byte) int {
 		return 0
 	}
 	return off
-}
-
-// skipPlain returns the offset of the first byte at or after d[i] that strPlain does not
-// accept (a quote, a backslash, a control character or a non-ASCII byte), or len(d). It
-// tests eight bytes per step with word arithmetic (specialMask) and locates the byte
-// within the word without a byte loop.
-func skipPlain(d []byte, i int) int {
-	for i+8 <= len(d) {
-		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
-		i += 8
-	}
-	for i < len(d) && strPlain[d[i]] {
-		i++
-	}
-	return i
-}
-
-// specialMask flags, in bit 7 of each byte of the little-endian word x, the bytes that
-// strPlain rejects: '"', '\\', control characters and non-ASCII bytes. The lowest flagged
-// byte is exact (a zero byte of x^c marks a byte equal to c; borrows can only flag bytes
-// above a flagged one).
-func specialMask(x uint64) uint64 {
-	q := x ^ (lo8 * '"')
-	b := x ^ (lo8 * '\\')
-	return (((q - lo8) &^ q) | ((b - lo8) &^ b) | ((x - lo8*0x20) &^ x) | x) & hi8
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -14,6 +16,7 @@ import (
 // request serializes to the input slice itself; rebuilding every message and replacing
 // every tool result yields a request that parses again with the new text.
 func fuzzParse(t *testing.T, f Format, body []byte) {
+	sameOnBothKernels(t, f, body)
 	r, err := Parse(f, body)
 	valid := json.Valid(body) && utf8.Valid(body) // invalid UTF-8 is rejected on purpose
 	if err != nil {
@@ -131,5 +134,21 @@ func checkDecodedText(t *testing.T, r *Request) {
 		for _, b := range m.Blocks {
 			check(b)
 		}
+	}
+}
+
+// sameOnBothKernels checks that Parse returns the same request, or the same error, on
+// the SIMD and on the portable string kernels.
+func sameOnBothKernels(t *testing.T, f Format, body []byte) {
+	t.Helper()
+	var fast, port *Request
+	var ferr, perr error
+	withKernels(false, func() { fast, ferr = Parse(f, body) })
+	withKernels(true, func() { port, perr = Parse(f, body) })
+	if fmt.Sprint(ferr) != fmt.Sprint(perr) || reflect.TypeOf(ferr) != reflect.TypeOf(perr) {
+		t.Fatalf("SIMD kernels: error %v; portable kernels: error %v", ferr, perr)
+	}
+	if !reflect.DeepEqual(fast, port) {
+		t.Fatal("SIMD and portable kernels parse to different requests")
 	}
 }

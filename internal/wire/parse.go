@@ -2,10 +2,8 @@ package wire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -271,32 +269,25 @@ func (p *parser) scanText(i int) (int, string, error) {
 
 // decodeText validates and decodes the string at d[start] == '"' whose bytes before
 // d[i] (a backslash) are already validated. Validating, finding the next special byte and
-// copying the text before it are one pass: each 8-byte word of the body is stored to the
-// arena's spare room as it is checked, and only the bytes before the first special one
-// count, so the runs between escapes cost no separate copy.
+// copying the text before it are one pass: the string kernel (decodeRun) stores each
+// word or vector of the body to the arena's spare room as it checks it and decodes the
+// two-byte escapes itself, so only the string's end, \u escapes, bytes near the end of
+// the body and errors come back here.
 func (p *parser) decodeText(start, i int) (int, string, error) {
 	d := p.d
-	// Room for the rest of the body plus one word of slack for the word stores: that
-	// bounds this string's decoded text (never longer than its literal), and a chunk
-	// reserved earlier in this parse normally still has it (the text decoded since is no
-	// longer than the body consumed since). This spares a pass to find the closing quote.
-	p.reserve(len(d)-start+8, start)
+	// Room for the rest of the body, which bounds this string's decoded text (never
+	// longer than its literal) and is what decodeRun may write (it needs len(dst) >=
+	// len(src)); a chunk reserved earlier in this parse normally still has it (the text
+	// decoded since is no longer than the body consumed since). This spares a pass to
+	// find the closing quote.
+	p.reserve(len(d)-start, start)
 	buf := p.arena[:cap(p.arena)] // bytes past len(p.arena) belong to no string yet
 	base := len(p.arena)
 	j := base + copy(buf[base:], d[start+1:i])
 	for {
-		for i+8 <= len(d) {
-			x := binary.LittleEndian.Uint64(d[i:])
-			binary.LittleEndian.PutUint64(buf[j:], x)
-			if m := specialMask(x); m != 0 {
-				k := bits.TrailingZeros64(m) / 8
-				i += k
-				j += k
-				break
-			}
-			i += 8
-			j += 8
-		}
+		n, m := decodeRun(buf[j:], d[i:])
+		i += n
+		j += m
 		for i < len(d) && strPlain[d[i]] {
 			buf[j] = d[i]
 			i++

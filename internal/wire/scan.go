@@ -81,10 +81,11 @@ func scanString(d []byte, i int) (end int, escaped bool, err error) {
 	start := i
 	i++
 	for {
-		// Fast path: skip plain printable ASCII, 8 bytes per step through a lookup table
-		// (measured faster than SWAR on agent transcripts, where a quote, escape or
-		// non-ASCII byte comes every dozen bytes or so).
-		i = skipPlain(d, i)
+		// Fast path: the string kernel skips plain ASCII, two-byte escapes and valid
+		// UTF-8; what it stops at is checked below.
+		n, esc := scanRun(d[i:], false)
+		i += n
+		escaped = escaped || esc
 		if i >= len(d) {
 			return 0, false, synErr(start, "unterminated string")
 		}

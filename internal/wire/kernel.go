@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
+
+// String kernels. The bulk of a cold parse is walking the contents of JSON strings:
+// decoding the ones with escapes into the arena, validating the others. A kernel does the
+// common part of that walk in one call and stops at anything it does not handle, which
+// its caller (decodeText, scanString, plainRun) then handles byte by byte with the full
+// checks and error messages. Kernels never report errors: they only stop early.
+//
+// Handled by every kernel: printable ASCII other than '"' and '\\', the two-byte escapes
+// \" \\ \/ \b \f \n \r \t (not by plain scans, which stop at the backslash), and
+// complete, valid UTF-8 sequences of two to four bytes. A kernel may stop before any
+// byte, even one it handles (near the end of its input, say); it never stops after a
+// byte it does not handle.
+var (
+	// decodeRun decodes the longest handled prefix it chooses of src into dst and
+	// returns the number of bytes of src consumed and of dst written. It requires
+	// len(dst) >= len(src) and may write anywhere in dst[:len(src)] (the parser's arena
+	// has that room past the string being decoded).
+	decodeRun = decodeRunGo
+	// scanRun validates the longest handled prefix it chooses of src and returns its
+	// length and whether it contained an escape; with plain set it stops at the first
+	// backslash.
+	scanRun = scanRunGo
+)
+
+// escDecode maps the character after a backslash to the byte a two-byte escape stands
+// for, and everything else (including 'u') to 0.
+var escDecode = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// utf8Lead describes each UTF-8 leading byte of a multi-byte sequence, 0 for bytes that
+// cannot start one. Bits 0–7 hold the sequence's size; bits 8–15 and 16–23 lo and hi-lo,
+// where [lo, hi] is the range of valid second bytes; bits 32–63 a mask of the top two
+// bits of the third and fourth bytes of a little-endian 32-bit load, for the bytes that
+// are part of the sequence (they must read 0b10). The ranges exclude overlong forms,
+// surrogates and code points above U+10FFFF, as utf8.DecodeRune does.
+var utf8Lead = func() (t [256]uint64) {
+	set := func(from, to, size int, lo, hi uint64) {
+		cont := uint64(0xC0C00000) >> (8 * (4 - size)) & 0xC0C00000
+		for c := from; c <= to; c++ {
+			t[c] = uint64(size) | lo<<8 | (hi-lo)<<16 | cont<<32
+		}
+	}
+	set(0xC2, 0xDF, 2, 0x80, 0xBF)
+	set(0xE0, 0xE0, 3, 0xA0, 0xBF)
+	set(0xE1, 0xEC, 3, 0x80, 0xBF)
+	set(0xED, 0xED, 3, 0x80, 0x9F)
+	set(0xEE, 0xEF, 3, 0x80, 0xBF)
+	set(0xF0, 0xF0, 4, 0x90, 0xBF)
+	set(0xF1, 0xF3, 4, 0x80, 0xBF)
+	set(0xF4, 0xF4, 4, 0x80, 0x8F)
+	return
+}()
+
+// decodeRunGo is the portable decodeRun: eight bytes per step through word arithmetic
+// (specialMask), each word stored to dst as it is checked.
+func decodeRunGo(dst, src []byte) (n, m int) {
+	dst = dst[:len(src)]
+	i, j := 0, 0
+	for {
+		for i+8 <= len(src) {
+			x := binary.LittleEndian.Uint64(src[i:])
+			binary.LittleEndian.PutUint64(dst[j:], x)
+			if sm := specialMask(x); sm != 0 {
+				k := bits.TrailingZeros64(sm) / 8
+				i += k
+				j += k
+				break
+			}
+			i += 8
+			j += 8
+		}
+		for i < len(src) && strPlain[src[i]] {
+			dst[j] = src[i]
+			i++
+			j++
+		}
+		if i >= len(src) {
+			return i, j
+		}
+		switch c := src[i]; {
+		case c == '\\':
+			if i+1 >= len(src) || escDecode[src[i+1]] == 0 {
+				return i, j
+			}
+			dst[j] = escDecode[src[i+1]]
+			i += 2
+			j++
+		case c >= utf8.RuneSelf:
+			size := utf8Size(src[i:])
+			if size == 0 {
+				return i, j
+			}
+			j += copy(dst[j:], src[i:i+size])
+			i += size
+		default: // '"' or a control character
+			return i, j
+		}
+	}
+}
+
+// scanRunGo is the portable scanRun.
+func scanRunGo(src []byte, plain bool) (n int, escaped bool) {
+	i := 0
+	for {
+		i = skipPlain(src, i)
+		if i >= len(src) {
+			return i, escaped
+		}
+		switch c := src[i]; {
+		case c == '\\':
+			if plain || i+1 >= len(src) || escDecode[src[i+1]] == 0 {
+				return i, escaped
+			}
+			escaped = true
+			i += 2
+		case c >= utf8.RuneSelf:
+			size := utf8Size(src[i:])
+			if size == 0 {
+				return i, escaped
+			}
+			i += size
+		default:
+			return i, escaped
+		}
+	}
+}
+
+// utf8Size returns the length of the valid multi-byte UTF-8 sequence at the start of s
+// (s[0] >= 0x80), or 0 when it is invalid or incomplete.
+func utf8Size(s []byte) int {
+	t := utf8Lead[s[0]]
+	size := int(t & 0xFF)
+	if size == 0 || len(s) < size || uint64(s[1])-(t>>8&0xFF) > t>>16&0xFF {
+		return 0
+	}
+	for _, c := range s[2:size] {
+		if c&0xC0 != 0x80 {
+			return 0
+		}
+	}
+	return size
+}
+
+// skipPlain returns the offset of the first byte at or after d[i] that strPlain does not
+// accept (a quote, a backslash, a control character or a non-ASCII byte), or len(d). It
+// tests eight bytes per step with word arithmetic (specialMask) and locates the byte
+// within the word without a byte loop.
+func skipPlain(d []byte, i int) int {
+	for i+8 <= len(d) {
+		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		i += 8
+	}
+	for i < len(d) && strPlain[d[i]] {
+		i++
+	}
+	return i
+}
+
+// specialMask flags, in bit 7 of each byte of the little-endian word x, the bytes that
+// strPlain rejects: '"', '\\', control characters and non-ASCII bytes. The lowest flagged
+// byte is exact (a zero byte of x^c marks a byte equal to c; borrows can only flag bytes
+// above a flagged one).
+func specialMask(x uint64) uint64 {
+	q := x ^ (lo8 * '"')
+	b := x ^ (lo8 * '\\')
+	return (((q - lo8) &^ q) | ((b - lo8) &^ b) | ((x - lo8*0x20) &^ x) | x) & hi8
+}
