@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +19,7 @@ import (
 )
 
 func init() {
-	var cfgFile, listen, anthropicURL, openaiURL, storeURL string
+	var cfgFile, listen, anthropicURL, openaiURL, storeURL, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "proxy [--config FILE]",
 		Short: "Run the pruning proxy (Anthropic Messages and OpenAI Chat Completions compatible)",
@@ -26,6 +31,8 @@ Any other path passes through untouched. Point an agent's base URL at it.
 Without --config every default applies (embedded in-memory store, extractive summarizer,
 upstreams api.anthropic.com and api.openai.com). Flags override the file. Metrics are served
 at /metrics on listen.metrics, /healthz and /readyz on listen.health and on the proxy port.
+With --pprof ADDR the Go profiler (net/http/pprof: /debug/pprof/profile, /heap, /trace, ...)
+is served on its own listener; it is off by default and must only listen on a trusted address.
 See docs/proxy.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -54,6 +61,13 @@ See docs/proxy.md.`,
 			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "proxy")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if pprofAddr != "" {
+				closePprof, err := servePprof(pprofAddr, log)
+				if err != nil {
+					return err
+				}
+				defer closePprof()
+			}
 			return proxy.Run(ctx, cfg, proxy.RunOptions{Log: log})
 		},
 	}
@@ -62,5 +76,25 @@ See docs/proxy.md.`,
 	cmd.Flags().StringVar(&anthropicURL, "anthropic-upstream", "", "Anthropic API base URL (overrides upstreams.anthropic)")
 	cmd.Flags().StringVar(&openaiURL, "openai-upstream", "", "OpenAI API base URL including /v1 (overrides upstreams.openai)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "store URL: memory:, bolt:PATH, redis://... (overrides store.url)")
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve net/http/pprof on this address (off by default; e.g. 127.0.0.1:6060)")
 	rootCmd.AddCommand(cmd)
+}
+
+// servePprof serves the Go profiler's handlers on their own listener and logs the address
+// ("listening", what=pprof); the returned function closes it.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: listen %s (pprof): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	log.Info("listening", "what", "pprof", "addr", l.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }

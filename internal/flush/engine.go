@@ -66,9 +66,11 @@ func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (
 	if err != nil {
 		return nil, err
 	}
-	req, err := wire.Parse(f, job.Body)
-	if err != nil {
-		return nil, &JobError{Msg: "unparsable request body", Err: err}
+	req := job.Request
+	if req == nil || req.Format != f {
+		if req, err = wire.Parse(f, job.Body); err != nil {
+			return nil, &JobError{Msg: "unparsable request body", Err: err}
+		}
 	}
 	st := pruner.NewState()
 	if len(snap.State) > 0 {

@@ -26,6 +26,7 @@ import (
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // Job is one flush request: a session and the request that triggered it.
@@ -36,6 +37,10 @@ type Job struct {
 	Format string `json:"format"`
 	// Body is the latest request body, exactly as the client sent it.
 	Body []byte `json:"body"`
+	// Request, when set, is Body already parsed (the proxy hands in-process flushes the
+	// request it parsed, so the planner does not parse it again). It is never serialized:
+	// queued jobs carry Body only. It must not be modified once submitted.
+	Request *wire.Request `json:"-"`
 	// Hash is the hex SHA-256 of Body (computed by Normalize when empty); with Session it
 	// is the job's idempotency key.
 	Hash string `json:"hash"`

@@ -228,7 +228,11 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 
 	if t.ep != epCountTokens && s.opt.Flusher != nil {
 		if trig, opts := s.dueTrigger(t); trig != "" {
-			tk := s.startFlush(t, trig, t.view.Bytes(), opts)
+			var body []byte
+			if t.fwd == t.view {
+				body = t.body // nothing was pruned: the forwarded bytes are the view's
+			}
+			tk := s.startFlush(t, trig, t.view, body, opts, s.opt.FlushWaitTimeout > 0)
 			if tk != nil && s.opt.FlushWaitTimeout > 0 {
 				if s.waitTicket(ctx, t, tk) {
 					if snap, err := s.load(ctx, t.sid); err == nil && snap.Version != t.snap.Version {
@@ -436,26 +440,47 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	return "", flushOpts{}
 }
 
-// startFlush hands a flush of the session to the flusher and remembers its ticket.
-func (s *Server) startFlush(t *turn, trigger string, body []byte, o flushOpts) <-chan struct{} {
-	job := &flush.Job{Session: t.sid, Format: t.f.String(), Body: body, Trigger: trigger,
+// startFlush hands a flush of the session's request req (serialized as body; nil: serialized
+// when the job is built) to the flusher and remembers it; the returned channel closes when
+// the flush ended. With sync the job is submitted before startFlush returns (and nil is
+// returned when that fails), for a request that waits for the flush. Otherwise the job is
+// built and submitted in the background, so serializing and hashing the request never delays
+// a response (the flight is registered at once, so the session's next request still finds it).
+func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, sync bool) <-chan struct{} {
+	job := &flush.Job{Session: t.sid, Format: t.f.String(), Request: req, Trigger: trigger,
 		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
 	if o.weigh {
 		job.Cache = &flush.CacheCheck{At: t.at, LastRequest: o.last, Requests: s.contextRequests(t) - 1,
 			Horizon: s.opt.Trigger.Horizon, MaxHorizon: s.opt.Trigger.MaxHorizon}
 	}
-	tk, err := s.opt.Flusher.Submit(s.ctx, job)
-	if err != nil {
-		t.log.Warn("starting flush failed", "trigger", trigger, "err", err)
-		return nil
+	served := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
+	submit := func() *flush.Ticket {
+		job.Body = body
+		if job.Body == nil {
+			job.Body = req.Bytes()
+		}
+		tk, err := s.opt.Flusher.Submit(s.ctx, job)
+		if err != nil {
+			t.log.Warn("starting flush failed", "trigger", trigger, "err", err)
+			return nil
+		}
+		s.met.FlushTriggers.WithLabelValues(trigger).Inc()
+		t.log.Info("flush started", "trigger", trigger)
+		if trigger == "manual" {
+			s.background(func(ctx context.Context) {
+				_ = s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statFlushServed: served})
+			})
+		}
+		return tk
 	}
-	s.met.FlushTriggers.WithLabelValues(trigger).Inc()
-	t.log.Info("flush started", "trigger", trigger)
 	done := make(chan struct{})
 	var key <-chan struct{} = done
-	go func() {
+	track := func(tk *flush.Ticket) {
 		defer s.flights.CompareAndDelete(t.sid, key)
 		defer close(done)
+		if tk == nil {
+			return
+		}
 		c, cancel := context.WithTimeout(s.ctx, maxFlushTrack)
 		defer cancel()
 		if res, err := tk.Wait(c); err != nil && c.Err() == nil {
@@ -463,14 +488,23 @@ func (s *Server) startFlush(t *turn, trigger string, body []byte, o flushOpts) <
 		} else if res != nil {
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
 		}
-	}()
-	s.flights.Store(t.sid, key)
-	if trigger == "manual" {
-		delta := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
-		s.background(func(ctx context.Context) {
-			_ = s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statFlushServed: delta})
-		})
 	}
+	if sync {
+		tk := submit()
+		if tk == nil {
+			return nil
+		}
+		s.flights.Store(t.sid, key)
+		go track(tk)
+		return done
+	}
+	s.flights.Store(t.sid, key)
+	s.bg.Add(1)
+	go func() {
+		tk := submit()
+		s.bg.Done()
+		track(tk)
+	}()
 	return done
 }
 
@@ -642,7 +676,7 @@ func (s *Server) onFinal(t *turn, out *outcome) {
 		}
 		all := append(append([]*wire.Message(nil), t.view.Messages...), msgs...)
 		// This request has just written the prompt cache: the flush is weighed against it.
-		s.startFlush(t, "agent-message", t.view.WithMessages(all).Bytes(),
-			flushOpts{weigh: s.opt.Trigger.CacheAware, last: t.at})
+		s.startFlush(t, "agent-message", t.view.WithMessages(all), nil,
+			flushOpts{weigh: s.opt.Trigger.CacheAware, last: t.at}, false)
 	}
 }

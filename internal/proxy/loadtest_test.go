@@ -4,39 +4,95 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 
-	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/sessions"
-	"github.com/condense-dev/condense/internal/store"
-	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 )
 
-// TestLoadTest replays corpus sessions as 200 concurrent agent sessions, first straight to
-// the fake upstream and then through the proxy (memory store, in-process flushes with the
-// extractive summarizer), and reports the latency the proxy adds. Run with `make loadtest`.
-// CONDENSE_LOAD_SESSIONS (default 200) and CONDENSE_LOAD_REQUESTS (requests per session,
-// default 20) scale it; bodies over 1 MiB are left out (the target covers requests ≤ 1 MB).
-func TestLoadTest(t *testing.T) {
-	nsess := envInt("CONDENSE_LOAD_SESSIONS", 200)
-	perSess := envInt("CONDENSE_LOAD_REQUESTS", 20)
+// loadModel is the workload of one load test run, read from CONDENSE_LOAD_* variables.
+type loadModel struct {
+	mode       string // "realistic" (default) or "saturate"
+	sessions   int    // virtual agent sessions
+	perSess    int    // requests per session
+	latency    upstreamfake.Latency
+	thinkScale float64       // multiplies the recorded think time
+	thinkMax   time.Duration // caps one think time (after scaling)
+	thinkDef   time.Duration // think time where the corpus has no timestamps
+	ramp       time.Duration // session starts are spread over this
+	outDef     int           // output tokens where the corpus has no usage
+	summarizer string        // "in-proxy" or "jobs"
+}
+
+func readLoadModel() loadModel {
+	scale := envFloat("CONDENSE_LOAD_TIME_SCALE", 1)
+	m := loadModel{
+		mode:       os.Getenv("CONDENSE_LOAD_MODE"),
+		sessions:   envInt("CONDENSE_LOAD_SESSIONS", 200),
+		perSess:    envInt("CONDENSE_LOAD_REQUESTS", 10),
+		thinkScale: envFloat("CONDENSE_LOAD_THINK_SCALE", 1) * scale,
+		thinkMax:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_THINK_MAX_MS", 20000)) * float64(time.Millisecond)),
+		thinkDef:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_THINK_DEFAULT_MS", 3000)) * float64(time.Millisecond)),
+		ramp:       time.Duration(scale * float64(envInt("CONDENSE_LOAD_RAMP_MS", 10000)) * float64(time.Millisecond)),
+		outDef:     envInt("CONDENSE_LOAD_OUTPUT_TOKENS", 250),
+		summarizer: os.Getenv("CONDENSE_LOAD_SUMMARIZER"),
+		latency: upstreamfake.Latency{
+			TTFT:            time.Duration(scale * float64(envInt("CONDENSE_LOAD_TTFT_MS", 1000)) * float64(time.Millisecond)),
+			TokensPerSecond: envFloat("CONDENSE_LOAD_TOKENS_PER_SEC", 60) / scale,
+		},
+	}
+	if m.mode == "" {
+		m.mode = "realistic"
+	}
+	if m.summarizer == "" {
+		m.summarizer = "in-proxy"
+	}
+	if m.mode == "saturate" {
+		m.latency, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp = upstreamfake.Latency{}, 0, 0, 0, 0
+	}
+	return m
+}
+
+func (m loadModel) String() string {
+	if m.mode == "saturate" {
+		return fmt.Sprintf("saturate: %d closed-loop sessions × ≤ %d requests, no model time, no think time, summarizer %s",
+			m.sessions, m.perSess, m.summarizer)
+	}
+	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, summarizer %s",
+		m.sessions, m.perSess, m.latency.TTFT, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.summarizer)
+}
+
+// loadStep is one request of a virtual session and the pause after its response.
+type loadStep struct {
+	body   []byte
+	final  bool // the recorded response was a final answer
+	output int  // recorded output tokens
+	think  time.Duration
+}
+
+// loadSession is one virtual agent session.
+type loadSession struct {
+	id    string
+	steps []loadStep
+}
+
+// loadSessions builds the virtual sessions: each replays a window of one corpus session's
+// requests (Anthropic form, bodies ≤ 1 MiB) with its recorded output tokens and think times.
+func loadSessions(t *testing.T, m loadModel) []loadSession {
 	var imported []*sessions.Session
 	for _, f := range corpus.Files(t) {
 		s, err := sessions.ImportFile(f, sessions.FormatAuto)
@@ -49,179 +105,230 @@ func TestLoadTest(t *testing.T) {
 	if len(imported) == 0 {
 		t.Skip("no importable corpus sessions")
 	}
-	// Each virtual session replays a window of one corpus session's requests.
-	type job struct {
-		session string
-		bodies  [][]byte
-		final   []bool // the recorded response to bodies[k] was a final answer
-	}
-	jobs := make([]job, nsess)
-	total, totalBytes := 0, 0
-	for v := range jobs {
+	out := make([]loadSession, m.sessions)
+	for v := range out {
 		s := imported[v%len(imported)]
 		n := s.Len()
 		start := 0
-		if n > perSess {
-			start = (v * 7919) % (n - perSess)
+		if n > m.perSess {
+			start = (v * 7919) % (n - m.perSess)
 		}
-		jobs[v].session = fmt.Sprintf("load-%03d", v)
-		for k := start; k < n && len(jobs[v].bodies) < perSess; k++ {
+		out[v].id = fmt.Sprintf("load-%03d", v)
+		for k := start; k < n && len(out[v].steps) < m.perSess; k++ {
 			b, err := s.Request(k, sessions.Anthropic)
 			if err != nil || len(b) > 1<<20 {
 				continue
 			}
+			st := loadStep{body: b, output: m.outDef, think: m.thinkDef}
 			next, err := s.Request(k+1, sessions.Anthropic)
-			jobs[v].bodies = append(jobs[v].bodies, b)
-			jobs[v].final = append(jobs[v].final, err != nil || !endsWithToolResult(next))
-			total++
-			totalBytes += len(b)
+			st.final = err != nil || !endsWithToolResult(next)
+			pt := s.Point(k)
+			if pt.Usage != nil && pt.Usage.OutputTokens > 0 {
+				st.output = int(pt.Usage.OutputTokens)
+			}
+			if k+1 < n {
+				if t1 := s.Point(k + 1).Time; !pt.Time.IsZero() && !t1.IsZero() {
+					// The recorded gap held the real model's answer and the agent's tools; the
+					// modeled answer time (unscaled) comes off, the rest is the think time.
+					gap := t1.Sub(pt.Time) - upstreamfake.Latency{TTFT: time.Second, TokensPerSecond: 60}.Total(st.output)
+					st.think = time.Duration(float64(max(0, gap)) * m.thinkScale)
+				}
+			}
+			st.think = min(st.think, m.thinkMax)
+			out[v].steps = append(out[v].steps, st)
 		}
 	}
-	t.Logf("%d sessions, %d requests, %.1f MB of request bodies, GOMAXPROCS=%d", nsess, total, float64(totalBytes)/1e6, runtime.GOMAXPROCS(0))
+	return out
+}
+
+// pairResult is one request sent both straight to the fake upstream and through the proxy.
+type pairResult struct {
+	size                 int
+	at                   time.Duration // when the pair started, since the run began
+	direct, proxied      time.Duration // end to end
+	directRm, proxiedRm  time.Duration // end to end minus the fake's modeled provider time
+	added                time.Duration // proxiedRm − directRm
+	modelTime, thinkTime time.Duration
+}
+
+// TestLoadTest replays corpus sessions as concurrent agent sessions against the fake upstream,
+// sending every request both straight to the fake and through a `condense proxy` process, and
+// reports the latency the proxy adds. Run with `make loadtest`; docs/performance.md ("Proxy
+// load") describes the model and the CONDENSE_LOAD_* variables.
+func TestLoadTest(t *testing.T) {
+	m := readLoadModel()
+	jobs := loadSessions(t, m)
+	total, totalBytes := 0, 0
+	var model, think time.Duration
+	for _, j := range jobs {
+		for _, st := range j.steps {
+			total++
+			totalBytes += len(st.body)
+			model += m.latency.Total(st.output)
+			think += st.think
+		}
+	}
+	t.Logf("%s", m)
+	t.Logf("%d requests, %.1f MB of request bodies, mean modeled answer %v, mean think %v, test GOMAXPROCS=%d",
+		total, float64(totalBytes)/1e6, (model / time.Duration(max(1, total))).Round(time.Millisecond), (think / time.Duration(max(1, total))).Round(time.Millisecond), runtime.GOMAXPROCS(0))
 
 	up := upstreamfake.Start()
 	defer up.Close()
 	up.SetRecording(false)
+	up.SetLatency(m.latency)
 	// The fake answers as the recorded agent's model did: a final text where the session's next
-	// request starts a new user turn, a tool call otherwise (so flushes run as often as for real).
+	// request starts a new user turn, a tool call otherwise (so flushes run as often as for
+	// real), with the recorded output token count (which sets the modeled answer time).
 	up.SetResponder(func(r upstreamfake.Recorded) upstreamfake.Reply {
+		out, _ := strconv.Atoi(r.Header.Get("X-Load-Output-Tokens"))
 		if r.Header.Get("X-Load-Final") == "0" {
-			return upstreamfake.Reply{Text: "Running it.", ToolCalls: []upstreamfake.ToolCall{{Name: "bash", Input: `{"cmd":"true"}`}}}
+			return upstreamfake.Reply{Text: "Running it.", ToolCalls: []upstreamfake.ToolCall{{Name: "bash", Input: `{"cmd":"true"}`}}, Usage: upstreamfake.Usage{OutputTokens: out}}
 		}
-		return upstreamfake.Reply{Text: "Done."}
+		return upstreamfake.Reply{Text: "Done.", Usage: upstreamfake.Usage{OutputTokens: out}}
 	})
 
-	run := func(base string) ([]time.Duration, int) {
-		var mu sync.Mutex
-		var lat []time.Duration
-		errs := 0
-		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: nsess, MaxIdleConns: nsess}}
-		var wg sync.WaitGroup
-		for _, j := range jobs {
-			wg.Add(1)
-			go func(j job) {
-				defer wg.Done()
-				for k, b := range j.bodies {
-					req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(b))
-					req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[j.final[k]])
-					req.Header.Set("Content-Type", "application/json")
-					req.Header.Set(HeaderSession, j.session)
-					req.Header.Set("x-api-key", "load")
-					start := time.Now()
-					resp, err := client.Do(req)
-					ok := err == nil && resp.StatusCode == 200
-					if err == nil {
-						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
-					d := time.Since(start)
-					mu.Lock()
-					if ok {
-						lat = append(lat, d)
-					} else {
-						errs++
-						if errs <= 3 {
-							t.Logf("error: %v %v", err, resp)
-						}
-					}
-					mu.Unlock()
-				}
-			}(j)
-		}
-		wg.Wait()
-		sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
-		return lat, errs
-	}
+	px := startProxyProcess(t, m, up.URL)
+	defer px.stop()
+	before := px.scrape(t)
+	profiled := px.profile(t, m)
 
-	t0 := time.Now()
-	direct, derr := run(up.URL)
-	dtime := time.Since(t0)
-
-	st := store.NewMemory(0)
-	defer st.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	inproc := &flush.InProcess{MaxConcurrent: envInt("CONDENSE_LOAD_FLUSHES", 1), Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Log: quiet}}
-	px, err := New(Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(), Flusher: inproc, MaxRecoveryRounds: 3, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(px)
-	t0 = time.Now()
-	proxied, perr := run(srv.URL)
-	ptime := time.Since(t0)
-
-	// Unsaturated: the same requests one at a time, each sent direct and then through the
-	// proxy; the paired difference is the latency the proxy adds to that request.
-	nseq := envInt("CONDENSE_LOAD_SEQUENTIAL", 300)
-	pause := time.Duration(envInt("CONDENSE_LOAD_PAUSE_MS", 50)) * time.Millisecond
-	var diffs []time.Duration
-	client := &http.Client{}
-	send := func(base, session string, b []byte, final bool) (time.Duration, error) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(b))
-		req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[final])
+	var mu sync.Mutex
+	var results []pairResult
+	errs := 0
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * m.sessions, MaxIdleConns: 4 * m.sessions, DisableCompression: true}}
+	send := func(base string, sid string, st loadStep) (total, rm time.Duration, err error) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(st.body))
+		req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[st.final])
+		req.Header.Set("X-Load-Output-Tokens", strconv.Itoa(st.output))
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(HeaderSession, session)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		req.Header.Set(HeaderSession, sid)
+		req.Header.Set("x-api-key", "load")
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		total = time.Since(start)
 		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("status %d", resp.StatusCode)
+			return 0, 0, fmt.Errorf("%s: status %d", base, resp.StatusCode)
 		}
-		return time.Since(start), nil
+		slept, _ := strconv.ParseInt(resp.Header.Get(upstreamfake.HeaderSlept), 10, 64)
+		return total, total - time.Duration(slept)*time.Microsecond, nil
 	}
-	seqErrs := 0
-	for i := 0; len(diffs) < nseq && i < nsess*perSess; i++ {
-		j := jobs[i%nsess]
-		k := i / nsess
-		if k >= len(j.bodies) {
-			continue
-		}
-		time.Sleep(pause) // agents pause between requests; the previous answer's flush runs meanwhile
-		d, err1 := send(up.URL, "seq-"+j.session, j.bodies[k], j.final[k])
-		p, err2 := send(srv.URL, "seq-"+j.session, j.bodies[k], j.final[k])
-		if err1 != nil || err2 != nil {
-			seqErrs++
-			continue
-		}
-		diffs = append(diffs, p-d)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for v, j := range jobs {
+		wg.Add(1)
+		go func(v int, j loadSession) {
+			defer wg.Done()
+			time.Sleep(time.Duration(int64(m.ramp) * int64(v) / int64(m.sessions)))
+			for k, st := range j.steps {
+				var r pairResult
+				r.size, r.modelTime, r.thinkTime, r.at = len(st.body), m.latency.Total(st.output), st.think, time.Since(t0)
+				var e1, e2 error
+				// Alternate the order so neither path always runs first.
+				if (v+k)%2 == 0 {
+					r.direct, r.directRm, e1 = send(up.URL, j.id, st)
+					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st)
+				} else {
+					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st)
+					r.direct, r.directRm, e1 = send(up.URL, j.id, st)
+				}
+				r.added = r.proxiedRm - r.directRm
+				mu.Lock()
+				if e1 != nil || e2 != nil {
+					errs++
+					if errs <= 5 {
+						t.Logf("error: direct %v, proxied %v", e1, e2)
+					}
+				} else {
+					results = append(results, r)
+				}
+				mu.Unlock()
+				// The direct copy of the request stands in for part of the think time, so the
+				// proxied requests arrive at the recorded cadence (model time + think time).
+				time.Sleep(max(0, st.think-r.direct))
+			}
+		}(v, j)
 	}
-	sort.Slice(diffs, func(a, b int) bool { return diffs[a] < diffs[b] })
-	srv.Close()
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
-	_ = inproc.Close(c)
-	cancel()
-	_ = px.Close()
+	wg.Wait()
+	wall := time.Since(t0)
+	after := px.scrape(t)
+	if profiled != nil {
+		profiled()
+	}
 
-	q := func(l []time.Duration, p float64) time.Duration {
-		if len(l) == 0 {
-			return 0
+	if px.profiling {
+		var csv strings.Builder
+		csv.WriteString("at_ms,bytes,direct_ms,proxied_ms,added_ms\n")
+		for _, r := range results {
+			fmt.Fprintf(&csv, "%d,%d,%.3f,%.3f,%.3f\n", r.at.Milliseconds(), r.size, float64(r.directRm.Microseconds())/1000, float64(r.proxiedRm.Microseconds())/1000, float64(r.added.Microseconds())/1000)
 		}
-		return l[min(len(l)-1, int(p*float64(len(l))))]
+		_ = os.WriteFile(filepath.Join(px.dir, "requests.csv"), []byte(csv.String()), 0o644)
 	}
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
-	report := fmt.Sprintf("| path | requests | errors | wall | p50 ms | p90 ms | p99 ms |\n|---|---:|---:|---:|---:|---:|---:|\n"+
-		"| direct to fake upstream | %d | %d | %s | %s | %s | %s |\n| through the proxy | %d | %d | %s | %s | %s | %s |\n"+
-		"| **added** | | | | %s | %s | %s |\n",
-		len(direct), derr, dtime.Round(time.Millisecond), ms(q(direct, .5)), ms(q(direct, .9)), ms(q(direct, .99)),
-		len(proxied), perr, ptime.Round(time.Millisecond), ms(q(proxied, .5)), ms(q(proxied, .9)), ms(q(proxied, .99)),
-		ms(q(proxied, .5)-q(direct, .5)), ms(q(proxied, .9)-q(direct, .9)), ms(q(proxied, .99)-q(direct, .99)))
-	report += fmt.Sprintf("\nUnsaturated (one request at a time with %s between requests, %d requests, paired direct vs proxied): added p50 %s ms, p90 %s ms, p99 %s ms, errors %d\n",
-		pause, len(diffs), ms(q(diffs, .5)), ms(q(diffs, .9)), ms(q(diffs, .99)), seqErrs)
+	report := loadReport(m, results, errs, wall, before, after)
 	t.Log("\n" + report)
 	if out := os.Getenv("CONDENSE_LOAD_REPORT"); out != "" {
 		_ = os.WriteFile(out, []byte(report), 0o644)
 	}
-	if derr+perr+seqErrs > 0 {
-		t.Fatalf("%d direct, %d proxied and %d sequential requests failed", derr, perr, seqErrs)
+	if errs > 0 {
+		t.Fatalf("%d of %d paired requests failed", errs, total)
 	}
 }
 
+// loadReport renders a run as markdown.
+func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, before, after promSample) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Model: %s.\n\n", m)
+	fmt.Fprintf(&b, "%d paired requests (each sent direct and through the proxy), %d errors, wall %v, %.1f proxied requests/s.\n\n",
+		len(rs), errs, wall.Round(time.Second), float64(len(rs))/wall.Seconds())
+	col := func(f func(pairResult) time.Duration, keep func(pairResult) bool) []time.Duration {
+		var l []time.Duration
+		for _, r := range rs {
+			if keep == nil || keep(r) {
+				l = append(l, f(r))
+			}
+		}
+		sort.Slice(l, func(a, b int) bool { return l[a] < l[b] })
+		return l
+	}
+	big := func(r pairResult) bool { return r.size > 256<<10 }
+	fmt.Fprintf(&b, "| ms | n | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	row := func(name string, l []time.Duration) {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", name, len(l), msq(l, .5), msq(l, .9), msq(l, .99), msq(l, .999), msq(l, 1))
+	}
+	if m.mode != "saturate" {
+		row("direct, end to end", col(func(r pairResult) time.Duration { return r.direct }, nil))
+	}
+	row("direct, minus modeled provider time", col(func(r pairResult) time.Duration { return r.directRm }, nil))
+	row("proxied, minus modeled provider time", col(func(r pairResult) time.Duration { return r.proxiedRm }, nil))
+	row("**added** (paired difference)", col(func(r pairResult) time.Duration { return r.added }, nil))
+	row("added, bodies > 256 KiB", col(func(r pairResult) time.Duration { return r.added }, big))
+	fmt.Fprintf(&b, "\n%s\n", promSummary(before, after, len(rs)))
+	return b.String()
+}
+
+// msq formats the q-quantile of a sorted list in milliseconds.
+func msq(l []time.Duration, q float64) string {
+	if len(l) == 0 {
+		return "–"
+	}
+	d := l[min(len(l)-1, int(q*float64(len(l))))]
+	return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000)
+}
+
 func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v >= 0 {
 		return v
 	}
 	return def

@@ -110,6 +110,34 @@ type Recorded struct {
 // Stream reports whether the request asked for a streamed response.
 func (r Recorded) Stream() bool { return gjson.GetBytes(r.Body, "stream").Bool() }
 
+// HeaderSlept is the response header in which the fake reports, in microseconds, how long it
+// actually slept (Reply.Delay plus the Latency model) before writing the response headers. Load
+// tests subtract it from a request's end-to-end time to take the modeled provider time (and the
+// timer's own jitter) out of a comparison.
+const HeaderSlept = "Upstreamfake-Slept-Us"
+
+// Latency models how long a real provider takes to answer: TTFT (time to first token) before
+// anything is sent, then the reply's output tokens generated at TokensPerSecond. A non-streamed
+// reply is sent after both; a streamed one sends its first event after TTFT and its closing
+// events after the generation time. The zero value adds no delay.
+type Latency struct {
+	// TTFT is the time to first token.
+	TTFT time.Duration
+	// TokensPerSecond is the output generation speed (<= 0: generation takes no time).
+	TokensPerSecond float64
+}
+
+// Generation returns the time to generate n output tokens.
+func (l Latency) Generation(n int) time.Duration {
+	if l.TokensPerSecond <= 0 || n <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n) / l.TokensPerSecond * float64(time.Second))
+}
+
+// Total returns the modeled time of a whole reply with n output tokens.
+func (l Latency) Total(n int) time.Duration { return l.TTFT + l.Generation(n) }
+
 // Responder chooses the reply to a request when the script queue is empty.
 type Responder func(req Recorded) Reply
 
@@ -126,6 +154,7 @@ type Server struct {
 	seq       int
 	idn       int
 	record    bool
+	latency   Latency
 }
 
 // Start starts a fake upstream on a free loopback port. The default responder answers
@@ -145,6 +174,14 @@ func (s *Server) Close() { s.srv.Close() }
 func (s *Server) SetRecording(on bool) {
 	s.mu.Lock()
 	s.record = on
+	s.mu.Unlock()
+}
+
+// SetLatency sets the response-time model applied to every successful model reply (error,
+// Raw and count_tokens replies are not delayed by it; Reply.Delay still applies on top).
+func (s *Server) SetLatency(l Latency) {
+	s.mu.Lock()
+	s.latency = l
 	s.mu.Unlock()
 }
 
@@ -240,10 +277,28 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rep = s.responder(rec)
 	}
+	lat := s.latency
 	s.mu.Unlock()
 
-	if rep.Delay > 0 {
-		time.Sleep(rep.Delay)
+	modeled := rep.Raw == nil && rep.Status < 400
+	if !modeled {
+		lat = Latency{}
+	}
+	stream := rec.Stream()
+	if modeled {
+		s.fillIDs(&rep)
+		fillUsage(&rep, len(body))
+	}
+	gen := lat.Generation(rep.Usage.OutputTokens)
+	wait := rep.Delay + lat.TTFT
+	if !stream {
+		wait += gen
+		gen = 0
+	}
+	if wait > 0 {
+		start := time.Now()
+		time.Sleep(wait)
+		w.Header().Set(HeaderSlept, strconv.FormatInt(time.Since(start).Microseconds(), 10))
 	}
 	for k, vs := range rep.Header {
 		for _, v := range vs {
@@ -266,26 +321,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case rep.Status >= 400:
 		s.writeError(w, rec.Format, rep)
 	default:
-		s.fillIDs(&rep)
 		model := gjson.GetBytes(body, "model").String()
-		if rep.Usage.InputTokens == 0 {
-			rep.Usage.InputTokens = estimateTokens(len(body))
-		}
-		if rep.Usage.OutputTokens == 0 {
-			n := len(rep.Text) + len(rep.Thinking)
-			for _, c := range rep.ToolCalls {
-				n += len(c.Input) + len(c.Name)
-			}
-			rep.Usage.OutputTokens = estimateTokens(n)
-		}
-		stream := rec.Stream()
 		switch {
 		case rec.Format == Anthropic && stream:
-			s.streamAnthropic(w, model, rep)
+			s.streamAnthropic(w, model, rep, gen)
 		case rec.Format == Anthropic:
 			writeJSON(w, 200, string(AnthropicMessage(s.nextID("msg_"), model, rep)))
 		case stream:
-			s.streamOpenAI(w, model, rep, gjson.GetBytes(body, "stream_options.include_usage").Bool())
+			s.streamOpenAI(w, model, rep, gen, gjson.GetBytes(body, "stream_options.include_usage").Bool())
 		default:
 			writeJSON(w, 200, string(OpenAICompletion(s.nextID("chatcmpl-"), model, rep)))
 		}
@@ -312,6 +355,21 @@ func (s *Server) fillIDs(rep *Reply) {
 		}
 	}
 	rep.ToolCalls = calls
+}
+
+// fillUsage estimates the usage a reply leaves zero: input tokens from the request body size,
+// output tokens from the reply's text, thinking and tool calls.
+func fillUsage(rep *Reply, bodyLen int) {
+	if rep.Usage.InputTokens == 0 {
+		rep.Usage.InputTokens = estimateTokens(bodyLen)
+	}
+	if rep.Usage.OutputTokens == 0 {
+		n := len(rep.Text) + len(rep.Thinking)
+		for _, c := range rep.ToolCalls {
+			n += len(c.Input) + len(c.Name)
+		}
+		rep.Usage.OutputTokens = estimateTokens(n)
+	}
 }
 
 func estimateTokens(n int) int { return n/4 + 1 }
@@ -469,7 +527,7 @@ func chunks(s string) []string {
 	return out
 }
 
-func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply) {
+func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply, gen time.Duration) {
 	e := newSSE(w, rep)
 	e.event("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":%s,"type":"message","role":"assistant","model":%s,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}}}`,
 		jsonString(s.nextID("msg_")), jsonString(model), rep.Usage.InputTokens, rep.Usage.CacheCreationTokens, rep.Usage.CacheReadTokens))
@@ -500,11 +558,12 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply)
 		e.event("content_block_stop", fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, idx))
 		idx++
 	}
+	time.Sleep(gen)
 	e.event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":%d}}`, stopReason(rep), rep.Usage.OutputTokens))
 	e.event("message_stop", `{"type":"message_stop"}`)
 }
 
-func (s *Server) streamOpenAI(w http.ResponseWriter, model string, rep Reply, includeUsage bool) {
+func (s *Server) streamOpenAI(w http.ResponseWriter, model string, rep Reply, gen time.Duration, includeUsage bool) {
 	e := newSSE(w, rep)
 	id := s.nextID("chatcmpl-")
 	created := time.Now().Unix()
@@ -530,6 +589,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, model string, rep Reply, in
 	if len(rep.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
+	time.Sleep(gen)
 	e.event("", head+fmt.Sprintf(`{"index":0,"delta":{},"logprobs":null,"finish_reason":%q}`, finish)+tail)
 	if includeUsage {
 		e.event("", head+`],"usage":`+openAIUsage(rep.Usage)+`}`)

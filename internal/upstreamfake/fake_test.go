@@ -3,8 +3,12 @@ package upstreamfake
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -126,3 +130,48 @@ func TestOpenAIErrorShapeAndUnknownPath(t *testing.T) {
 func ac(s *Server) *anthropic.Client { c := anthropicClient(s); return &c }
 
 func oc(s *Server) *openai.Client { c := openaiClient(s); return &c }
+
+// TestLatencyModel checks that the response-time model holds a reply back at least TTFT plus the
+// generation time of its output tokens, reports what it slept in HeaderSlept, and leaves error
+// replies undelayed.
+func TestLatencyModel(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	lat := Latency{TTFT: 20 * time.Millisecond, TokensPerSecond: 1000}
+	s.SetLatency(lat)
+	if got := lat.Total(30); got != 50*time.Millisecond {
+		t.Fatalf("Total(30) = %v", got)
+	}
+	s.Enqueue(Reply{Text: "done", Usage: Usage{OutputTokens: 30}}, Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "busy"})
+	for i, want := range []time.Duration{lat.Total(30), 0} {
+		resp, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		h := resp.Header.Get(HeaderSlept)
+		if want == 0 {
+			if h != "" || resp.StatusCode != 529 {
+				t.Fatalf("reply %d: status %d, %s %q", i, resp.StatusCode, HeaderSlept, h)
+			}
+			continue
+		}
+		us, err := strconv.ParseInt(h, 10, 64)
+		if err != nil || time.Duration(us)*time.Microsecond < want {
+			t.Fatalf("reply %d: %s = %q, want at least %v", i, HeaderSlept, h, want)
+		}
+	}
+	// Streamed: the reply still accumulates into the same message.
+	s.Enqueue(Reply{Text: "streamed", Usage: Usage{OutputTokens: 10}})
+	st := ac(s).Messages.NewStreaming(context.Background(), anthropicParams())
+	var msg anthropic.Message
+	for st.Next() {
+		if err := msg.Accumulate(st.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.Err() != nil || len(msg.Content) != 1 || msg.Content[0].Text != "streamed" || msg.Usage.OutputTokens != 10 {
+		t.Fatalf("err %v, message %+v", st.Err(), msg)
+	}
+}

@@ -1,0 +1,294 @@
+//go:build loadtest
+
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/testutil/redistest"
+)
+
+// proxyProc is a `condense proxy` process (and, in jobs mode, a `condense pruner` process)
+// started by the load test.
+type proxyProc struct {
+	url   string // proxy base URL
+	pprof string // pprof address ("" unless CONDENSE_LOAD_PROFILE is set)
+	dir   string // config, logs and profiles
+	// profiling is set with CONDENSE_LOAD_PROFILE: pprof is served, profiles and a per-request
+	// CSV are written to dir.
+	profiling bool
+	procs     []*exec.Cmd
+	once      sync.Once
+}
+
+// buildCondense builds cmd/condense (or returns CONDENSE_LOAD_BIN).
+func buildCondense(t *testing.T) string {
+	if b := os.Getenv("CONDENSE_LOAD_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "condense")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/condense")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/condense: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startProxyProcess starts `condense proxy` against the fake upstream with the production
+// defaults (memory store and in-process extractive flushes, or a real redis-server and a
+// `condense pruner` worker when the model's summarizer is "jobs"). CONDENSE_LOAD_CONFIG adds
+// members to the configuration document (`"engine":{"trigger":{"mode":"on-demand"}}`);
+// CONDENSE_LOAD_PROXY_ENV
+// adds environment variables to both processes ("GOGC=200 GODEBUG=gctrace=1"); with
+// CONDENSE_LOAD_PROFILE=DIR the proxy serves pprof and its logs and profiles go to DIR.
+func startProxyProcess(t *testing.T, m loadModel, upstream string) *proxyProc {
+	bin := buildCondense(t)
+	p := &proxyProc{dir: os.Getenv("CONDENSE_LOAD_PROFILE")}
+	profiling := p.dir != ""
+	p.profiling = profiling
+	if !profiling {
+		p.dir = t.TempDir()
+	} else if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	storeURL, extra := "memory:", ""
+	if m.summarizer == "jobs" {
+		storeURL, extra = redistest.Start(t, nil).URL(), `,"summarizer":{"mode":"jobs"}`
+	}
+	if more := os.Getenv("CONDENSE_LOAD_CONFIG"); more != "" {
+		extra += "," + more
+	}
+	cfg := fmt.Sprintf(`{"apiVersion":"condense.dev/config/v1","kind":"ProxyConfig","listen":{"proxy":"127.0.0.1:0","metrics":"","health":""},`+
+		`"upstreams":{"anthropic":%q,"openai":%q},"store":{"url":%q}%s}`, upstream, upstream+"/v1", storeURL, extra)
+	cfgPath := filepath.Join(p.dir, "config.json")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"proxy", "--config", cfgPath}
+	if profiling {
+		args = append(args, "--pprof", "127.0.0.1:0")
+	}
+	addrs := p.start(t, bin, "proxy", args...)
+	want := map[string]bool{"proxy": true, "pprof": profiling}
+	deadline := time.After(time.Minute)
+	for want["proxy"] || want["pprof"] {
+		select {
+		case a := <-addrs:
+			if want[a[0]] {
+				want[a[0]] = false
+				if a[0] == "proxy" {
+					p.url = "http://" + a[1]
+				} else {
+					p.pprof = "http://" + a[1]
+				}
+			}
+		case <-deadline:
+			p.stop()
+			t.Fatalf("condense proxy did not start; see %s", filepath.Join(p.dir, "proxy.log"))
+		}
+	}
+	if m.summarizer == "jobs" {
+		p.start(t, bin, "pruner", "pruner", "--config", cfgPath)
+	}
+	return p
+}
+
+// start runs bin with args, copies its stderr to DIR/name.log and sends the (what, addr) of
+// every "listening" log line.
+func (p *proxyProc) start(t *testing.T, bin, name string, args ...string) <-chan [2]string {
+	logf, err := os.Create(filepath.Join(p.dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), strings.Fields(os.Getenv("CONDENSE_LOAD_PROXY_ENV"))...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.procs = append(p.procs, cmd)
+	addrs := make(chan [2]string, 4)
+	go func() {
+		defer logf.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			_, _ = logf.Write(append(line, '\n'))
+			if gjson.GetBytes(line, "msg").Str == "listening" {
+				select {
+				case addrs <- [2]string{gjson.GetBytes(line, "what").Str, gjson.GetBytes(line, "addr").Str}:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(logf, stderr)
+	}()
+	return addrs
+}
+
+// stop sends SIGTERM to every process (newest first), waits up to 30s each, then kills.
+func (p *proxyProc) stop() {
+	p.once.Do(func() {
+		for i := len(p.procs) - 1; i >= 0; i-- {
+			cmd := p.procs[i]
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+	})
+}
+
+// profile starts, when CONDENSE_LOAD_PROFILE is set, a CPU profile of the proxy over the
+// middle of the run (CONDENSE_LOAD_PROFILE_SECONDS, default 30, after 1/4 of the ramp) and
+// returns a function that waits for it and saves the heap profile too.
+func (p *proxyProc) profile(t *testing.T, m loadModel) func() {
+	if p.pprof == "" {
+		return nil
+	}
+	secs := envInt("CONDENSE_LOAD_PROFILE_SECONDS", 30)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(m.ramp / 4)
+		p.fetch(t, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), "cpu.pprof")
+	}()
+	return func() {
+		wg.Wait()
+		p.fetch(t, "/debug/pprof/heap", "heap.pprof")
+		t.Logf("profiles and logs in %s", p.dir)
+	}
+}
+
+func (p *proxyProc) fetch(t *testing.T, path, file string) {
+	resp, err := http.Get(p.pprof + path)
+	if err != nil {
+		t.Logf("pprof %s: %v", path, err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(filepath.Join(p.dir, file))
+	if err != nil {
+		t.Logf("pprof %s: %v", path, err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
+}
+
+// promSample is one scrape of the proxy's /metrics: "name{labels}" → value.
+type promSample map[string]float64
+
+func (p *proxyProc) scrape(t *testing.T) promSample {
+	resp, err := http.Get(p.url + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	s := promSample{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			s[line[:i]] = v
+		}
+	}
+	return s
+}
+
+// sum adds the values of every series whose key starts with prefix.
+func (s promSample) sum(prefix string) float64 {
+	total := 0.0
+	for k, v := range s {
+		if strings.HasPrefix(k, prefix) {
+			total += v
+		}
+	}
+	return total
+}
+
+// promSummary reports what the proxy process measured itself between two scrapes: its CPU
+// time, garbage collections, flushes and the condense_added_latency_seconds histogram.
+func promSummary(before, after promSample, n int) string {
+	d := func(k string) float64 { return after[k] - before[k] }
+	var b strings.Builder
+	cpu := d("process_cpu_seconds_total")
+	fmt.Fprintf(&b, "Proxy process: %.1f s CPU (%.2f ms per proxied request), %.0f GCs, max RSS %.0f MB; flushes by outcome:",
+		cpu, 1000*cpu/math.Max(1, float64(n)), d("go_gc_duration_seconds_count"), after["process_resident_memory_bytes"]/1e6)
+	var outcomes []string
+	for k := range after {
+		if strings.HasPrefix(k, "condense_flushes_total{") {
+			outcomes = append(outcomes, k)
+		}
+	}
+	sort.Strings(outcomes)
+	for _, k := range outcomes {
+		fmt.Fprintf(&b, " %s %.0f", strings.TrimSuffix(strings.TrimPrefix(k, "condense_flushes_total{"), "}"), d(k))
+	}
+	const h = `condense_added_latency_seconds_bucket{endpoint="messages",le="`
+	type bucket struct {
+		le  float64
+		cum float64
+	}
+	var bs []bucket
+	for k := range after {
+		if strings.HasPrefix(k, h) {
+			le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(h):], `"}`), 64)
+			if err == nil {
+				bs = append(bs, bucket{le, d(k)})
+			}
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	if len(bs) == 0 || bs[len(bs)-1].cum == 0 {
+		return b.String() + "\n"
+	}
+	total := bs[len(bs)-1].cum
+	fmt.Fprintf(&b, ".\n\n`condense_added_latency_seconds` (the proxy's own time before a request goes upstream: read, parse, load, render), %.0f requests:", total)
+	for _, q := range []float64{.5, .9, .99, .999} {
+		for _, x := range bs {
+			if x.cum >= q*total {
+				fmt.Fprintf(&b, " p%g ≤ %g ms;", 100*q, 1000*x.le)
+				break
+			}
+		}
+	}
+	for _, x := range bs {
+		if x.le >= .001 && x.le <= .025 {
+			fmt.Fprintf(&b, " %.2f%% ≤ %g ms;", 100*x.cum/total, 1000*x.le)
+		}
+	}
+	return strings.TrimSuffix(b.String(), ";") + ".\n"
+}
