@@ -26,6 +26,19 @@ func reportCPU(b *testing.B, start time.Duration) {
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
+// benchLoop runs op b.N times over an input of n bytes, reporting allocations and CPU
+// time per operation.
+func benchLoop(b *testing.B, n int, op func()) {
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := cpuTime()
+	defer func() { reportCPU(b, start) }()
+	for b.Loop() {
+		op()
+	}
+}
+
 // benchRequest returns a 2 MB Anthropic request built from the Claude Code corpus.
 func benchRequest(b *testing.B) []byte {
 	return twoMBRequest(b)
@@ -34,16 +47,11 @@ func benchRequest(b *testing.B) []byte {
 // BenchmarkParseAnthropic parses the largest corpus request.
 func BenchmarkParseAnthropic(b *testing.B) {
 	body := benchRequest(b)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	defer func() { reportCPU(b, start) }()
-	for b.Loop() {
+	benchLoop(b, len(body), func() {
 		if _, err := Parse(Anthropic, body); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 // BenchmarkBytesUnmodified measures serializing an unmodified request (no copy).
@@ -84,12 +92,7 @@ func BenchmarkSerializeOneBlockChanged(b *testing.B) {
 	if mi < 0 {
 		b.Skip("no tool result")
 	}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	defer func() { reportCPU(b, start) }()
-	for b.Loop() {
+	benchLoop(b, len(body), func() {
 		m := r.Messages[mi]
 		blocks := append([]*Block(nil), m.Blocks...)
 		blocks[bi] = blocks[bi].WithResultText("[pruned]")
@@ -99,7 +102,7 @@ func BenchmarkSerializeOneBlockChanged(b *testing.B) {
 		if len(out) == 0 {
 			b.Fatal("empty")
 		}
-	}
+	})
 }
 
 // BenchmarkParseOpenAI parses the largest OpenAI-native corpus conversation (the
@@ -114,16 +117,11 @@ func BenchmarkParseOpenAI(b *testing.B) {
 		b.Fatal(err)
 	}
 	body := append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}')
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	defer func() { reportCPU(b, start) }()
-	for b.Loop() {
+	benchLoop(b, len(body), func() {
 		if _, err := Parse(OpenAI, body); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 }
 
 // BenchmarkParseReusing is the proxy's steady state: the 2 MB request parsed with
@@ -144,12 +142,7 @@ func BenchmarkParseReusing(b *testing.B) {
 		b.Fatal(err)
 	}
 	body = append([]byte(nil), body...)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	defer func() { reportCPU(b, start) }()
-	for b.Loop() {
+	benchLoop(b, len(body), func() {
 		r, err := ParseReusing(Anthropic, body, prev)
 		if err != nil {
 			b.Fatal(err)
@@ -157,5 +150,51 @@ func BenchmarkParseReusing(b *testing.B) {
 		if r.ReusedMessages() != len(full.Messages)-2 {
 			b.Fatalf("reused %d of %d", r.ReusedMessages(), len(full.Messages))
 		}
+	})
+}
+
+// stringOffsets returns the offsets of every string literal (keys included) in body, a
+// valid JSON document.
+func stringOffsets(tb testing.TB, body []byte) []int {
+	var offs []int
+	for i := 0; i < len(body); i++ {
+		if body[i] == '"' {
+			end, _, err := scanString(body, i)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			offs = append(offs, i)
+			i = end - 1
+		}
 	}
+	return offs
+}
+
+// BenchmarkStringsDecode decodes every string of the 2 MB request as Parse does
+// (scanText: shared body bytes without escapes, the arena with), without the rest of
+// the parse: the string kernels' share of a cold parse.
+func BenchmarkStringsDecode(b *testing.B) {
+	body := benchRequest(b)
+	offs := stringOffsets(b, body)
+	benchLoop(b, len(body), func() {
+		p := &parser{d: body, f: Anthropic}
+		for _, off := range offs {
+			if _, _, err := p.scanText(off); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkStringsScan validates every string of the 2 MB request with scanString.
+func BenchmarkStringsScan(b *testing.B) {
+	body := benchRequest(b)
+	offs := stringOffsets(b, body)
+	benchLoop(b, len(body), func() {
+		for _, off := range offs {
+			if _, _, err := scanString(body, off); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

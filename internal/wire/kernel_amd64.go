@@ -2,19 +2,18 @@ package wire
 
 import "golang.org/x/sys/cpu"
 
-// hasAVX2 reports whether the AVX2 string kernels can run on this CPU.
-var hasAVX2 = cpu.X86.HasAVX2
+// hasSIMD reports whether the AVX2 string kernels can run on this CPU (they also use
+// BMI2's PEXT/PDEP and POPCNT).
+var hasSIMD = cpu.X86.HasAVX2 && cpu.X86.HasBMI2 && cpu.X86.HasPOPCNT
 
 func init() {
-	if hasAVX2 {
+	if hasSIMD {
 		decodeRun = decodeRunAVX2
 		scanRun = scanRunAVX2
 	}
 }
 
-// decodeRunAVX2 is decodeRun with AVX2: 32 bytes per step, each stored to dst as it is
-// checked; two-byte escapes and valid UTF-8 sequences are handled without returning, the
-// last 31 bytes of src one at a time.
+// decodeRunAVX2 is decodeRun with AVX2, 32 bytes per step (see kernel_amd64.s).
 //
 //go:noescape
 func decodeRunAVX2(dst, src []byte) (n, m int)
@@ -23,3 +22,82 @@ func decodeRunAVX2(dst, src []byte) (n, m int)
 //
 //go:noescape
 func scanRunAVX2(src []byte, plain bool) (n int, escaped bool)
+
+// UTF-8 error classes of the vectorised validation (Keiser and Lemire, "Validating UTF-8
+// in less than one instruction per byte", 2021): a byte pair (previous byte, byte) is
+// invalid when the three nibble lookups below share a class bit, except that two
+// continuation bytes are valid exactly when the byte is the third or fourth of a
+// sequence (then utf8Check expects twoConts).
+const (
+	tooShort     = 1 << 0 // a leading byte not followed by a continuation byte
+	tooLong      = 1 << 1 // a continuation byte after an ASCII byte
+	overlong3    = 1 << 2 // E0 80..9F
+	tooLarge     = 1 << 3 // F4 90..BF, F5..FF
+	surrogate    = 1 << 4 // ED A0..BF
+	overlong2    = 1 << 5 // C0, C1
+	tooLarge1000 = 1 << 6 // F5..FF 80..8F
+	overlong4    = 1 << 6 // F0 80..8F
+	twoConts     = 1 << 7 // two continuation bytes
+	carry        = tooShort | tooLong | twoConts
+)
+
+// lanes repeats a 16-byte table in both 128-bit lanes (VPSHUFB looks up per lane).
+func lanes(t [16]byte) (v [32]byte) {
+	copy(v[:], t[:])
+	copy(v[16:], t[:])
+	return
+}
+
+// The nibble tables of the UTF-8 validation: by the previous byte's high and low nibble
+// and by the byte's high nibble.
+var (
+	utf8Prev1High = lanes([16]byte{
+		tooLong, tooLong, tooLong, tooLong, tooLong, tooLong, tooLong, tooLong,
+		twoConts, twoConts, twoConts, twoConts,
+		tooShort | overlong2,
+		tooShort,
+		tooShort | overlong3 | surrogate,
+		tooShort | tooLarge | tooLarge1000 | overlong4,
+	})
+	utf8Prev1Low = lanes([16]byte{
+		carry | overlong3 | overlong2 | overlong4,
+		carry | overlong2,
+		carry, carry,
+		carry | tooLarge,
+		carry | tooLarge | tooLarge1000, carry | tooLarge | tooLarge1000,
+		carry | tooLarge | tooLarge1000, carry | tooLarge | tooLarge1000,
+		carry | tooLarge | tooLarge1000, carry | tooLarge | tooLarge1000,
+		carry | tooLarge | tooLarge1000, carry | tooLarge | tooLarge1000,
+		carry | tooLarge | tooLarge1000 | surrogate,
+		carry | tooLarge | tooLarge1000, carry | tooLarge | tooLarge1000,
+	})
+	utf8CurHigh = lanes([16]byte{
+		tooShort, tooShort, tooShort, tooShort, tooShort, tooShort, tooShort, tooShort,
+		tooLong | overlong2 | twoConts | overlong3 | tooLarge1000 | overlong4,
+		tooLong | overlong2 | twoConts | overlong3 | tooLarge,
+		tooLong | overlong2 | twoConts | surrogate | tooLarge,
+		tooLong | overlong2 | twoConts | surrogate | tooLarge,
+		tooShort, tooShort, tooShort, tooShort,
+	})
+)
+
+// Two-byte escapes by nibble: a byte after a backslash is a valid two-byte escape when
+// escLow[low nibble] & escHigh[high nibble] != 0 (" / \ b f n r t; \u is left to the
+// caller), and escLetter[(c>>1)&15] is what the letters b f n r t stand for.
+var (
+	escLow    = lanes([16]byte{2: 1 | 4 | 8, 4: 8, 6: 4, 0xC: 2, 0xE: 4, 0xF: 1})
+	escHigh   = lanes([16]byte{2: 1, 5: 2, 6: 4, 7: 8})
+	escLetter = lanes([16]byte{1: '\b', 3: '\f', 7: '\n', 9: '\r', 0xA: '\t'})
+)
+
+// utf8Check is the vectorised validation for one byte position, as the kernels compute
+// it in every lane: the error class bits for byte cur after prev1, prev2, prev3 (0 when
+// valid so far).
+func utf8Check(prev3, prev2, prev1, cur byte) byte {
+	special := utf8Prev1High[prev1>>4] & utf8Prev1Low[prev1&15] & utf8CurHigh[cur>>4]
+	var must byte
+	if prev2 >= 0xE0 || prev3 >= 0xF0 {
+		must = 0x80
+	}
+	return special ^ must
+}

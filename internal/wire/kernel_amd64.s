@@ -1,19 +1,52 @@
 #include "textflag.h"
 
-// AVX2 string kernels (see kernel.go for the contract). Registers shared by both:
-// SI = src, DX = len(src), R8 = i (bytes of src consumed), R10 = &escDecode,
-// R11 = &utf8Lead, Y1/Y2/Y3 = 32 copies of '"', '\\' and 0x1f.
+// AVX2 string kernels (see kernel.go for the contract; kernel_amd64.go for the tables).
+// Registers shared by both: SI = src, DX = len(src), R8 = i (bytes of src consumed),
+// R10 = &escDecode, R11 = &utf8Lead; Y1/Y2/Y3 = 32 copies of '"', '\\' and 0x1f,
+// Y9 = escLetter, Y10/Y11/Y12 = the UTF-8 nibble tables, Y13/Y14 = the escape nibble
+// tables.
+//
+// Each step loads the 32 bytes at src[i], always at a character boundary (not inside a
+// UTF-8 sequence or an escape), and finds the region that can be taken whole (REGION):
+// up to the first unescaped quote or control character, without a trailing backslash
+// or a UTF-8 sequence that continues past the block. The region is taken with vector
+// checks only: its UTF-8 by the lookup validation of Keiser and Lemire (the bytes before
+// the block count as ASCII, which they are as far as validation goes since i is at a
+// boundary), its escapes by a nibble lookup; decoding translates the escaped letters
+// with a shuffle and drops the backslashes with PEXT, eight bytes at a time. A block
+// the vector checks do not clear (a \u escape, an invalid escape or UTF-8, two
+// backslashes in a row, a region of zero bytes) goes the scalar way: its special bytes
+// one by one from the mask (SLOW: R14 = the block's offset, AX = its special bytes not
+// consumed yet), which stops exactly where the caller must look. The last 31 bytes of
+// src go one byte at a time (TAILBYTE).
 
 // SETUP loads the tables and the comparison vectors (from memory: moving a general
-// register to a vector register here measured ~100× slower per call on this machine).
+// register to a vector register here measured ~100x slower per call on this machine).
 #define SETUP \
-	LEAQ    ·escDecode(SB), R10; \
-	LEAQ    ·utf8Lead(SB), R11;  \
-	VMOVDQU vecs<>+0(SB), Y1;    \
-	VMOVDQU vecs<>+32(SB), Y2;   \
-	VMOVDQU vecs<>+64(SB), Y3
+	LEAQ    ·escDecode(SB), R10;     \
+	LEAQ    ·utf8Lead(SB), R11;      \
+	VMOVDQU vecs<>+QUOTE(SB), Y1;    \
+	VMOVDQU vecs<>+BSLASH(SB), Y2;   \
+	VMOVDQU vecs<>+CTL(SB), Y3;      \
+	VMOVDQU ·escLetter(SB), Y9;      \
+	VMOVDQU ·utf8Prev1High(SB), Y10; \
+	VMOVDQU ·utf8Prev1Low(SB), Y11;  \
+	VMOVDQU ·utf8CurHigh(SB), Y12;   \
+	VMOVDQU ·escLow(SB), Y13;        \
+	VMOVDQU ·escHigh(SB), Y14
 
-// vecs holds 32 copies each of '"', '\\' and 0x1f.
+#define QUOTE 0
+#define BSLASH 32
+#define CTL 64
+#define NIB 96
+#define E0 128
+#define F0 160
+#define HI 192
+#define LET 224
+#define ONES 256
+
+// vecs holds 32 copies each of '"', '\\', 0x1f, 0x0f, 0xdf, 0xef, 0x80 and 0x5f, then
+// the word 0x0101010101010101.
 DATA vecs<>+0(SB)/8, $0x2222222222222222
 DATA vecs<>+8(SB)/8, $0x2222222222222222
 DATA vecs<>+16(SB)/8, $0x2222222222222222
@@ -26,19 +59,177 @@ DATA vecs<>+64(SB)/8, $0x1f1f1f1f1f1f1f1f
 DATA vecs<>+72(SB)/8, $0x1f1f1f1f1f1f1f1f
 DATA vecs<>+80(SB)/8, $0x1f1f1f1f1f1f1f1f
 DATA vecs<>+88(SB)/8, $0x1f1f1f1f1f1f1f1f
-GLOBL vecs<>(SB), RODATA|NOPTR, $96
+DATA vecs<>+96(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vecs<>+104(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vecs<>+112(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vecs<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA vecs<>+128(SB)/8, $0xdfdfdfdfdfdfdfdf
+DATA vecs<>+136(SB)/8, $0xdfdfdfdfdfdfdfdf
+DATA vecs<>+144(SB)/8, $0xdfdfdfdfdfdfdfdf
+DATA vecs<>+152(SB)/8, $0xdfdfdfdfdfdfdfdf
+DATA vecs<>+160(SB)/8, $0xefefefefefefefef
+DATA vecs<>+168(SB)/8, $0xefefefefefefefef
+DATA vecs<>+176(SB)/8, $0xefefefefefefefef
+DATA vecs<>+184(SB)/8, $0xefefefefefefefef
+DATA vecs<>+192(SB)/8, $0x8080808080808080
+DATA vecs<>+200(SB)/8, $0x8080808080808080
+DATA vecs<>+208(SB)/8, $0x8080808080808080
+DATA vecs<>+216(SB)/8, $0x8080808080808080
+DATA vecs<>+224(SB)/8, $0x5f5f5f5f5f5f5f5f
+DATA vecs<>+232(SB)/8, $0x5f5f5f5f5f5f5f5f
+DATA vecs<>+240(SB)/8, $0x5f5f5f5f5f5f5f5f
+DATA vecs<>+248(SB)/8, $0x5f5f5f5f5f5f5f5f
+DATA vecs<>+256(SB)/8, $0x0101010101010101
+GLOBL vecs<>(SB), RODATA|NOPTR, $264
 
-// SPECIAL sets AX to the mask of the bytes of Y0 that are not plain: '"', '\\', control
-// characters and non-ASCII bytes (a plain byte is above 0x1f as a signed byte and is
-// neither a quote nor a backslash).
+// SPECIAL sets Y4 to the quotes and Y5 to the backslashes of Y0, and AX to the mask of
+// its bytes that are not plain: '"', '\\', control characters and non-ASCII bytes (a
+// plain byte is above 0x1f as a signed byte and is neither a quote nor a backslash).
 #define SPECIAL \
 	VPCMPEQB  Y0, Y1, Y4; \
 	VPCMPEQB  Y0, Y2, Y5; \
-	VPOR      Y4, Y5, Y4; \
-	VPCMPGTB  Y3, Y0, Y5; \
-	VPANDN    Y5, Y4, Y4; \
-	VPMOVMSKB Y4, AX;     \
+	VPCMPGTB  Y3, Y0, Y6; \
+	VPOR      Y4, Y5, Y7; \
+	VPANDN    Y6, Y7, Y7; \
+	VPMOVMSKB Y7, AX;     \
 	NOTL      AX
+
+// SHIFT1 sets dst to src moved up one byte across the whole vector (byte 0 zero).
+#define SHIFT1(src, dst) \
+	VPERM2I128 $0x08, src, src, Y8; \
+	VPALIGNR   $15, Y8, src, dst
+
+// REGION analyses the block Y0 at src[i] with special bytes AX (not 0), Y4 and Y5 from
+// SPECIAL. It jumps to slow unless the vector checks clear the region, and otherwise
+// falls through with CX = its length e (1..32), BX = the backslashes in it and
+// R13 = (1<<e)-1. In plain mode (the register plain is not zero) backslashes end the
+// region like quotes. Expanded once per function (its labels are the function's).
+#define REGION(plain, slow) \
+	VPMOVMSKB Y5, BX;                  \
+	VPMOVMSKB Y4, CX;                  \
+	VPMOVMSKB Y0, R12;                 \
+	MOVL      BX, R13;                 \
+	ORL       CX, R13;                 \
+	ORL       R12, R13;                \
+	NOTL      R13;                     \
+	ANDL      AX, R13;                 \
+	TESTQ     plain, plain;            \
+	JZ        rgescapes;               \
+	ORL       BX, CX;                  \
+	XORL      BX, BX;                  \
+rgescapes:                             \
+	LEAL      (BX)(BX*1), R14;         \
+	TESTL     R14, BX;                 \
+	JNZ       slow;                    \
+	NOTL      R14;                     \
+	ANDL      R14, CX;                 \
+	ORL       R13, CX;                 \
+	BTSQ      $32, CX;                 \
+	BSFQ      CX, CX;                  \
+	LEAQ      -1(CX), R13;             \
+	BTQ       R13, BX;                 \
+	SBBQ      $0, CX;                  \
+	JZ        slow;                    \
+	MOVQ      $1, R13;                 \
+	SHLQ      CX, R13;                 \
+	DECQ      R13;                     \
+	LEAQ      1(R13)(R13*1), R14;      \
+	TESTQ     R14, R12;                \
+	JZ        rgdone;                  \
+	UTF8ERR(R12);                      \
+	ANDQ      R14, R12;                \
+	JNZ       slow;                    \
+	CMPQ      CX, $32;                 \
+	JNE       rgdone;                  \
+	MOVBLZX   31(SI)(R8*1), R12;       \
+	MOVQ      $31, R14;                \
+	CMPL      R12, $0xc0;              \
+	JAE       rgtrim;                  \
+	MOVBLZX   30(SI)(R8*1), R12;       \
+	MOVQ      $30, R14;                \
+	CMPL      R12, $0xe0;              \
+	JAE       rgtrim;                  \
+	MOVBLZX   29(SI)(R8*1), R12;       \
+	MOVQ      $29, R14;                \
+	CMPL      R12, $0xf0;              \
+	JB        rgdone;                  \
+rgtrim:                                \
+	MOVQ      R14, CX;                 \
+	MOVQ      $1, R13;                 \
+	SHLQ      CX, R13;                 \
+	DECQ      R13;                     \
+rgdone:                                \
+	ANDQ      R13, BX
+
+// LOOKUP2 sets dst to thigh[src>>4] & tlow[src&15] for every byte of src (a nibble
+// lookup in each 128-bit lane); tmp may be src.
+#define LOOKUP2(src, thigh, tlow, dst, tmp) \
+	VPSRLW  $4, src, dst;            \
+	VPAND   vecs<>+NIB(SB), dst, dst; \
+	VPSHUFB dst, thigh, dst;         \
+	VPAND   vecs<>+NIB(SB), src, tmp; \
+	VPSHUFB tmp, tlow, tmp;          \
+	VPAND   tmp, dst, dst
+
+// UTF8ERR sets r to the bytes of Y0 where the vector UTF-8 validation finds an error
+// (the bytes before Y0 taken as ASCII). Clobbers Y6, Y7, Y8, Y15.
+#define UTF8ERR(r) \
+	SHIFT1(Y0, Y15);                  \
+	VPALIGNR   $14, Y8, Y0, Y6;       \
+	VPALIGNR   $13, Y8, Y0, Y7;       \
+	VPSUBUSB   vecs<>+E0(SB), Y6, Y6; \
+	VPSUBUSB   vecs<>+F0(SB), Y7, Y7; \
+	VPOR       Y6, Y7, Y6;            \
+	VPXOR      Y8, Y8, Y8;            \
+	VPCMPGTB   Y8, Y6, Y6;            \
+	VPAND      vecs<>+HI(SB), Y6, Y6; \
+	LOOKUP2(Y15, Y10, Y11, Y7, Y15);  \
+	VPSRLW     $4, Y0, Y15;           \
+	VPAND      vecs<>+NIB(SB), Y15, Y15; \
+	VPSHUFB    Y15, Y12, Y15;         \
+	VPAND      Y15, Y7, Y7;           \
+	VPXOR      Y6, Y7, Y7;            \
+	VPCMPEQB   Y8, Y7, Y7;            \
+	VPMOVMSKB  Y7, r;                 \
+	NOTL       r
+
+// ESCOK jumps to slow unless every byte after a backslash of the region (BX) is a valid
+// two-byte escape. Clobbers R12, R14, Y6, Y7, Y8.
+#define ESCOK(slow) \
+	LEAQ      (BX)(BX*1), R12;        \
+	LOOKUP2(Y0, Y14, Y13, Y7, Y6);    \
+	VPXOR     Y8, Y8, Y8;             \
+	VPCMPEQB  Y8, Y7, Y7;             \
+	VPMOVMSKB Y7, R14;                \
+	TESTQ     R14, R12;               \
+	JNZ       slow
+
+// AFTER ends a region at src[i]: at the end of src, or at a quote or control character,
+// the call is done; otherwise the next block.
+#define AFTER(done, loop) \
+	CMPQ    R8, DX;         \
+	JAE     done;           \
+	MOVBLZX (SI)(R8*1), CX; \
+	CMPL    CX, $0x22;      \
+	JEQ     done;           \
+	CMPL    CX, $0x20;      \
+	JB      done;           \
+	JMP     loop
+
+// COMPACT8 moves the bytes of the eight in X (the translated block's bytes off to
+// off+7) that are not backslashes (BX >> off) to dst[R14] and adds their number to R14.
+#define COMPACT8(X, off) \
+	VMOVQ   X, AX;                      \
+	MOVL    BX, R12;                    \
+	SHRL    $off, R12;                  \
+	NOTL    R12;                        \
+	ANDL    $0xff, R12;                 \
+	POPCNTL R12, CX;                    \
+	PDEPQ   vecs<>+ONES(SB), R12, R12;  \
+	IMUL3Q  $0xff, R12, R12;            \
+	PEXTQ   R12, AX, AX;                \
+	MOVQ    AX, (DI)(R14*1);            \
+	ADDQ    CX, R14
 
 // TAILBYTE loads src[i] into CX and jumps to special unless it is plain; done at the
 // end of src.
@@ -66,7 +257,7 @@ GLOBL vecs<>(SB), RODATA|NOPTR, $96
 	TESTL   CX, CX;            \
 	JZ      fail
 
-// UTF8SEQ checks the sequence led by CX = src[i]. It sets BX to its size and AX to the
+// UTF8SEQ checks the sequence led by CX = src[i]. It sets BX to its size and R13 to the
 // four bytes at src[i], or jumps to fail when CX is ASCII (a quote or a control
 // character), the sequence is invalid, or fewer than four bytes of src remain (the caller
 // then decides byte by byte).
@@ -76,11 +267,11 @@ GLOBL vecs<>(SB), RODATA|NOPTR, $96
 	MOVQ  (R11)(CX*8), BX;     \
 	TESTQ BX, BX;              \
 	JZ    fail;                \
-	LEAQ  4(R8), AX;           \
-	CMPQ  AX, DX;              \
+	LEAQ  4(R8), R13;          \
+	CMPQ  R13, DX;             \
 	JA    fail;                \
-	MOVL  (SI)(R8*1), AX;      \
-	MOVL  AX, CX;              \
+	MOVL  (SI)(R8*1), R13;     \
+	MOVL  R13, CX;             \
 	SHRL  $8, CX;              \
 	ANDL  $0xff, CX;           \
 	MOVL  BX, R12;             \
@@ -94,70 +285,137 @@ GLOBL vecs<>(SB), RODATA|NOPTR, $96
 	JA    fail;                \
 	MOVQ  BX, R12;             \
 	SHRQ  $32, R12;            \
-	MOVL  AX, CX;              \
+	MOVL  R13, CX;             \
 	XORL  $0x80808080, CX;     \
 	ANDL  R12, CX;             \
 	JNZ   fail;                \
 	ANDL  $0xff, BX
 
+// BLOCK loads the 32 bytes at src[i] into Y0, or jumps to tail when fewer remain
+// (clobbers CX, not the mask AX).
+#define BLOCK(tail) \
+	MOVQ    DX, CX;         \
+	SUBQ    R8, CX;         \
+	CMPQ    CX, $32;        \
+	JB      tail;           \
+	VMOVDQU (SI)(R8*1), Y0
+
+// CLEAR drops from the mask AX the bits of the bytes before src[i] (i - R14 is at most
+// 35) and jumps to next when special bytes remain in the block; otherwise it moves i
+// (and the register delta, which tracks it) to the block's end, unless a sequence that
+// crossed the end already took i past it, and jumps to loop.
+#define CLEAR(delta, next, loop) \
+	MOVQ  R8, CX;           \
+	SUBQ  R14, CX;          \
+	MOVQ  $-1, R12;         \
+	SHLQ  CX, R12;          \
+	ANDQ  R12, AX;          \
+	JNZ   next;             \
+	LEAQ  32(R14), CX;      \
+	SUBQ  R8, CX;           \
+	JLE   loop;             \
+	ADDQ  CX, R8;           \
+	ADDQ  CX, delta;        \
+	JMP   loop
+
+// NEXT moves i (and the register delta) to the next special byte of the block, the
+// lowest bit of AX, and loads it into CX.
+#define NEXT(delta) \
+	BSFQ    AX, BX;         \
+	ADDQ    R14, BX;        \
+	MOVQ    BX, CX;         \
+	SUBQ    R8, CX;         \
+	ADDQ    CX, delta;      \
+	MOVQ    BX, R8;         \
+	MOVBLZX (SI)(R8*1), CX
+
 // func decodeRunAVX2(dst, src []byte) (n, m int)
 // DI = dst, R9 = j (bytes of dst written). j <= i always, and 32-byte stores happen only
-// while 32 bytes of src remain (4-byte stores while 4 remain), so with len(src) clamped
-// to len(dst) every store stays inside dst[:len(src)].
+// while 32 bytes of src remain (8-byte stores inside those 32, 4-byte stores while 4
+// remain), so with len(src) clamped to len(dst) every store stays inside dst[:len(src)].
+// Each block is stored to dst as it is loaded; the bytes of a region with escapes are
+// translated in a register and written again without the backslashes.
 TEXT ·decodeRunAVX2(SB), NOSPLIT, $0-64
-	MOVQ dst_base+0(FP), DI
-	MOVQ dst_len+8(FP), BX
-	MOVQ src_base+24(FP), SI
-	MOVQ src_len+32(FP), DX
-	CMPQ BX, DX
+	MOVQ    dst_base+0(FP), DI
+	MOVQ    dst_len+8(FP), BX
+	MOVQ    src_base+24(FP), SI
+	MOVQ    src_len+32(FP), DX
+	CMPQ    BX, DX
 	CMOVQLT BX, DX
-	XORQ R8, R8
-	XORQ R9, R9
+	XORQ    R8, R8
+	XORQ    R9, R9
 	SETUP
 
 dloop:
-	MOVQ DX, AX
-	SUBQ R8, AX
-	CMPQ AX, $32
-	JB   dtail
-	VMOVDQU (SI)(R8*1), Y0
+	BLOCK(dtail)
 	VMOVDQU Y0, (DI)(R9*1)
 	SPECIAL
-	TESTL AX, AX
-	JNZ  dspecial
-	ADDQ $32, R8
-	ADDQ $32, R9
-	JMP  dloop
+	TESTL   AX, AX
+	JNZ     dregion
+	ADDQ    $32, R8
+	ADDQ    $32, R9
+	JMP     dloop
 
-dspecial:
-	BSFL    AX, AX
-	ADDQ    AX, R8
-	ADDQ    AX, R9
-	MOVBLZX (SI)(R8*1), CX
-	JMP     dhandle
+dregion:
+	XORQ R14, R14
+	REGION(R14, dslow)
+	ADDQ  CX, R8
+	TESTQ BX, BX
+	JNZ   descapes
+	ADDQ  CX, R9
+	AFTER(ddone, dloop)
 
-dtail:
-	TAILBYTE(ddone, dhandle)
-	MOVB CX, (DI)(R9*1)
-	INCQ R8
-	INCQ R9
-	JMP  dtail
+descapes:
+	ESCOK(dslowback)
+	// The escaped letters (after a backslash, above 0x5f) become what they stand for.
+	VPCMPGTB  vecs<>+LET(SB), Y0, Y6
+	SHIFT1(Y5, Y7)
+	VPAND     Y7, Y6, Y6
+	VPSRLW    $1, Y0, Y7
+	VPAND     vecs<>+NIB(SB), Y7, Y7
+	VPSHUFB   Y7, Y9, Y7
+	VPBLENDVB Y6, Y7, Y0, Y7
+	POPCNTQ   BX, R13
+	SUBQ      R13, CX
+	LEAQ      (R9)(CX*1), R13
+	MOVQ      R9, R14
+	VPSRLDQ   $8, X7, X6
+	VEXTRACTI128 $1, Y7, X8
+	COMPACT8(X7, 0)
+	COMPACT8(X6, 8)
+	VPSRLDQ   $8, X8, X6
+	COMPACT8(X8, 16)
+	COMPACT8(X6, 24)
+	MOVQ      R13, R9
+	AFTER(ddone, dloop)
 
-dhandle:
+dslowback:
+	// ESCOK failed after i moved past the region: back to the block's start.
+	SUBQ CX, R8
+	VMOVDQU (SI)(R8*1), Y0
+	SPECIAL
+
+dslow:
+	MOVQ R8, R14
+
+dnext:
+	NEXT(R9)
 	CMPL CX, $0x5c
-	JNE  dnotesc
+	JNE  dutf8
 	ESCAPE(ddone)
 	MOVB CX, (DI)(R9*1)
 	ADDQ $2, R8
 	INCQ R9
-	JMP  dloop
+	BLOCK(dtail)
+	VMOVDQU Y0, (DI)(R9*1)
+	CLEAR(R9, dnext, dloop)
 
-dnotesc:
+dutf8:
 	UTF8SEQ(ddone)
-	MOVL AX, (DI)(R9*1)
+	MOVL R13, (DI)(R9*1)
 	ADDQ BX, R8
 	ADDQ BX, R9
-	JMP  dloop
+	CLEAR(R9, dnext, dloop)
 
 ddone:
 	VZEROUPPER
@@ -165,56 +423,103 @@ ddone:
 	MOVQ R9, m+56(FP)
 	RET
 
+dtail:
+	TAILBYTE(ddone, dtailspecial)
+	MOVB CX, (DI)(R9*1)
+	INCQ R8
+	INCQ R9
+	JMP  dtail
+
+dtailspecial:
+	CMPL CX, $0x5c
+	JNE  dtailutf8
+	ESCAPE(ddone)
+	MOVB CX, (DI)(R9*1)
+	ADDQ $2, R8
+	INCQ R9
+	JMP  dtail
+
+dtailutf8:
+	UTF8SEQ(ddone)
+	MOVL R13, (DI)(R9*1)
+	ADDQ BX, R8
+	ADDQ BX, R9
+	JMP  dtail
+
 // func scanRunAVX2(src []byte, plain bool) (n int, escaped bool)
-// R13 = escaped, R14 = plain.
+// R9 = plain; DI is free (nothing is written).
 TEXT ·scanRunAVX2(SB), NOSPLIT, $0-41
 	MOVQ    src_base+0(FP), SI
 	MOVQ    src_len+8(FP), DX
-	MOVBLZX plain+24(FP), R14
+	MOVBLZX plain+24(FP), R9
+	MOVB    $0, escaped+40(FP)
 	XORQ    R8, R8
-	XORQ    R13, R13
 	SETUP
 
 sloop:
-	MOVQ DX, AX
-	SUBQ R8, AX
-	CMPQ AX, $32
-	JB   stail
-	VMOVDQU (SI)(R8*1), Y0
+	BLOCK(stail)
 	SPECIAL
 	TESTL AX, AX
-	JNZ  sspecial
-	ADDQ $32, R8
-	JMP  sloop
+	JNZ   sregion
+	ADDQ  $32, R8
+	JMP   sloop
 
-sspecial:
-	BSFL    AX, AX
-	ADDQ    AX, R8
-	MOVBLZX (SI)(R8*1), CX
-	JMP     shandle
+sregion:
+	REGION(R9, sslow)
+	ADDQ  CX, R8
+	TESTQ BX, BX
+	JZ    safter
+	ESCOK(sslowback)
+	MOVB  $1, escaped+40(FP)
+
+safter:
+	AFTER(sdone, sloop)
+
+sslowback:
+	SUBQ CX, R8
+	VMOVDQU (SI)(R8*1), Y0
+	SPECIAL
+
+sslow:
+	MOVQ R8, R14
+
+snext:
+	NEXT(DI)
+	CMPL  CX, $0x5c
+	JNE   sutf8
+	TESTQ R9, R9
+	JNZ   sdone
+	ESCAPE(sdone)
+	MOVB  $1, escaped+40(FP)
+	ADDQ  $2, R8
+	CLEAR(DI, snext, sloop)
+
+sutf8:
+	UTF8SEQ(sdone)
+	ADDQ BX, R8
+	CLEAR(DI, snext, sloop)
 
 sdone:
 	VZEROUPPER
 	MOVQ R8, n+32(FP)
-	MOVB R13, escaped+40(FP)
 	RET
 
 stail:
-	TAILBYTE(sdone, shandle)
+	TAILBYTE(sdone, stailspecial)
 	INCQ R8
 	JMP  stail
 
-shandle:
+stailspecial:
 	CMPL  CX, $0x5c
-	JNE   snotesc
-	TESTQ R14, R14
+	JNE   stailutf8
+	TESTQ R9, R9
 	JNZ   sdone
 	ESCAPE(sdone)
-	MOVQ  $1, R13
+	MOVB  $1, escaped+40(FP)
 	ADDQ  $2, R8
-	JMP   sloop
+	JMP   stail
 
-snotesc:
+stailutf8:
 	UTF8SEQ(sdone)
 	ADDQ BX, R8
-	JMP  sloop
+	JMP  stail
