@@ -18,7 +18,10 @@ func bodyString(b []byte) string {
 // backslash and returns that offset. The checks and errors are those of scanString for
 // the same bytes.
 func plainRun(d []byte, start int) (int, error) {
-	i := start + 1
+	i := skipShort(d, start+1)
+	if i < len(d) && d[i] == '"' {
+		return i, nil
+	}
 	for {
 		n, _ := scanRun(d[i:], true)
 		i += n

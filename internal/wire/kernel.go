@@ -147,6 +147,22 @@ func utf8Size(s []byte) int {
 	return size
 }
 
+// skipShort skips at most 16 plain bytes from d[i] with word arithmetic and returns the
+// offset of the first byte it did not skip: most keys and many values are shorter, and
+// their closing quote is found without the cost of a kernel call.
+func skipShort(d []byte, i int) int {
+	if i+16 <= len(d) {
+		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+		if m := specialMask(binary.LittleEndian.Uint64(d[i+8:])); m != 0 {
+			return i + 8 + bits.TrailingZeros64(m)/8
+		}
+		return i + 16
+	}
+	return i
+}
+
 // skipPlain returns the offset of the first byte at or after d[i] that strPlain does not
 // accept (a quote, a backslash, a control character or a non-ASCII byte), or len(d). It
 // tests eight bytes per step with word arithmetic (specialMask) and locates the byte

@@ -2,9 +2,8 @@ package wire
 
 import "golang.org/x/sys/cpu"
 
-// hasSIMD reports whether the AVX2 string kernels can run on this CPU (they also use
-// BMI2's PEXT/PDEP and POPCNT).
-var hasSIMD = cpu.X86.HasAVX2 && cpu.X86.HasBMI2 && cpu.X86.HasPOPCNT
+// hasSIMD reports whether the AVX2 string kernels can run on this CPU.
+var hasSIMD = cpu.X86.HasAVX2
 
 func init() {
 	if hasSIMD {
@@ -83,11 +82,10 @@ var (
 
 // Two-byte escapes by nibble: a byte after a backslash is a valid two-byte escape when
 // escLow[low nibble] & escHigh[high nibble] != 0 (" / \ b f n r t; \u is left to the
-// caller), and escLetter[(c>>1)&15] is what the letters b f n r t stand for.
+// caller).
 var (
-	escLow    = lanes([16]byte{2: 1 | 4 | 8, 4: 8, 6: 4, 0xC: 2, 0xE: 4, 0xF: 1})
-	escHigh   = lanes([16]byte{2: 1, 5: 2, 6: 4, 7: 8})
-	escLetter = lanes([16]byte{1: '\b', 3: '\f', 7: '\n', 9: '\r', 0xA: '\t'})
+	escLow  = lanes([16]byte{2: 1 | 4 | 8, 4: 8, 6: 4, 0xC: 2, 0xE: 4, 0xF: 1})
+	escHigh = lanes([16]byte{2: 1, 5: 2, 6: 4, 7: 8})
 )
 
 // utf8Check is the vectorised validation for one byte position, as the kernels compute

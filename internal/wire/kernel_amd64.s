@@ -3,7 +3,7 @@
 // AVX2 string kernels (see kernel.go for the contract; kernel_amd64.go for the tables).
 // Registers shared by both: SI = src, DX = len(src), R8 = i (bytes of src consumed),
 // R10 = &escDecode, R11 = &utf8Lead; Y1/Y2/Y3 = 32 copies of '"', '\\' and 0x1f,
-// Y9 = escLetter, Y10/Y11/Y12 = the UTF-8 nibble tables, Y13/Y14 = the escape nibble
+// Y10/Y11/Y12 = the UTF-8 nibble tables, Y13/Y14 = the escape nibble
 // tables.
 //
 // Each step loads the 32 bytes at src[i], always at a character boundary (not inside a
@@ -12,8 +12,8 @@
 // or a UTF-8 sequence that continues past the block. The region is taken with vector
 // checks only: its UTF-8 by the lookup validation of Keiser and Lemire (the bytes before
 // the block count as ASCII, which they are as far as validation goes since i is at a
-// boundary), its escapes by a nibble lookup; decoding translates the escaped letters
-// with a shuffle and drops the backslashes with PEXT, eight bytes at a time. A block
+// boundary), its escapes by a nibble lookup; decoding then moves the text after each
+// escape down over its backslash and decodes the escaped byte from a table. A block
 // the vector checks do not clear (a \u escape, an invalid escape or UTF-8, two
 // backslashes in a row, a region of zero bytes) goes the scalar way: its special bytes
 // one by one from the mask (SLOW: R14 = the block's offset, AX = its special bytes not
@@ -28,7 +28,6 @@
 	VMOVDQU vecs<>+QUOTE(SB), Y1;    \
 	VMOVDQU vecs<>+BSLASH(SB), Y2;   \
 	VMOVDQU vecs<>+CTL(SB), Y3;      \
-	VMOVDQU ·escLetter(SB), Y9;      \
 	VMOVDQU ·utf8Prev1High(SB), Y10; \
 	VMOVDQU ·utf8Prev1Low(SB), Y11;  \
 	VMOVDQU ·utf8CurHigh(SB), Y12;   \
@@ -42,11 +41,8 @@
 #define E0 128
 #define F0 160
 #define HI 192
-#define LET 224
-#define ONES 256
 
-// vecs holds 32 copies each of '"', '\\', 0x1f, 0x0f, 0xdf, 0xef, 0x80 and 0x5f, then
-// the word 0x0101010101010101.
+// vecs holds 32 copies each of '"', '\\', 0x1f, 0x0f, 0xdf, 0xef and 0x80.
 DATA vecs<>+0(SB)/8, $0x2222222222222222
 DATA vecs<>+8(SB)/8, $0x2222222222222222
 DATA vecs<>+16(SB)/8, $0x2222222222222222
@@ -75,12 +71,7 @@ DATA vecs<>+192(SB)/8, $0x8080808080808080
 DATA vecs<>+200(SB)/8, $0x8080808080808080
 DATA vecs<>+208(SB)/8, $0x8080808080808080
 DATA vecs<>+216(SB)/8, $0x8080808080808080
-DATA vecs<>+224(SB)/8, $0x5f5f5f5f5f5f5f5f
-DATA vecs<>+232(SB)/8, $0x5f5f5f5f5f5f5f5f
-DATA vecs<>+240(SB)/8, $0x5f5f5f5f5f5f5f5f
-DATA vecs<>+248(SB)/8, $0x5f5f5f5f5f5f5f5f
-DATA vecs<>+256(SB)/8, $0x0101010101010101
-GLOBL vecs<>(SB), RODATA|NOPTR, $264
+GLOBL vecs<>(SB), RODATA|NOPTR, $224
 
 // SPECIAL sets Y4 to the quotes and Y5 to the backslashes of Y0, and AX to the mask of
 // its bytes that are not plain: '"', '\\', control characters and non-ASCII bytes (a
@@ -216,21 +207,6 @@ rgdone:                                \
 	JB      done;           \
 	JMP     loop
 
-// COMPACT8 moves the bytes of the eight in X (the translated block's bytes off to
-// off+7) that are not backslashes (BX >> off) to dst[R14] and adds their number to R14.
-#define COMPACT8(X, off) \
-	VMOVQ   X, AX;                      \
-	MOVL    BX, R12;                    \
-	SHRL    $off, R12;                  \
-	NOTL    R12;                        \
-	ANDL    $0xff, R12;                 \
-	POPCNTL R12, CX;                    \
-	PDEPQ   vecs<>+ONES(SB), R12, R12;  \
-	IMUL3Q  $0xff, R12, R12;            \
-	PEXTQ   R12, AX, AX;                \
-	MOVQ    AX, (DI)(R14*1);            \
-	ADDQ    CX, R14
-
 // TAILBYTE loads src[i] into CX and jumps to special unless it is plain; done at the
 // end of src.
 #define TAILBYTE(done, special) \
@@ -333,8 +309,7 @@ rgdone:                                \
 // DI = dst, R9 = j (bytes of dst written). j <= i always, and 32-byte stores happen only
 // while 32 bytes of src remain (8-byte stores inside those 32, 4-byte stores while 4
 // remain), so with len(src) clamped to len(dst) every store stays inside dst[:len(src)].
-// Each block is stored to dst as it is loaded; the bytes of a region with escapes are
-// translated in a register and written again without the backslashes.
+// Each block is stored to dst as it is loaded.
 TEXT ·decodeRunAVX2(SB), NOSPLIT, $0-64
 	MOVQ    dst_base+0(FP), DI
 	MOVQ    dst_len+8(FP), BX
@@ -359,41 +334,40 @@ dloop:
 dregion:
 	XORQ R14, R14
 	REGION(R14, dslow)
-	ADDQ  CX, R8
 	TESTQ BX, BX
 	JNZ   descapes
+	ADDQ  CX, R8
 	ADDQ  CX, R9
 	AFTER(ddone, dloop)
 
 descapes:
-	ESCOK(dslowback)
-	// The escaped letters (after a backslash, above 0x5f) become what they stand for.
-	VPCMPGTB  vecs<>+LET(SB), Y0, Y6
-	SHIFT1(Y5, Y7)
-	VPAND     Y7, Y6, Y6
-	VPSRLW    $1, Y0, Y7
-	VPAND     vecs<>+NIB(SB), Y7, Y7
-	VPSHUFB   Y7, Y9, Y7
-	VPBLENDVB Y6, Y7, Y0, Y7
-	POPCNTQ   BX, R13
-	SUBQ      R13, CX
-	LEAQ      (R9)(CX*1), R13
-	MOVQ      R9, R14
-	VPSRLDQ   $8, X7, X6
-	VEXTRACTI128 $1, Y7, X8
-	COMPACT8(X7, 0)
-	COMPACT8(X6, 8)
-	VPSRLDQ   $8, X8, X6
-	COMPACT8(X8, 16)
-	COMPACT8(X6, 24)
-	MOVQ      R13, R9
-	AFTER(ddone, dloop)
+	// The 32-byte moves below read up to 64 bytes from the block's start.
+	MOVQ DX, R12
+	SUBQ R8, R12
+	CMPQ R12, $64
+	JB   dslow
+	ESCOK(dslow)
 
-dslowback:
-	// ESCOK failed after i moved past the region: back to the block's start.
-	SUBQ CX, R8
-	VMOVDQU (SI)(R8*1), Y0
-	SPECIAL
+	// Each escape, in order: the text after it moves down over its backslash (one
+	// 32-byte load and store), then the escaped byte is decoded in place. R9 runs as
+	// j minus the escapes done.
+descape:
+	BSFQ    BX, R12
+	LEAQ    -1(BX), R13
+	ANDQ    R13, BX
+	LEAQ    (R8)(R12*1), R13
+	MOVBLZX 1(SI)(R13*1), R14
+	MOVBLZX (R10)(R14*1), R14
+	VMOVDQU 1(SI)(R13*1), Y6
+	ADDQ    R9, R12
+	VMOVDQU Y6, (DI)(R12*1)
+	MOVB    R14, (DI)(R12*1)
+	DECQ    R9
+	TESTQ   BX, BX
+	JNZ     descape
+	ADDQ    CX, R8
+	ADDQ    CX, R9
+	AFTER(ddone, dloop)
 
 dslow:
 	MOVQ R8, R14

@@ -79,7 +79,9 @@ const (
 // past its closing quote and whether it contains escapes.
 func scanString(d []byte, i int) (end int, escaped bool, err error) {
 	start := i
-	i++
+	if i = skipShort(d, i+1); i < len(d) && d[i] == '"' {
+		return i + 1, false, nil
+	}
 	for {
 		// Fast path: the string kernel skips plain ASCII, two-byte escapes and valid
 		// UTF-8; what it stops at is checked below.
