@@ -46,8 +46,14 @@ type InProcess struct {
 	Orch *Orchestrator
 	// MaxConcurrent bounds concurrent flushes (default 4).
 	MaxConcurrent int
+	// Nice, when > 0, runs each flush on an OS thread of its own whose nice value is raised
+	// by Nice (Linux; elsewhere it is ignored): when the CPUs are busy the kernel then gives
+	// the proxy's request handling precedence over background flushes, which only take what
+	// is left. Goroutines a flush starts (summarizer calls) keep the normal priority.
+	Nice int
 
 	once     sync.Once
+	niceOnce sync.Once
 	mu       sync.Mutex
 	base     context.Context
 	cancel   context.CancelFunc
@@ -123,7 +129,7 @@ func (p *InProcess) start(q *sessionQ, job *Job, t *Ticket) {
 		defer p.wg.Done()
 		select {
 		case p.sem <- struct{}{}:
-			t.res, t.err = p.Orch.Flush(p.base, job)
+			p.flushLowered(job, t)
 			<-p.sem
 		case <-p.base.Done():
 			t.res, t.err = &Result{Session: job.Session, Hash: job.Hash, Outcome: OutcomeError, Error: ErrClosed.Error()}, ErrClosed
@@ -145,6 +151,24 @@ func (p *InProcess) start(q *sessionQ, job *Job, t *Ticket) {
 		q.running, q.runningHash = nil, ""
 		delete(p.sessions, job.Session)
 	}()
+}
+
+// flushLowered runs the flush of job for t; with Nice > 0 on a thread of its own at the
+// lowered priority (the thread ends with the goroutine that runs it).
+func (p *InProcess) flushLowered(job *Job, t *Ticket) {
+	if p.Nice <= 0 {
+		t.res, t.err = p.Orch.Flush(p.base, job)
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := lowerThreadPriority(p.Nice); err != nil {
+			p.niceOnce.Do(func() { p.Orch.log().Warn("flush: cannot lower the flush thread priority", "err", err) })
+		}
+		t.res, t.err = p.Orch.Flush(p.base, job)
+	}()
+	<-done
 }
 
 // Close stops accepting jobs, waits for running flushes until ctx ends, then aborts them.

@@ -17,6 +17,10 @@ import (
 	"github.com/condense-dev/condense/internal/summarize"
 )
 
+// FlushNice is how much lower than the request path's the OS scheduling priority of in-process
+// flushes is (Linux nice increment of their threads; see flush.InProcess.Nice).
+const FlushNice = 10
+
 // RunOptions tunes Run.
 type RunOptions struct {
 	// ProxyListener, MetricsListener and HealthListener replace listening on the configured
@@ -115,8 +119,9 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 		if err != nil {
 			return fmt.Errorf("proxy: summarizer: %w", err)
 		}
-		// At most half the CPUs flush at once, so the latency-critical request path keeps the rest.
-		inproc = &flush.InProcess{MaxConcurrent: max(1, runtime.GOMAXPROCS(0)/2), Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
+		// At most half the CPUs flush at once, on threads of lower priority, so the
+		// latency-critical request path keeps the rest and wins when the CPUs are busy.
+		inproc = &flush.InProcess{MaxConcurrent: max(1, runtime.GOMAXPROCS(0)/2), Nice: FlushNice, Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
 			Summarizer: sum, Metrics: fm, Log: log}}
 		px.opt.Flusher = inproc
 	}
