@@ -6,7 +6,7 @@
 // Y10/Y11/Y12 = the UTF-8 nibble tables, Y13/Y14 = the escape nibble
 // tables.
 //
-// Each step loads the 32 bytes at src[i], always at a character boundary (not inside a
+// Each step loads the 64 bytes at src[i] (Y0 and Y9), always at a character boundary (not inside a
 // UTF-8 sequence or an escape), and finds the region that can be taken whole (REGION):
 // up to the first unescaped quote or control character, without a trailing backslash
 // or a UTF-8 sequence that continues past the block. The region is taken with vector
@@ -18,7 +18,7 @@
 // backslashes in a row, a region of zero bytes) goes the scalar way: its special bytes
 // one by one from the mask (SLOW: R14 = the block's offset, AX = its special bytes not
 // consumed yet), which stops exactly where the caller must look. The last 31 bytes of
-// src go one byte at a time (TAILBYTE).
+// src go one byte at a time (TAILBYTE). Masks are 64-bit, one bit per byte of the block.
 
 // SETUP loads the tables and the comparison vectors (from memory: moving a general
 // register to a vector register here measured ~100x slower per call on this machine).
@@ -73,82 +73,94 @@ DATA vecs<>+208(SB)/8, $0x8080808080808080
 DATA vecs<>+216(SB)/8, $0x8080808080808080
 GLOBL vecs<>(SB), RODATA|NOPTR, $224
 
-// SPECIAL sets Y4 to the quotes and Y5 to the backslashes of Y0, and AX to the mask of
-// its bytes that are not plain: '"', '\\', control characters and non-ASCII bytes (a
-// plain byte is above 0x1f as a signed byte and is neither a quote nor a backslash).
+// MASK64 sets dst to the 64-bit mask of the bytes where the comparison op holds:
+// op a0, b0 for the block's first half, op a1, b1 for its second. Clobbers Y4, R12.
+#define MASK64(op, a0, b0, a1, b1, dst) \
+	op        a0, b0, Y4; \
+	VPMOVMSKB Y4, dst;    \
+	op        a1, b1, Y4; \
+	VPMOVMSKB Y4, R12;    \
+	SHLQ      $32, R12;   \
+	ORQ       R12, dst
+
+// SPECIAL sets CX to the quotes of the block Y0:Y9, BX to its backslashes and AX to its
+// bytes that are not plain: '"', '\\', control characters and non-ASCII bytes (a plain
+// byte is above 0x1f as a signed byte and is neither a quote nor a backslash).
 #define SPECIAL \
-	VPCMPEQB  Y0, Y1, Y4; \
-	VPCMPEQB  Y0, Y2, Y5; \
-	VPCMPGTB  Y3, Y0, Y6; \
-	VPOR      Y4, Y5, Y7; \
-	VPANDN    Y6, Y7, Y7; \
-	VPMOVMSKB Y7, AX;     \
-	NOTL      AX
+	MASK64(VPCMPEQB, Y0, Y1, Y9, Y1, CX); \
+	MASK64(VPCMPEQB, Y0, Y2, Y9, Y2, BX); \
+	MASK64(VPCMPGTB, Y3, Y0, Y3, Y9, AX); \
+	NOTQ AX;                              \
+	ORQ  CX, AX;                          \
+	ORQ  BX, AX
 
-// SHIFT1 sets dst to src moved up one byte across the whole vector (byte 0 zero).
-#define SHIFT1(src, dst) \
-	VPERM2I128 $0x08, src, src, Y8; \
-	VPALIGNR   $15, Y8, src, dst
-
-// REGION analyses the block Y0 at src[i] with special bytes AX (not 0), Y4 and Y5 from
-// SPECIAL. It jumps to slow unless the vector checks clear the region, and otherwise
-// falls through with CX = its length e (1..32), BX = the backslashes in it and
-// R13 = (1<<e)-1. In plain mode (the register plain is not zero) backslashes end the
-// region like quotes. Expanded once per function (its labels are the function's).
+// REGION analyses the block Y0:Y9 at src[i] with special bytes AX (not 0), quotes CX
+// and backslashes BX from SPECIAL. It jumps to slow unless the vector checks clear the
+// region, and otherwise falls through with CX = its length e (1..64), BX = the
+// backslashes in it and R13 = its mask. In plain mode (the register plain is not zero)
+// backslashes end the region like quotes. Expanded once per function (its labels are
+// the function's).
 #define REGION(plain, slow) \
-	VPMOVMSKB Y5, BX;                  \
-	VPMOVMSKB Y4, CX;                  \
 	VPMOVMSKB Y0, R12;                 \
-	MOVL      BX, R13;                 \
-	ORL       CX, R13;                 \
-	ORL       R12, R13;                \
-	NOTL      R13;                     \
-	ANDL      AX, R13;                 \
+	VPMOVMSKB Y9, R13;                 \
+	SHLQ      $32, R13;                \
+	ORQ       R13, R12;                \
+	MOVQ      BX, R13;                 \
+	ORQ       CX, R13;                 \
+	ORQ       R12, R13;                \
+	NOTQ      R13;                     \
+	ANDQ      AX, R13;                 \
 	TESTQ     plain, plain;            \
 	JZ        rgescapes;               \
-	ORL       BX, CX;                  \
+	ORQ       BX, CX;                  \
 	XORL      BX, BX;                  \
 rgescapes:                             \
-	LEAL      (BX)(BX*1), R14;         \
-	TESTL     R14, BX;                 \
+	LEAQ      (BX)(BX*1), R14;         \
+	TESTQ     R14, BX;                 \
 	JNZ       slow;                    \
-	NOTL      R14;                     \
-	ANDL      R14, CX;                 \
-	ORL       R13, CX;                 \
-	BTSQ      $32, CX;                 \
+	NOTQ      R14;                     \
+	ANDQ      R14, CX;                 \
+	ORQ       R13, CX;                 \
+	MOVQ      $64, R13;                \
 	BSFQ      CX, CX;                  \
+	CMOVQEQ   R13, CX;                 \
+	TESTQ     CX, CX;                  \
+	JZ        slow;                    \
 	LEAQ      -1(CX), R13;             \
 	BTQ       R13, BX;                 \
 	SBBQ      $0, CX;                  \
 	JZ        slow;                    \
-	MOVQ      $1, R13;                 \
-	SHLQ      CX, R13;                 \
-	DECQ      R13;                     \
+	MOVQ      $-1, R13;                \
+	BZHIQ     CX, R13, R13;            \
 	LEAQ      1(R13)(R13*1), R14;      \
 	TESTQ     R14, R12;                \
 	JZ        rgdone;                  \
-	UTF8ERR(R12);                      \
+	UTF8ERR(Y0, $0x08, Y0, R12);       \
+	UTF8ERR(Y9, $0x21, Y0, R13);       \
+	SHLQ      $32, R13;                \
+	ORQ       R13, R12;                \
+	MOVQ      $-1, R13;                \
+	BZHIQ     CX, R13, R13;            \
 	ANDQ      R14, R12;                \
 	JNZ       slow;                    \
-	CMPQ      CX, $32;                 \
+	CMPQ      CX, $64;                 \
 	JNE       rgdone;                  \
-	MOVBLZX   31(SI)(R8*1), R12;       \
-	MOVQ      $31, R14;                \
+	MOVBLZX   63(SI)(R8*1), R12;       \
+	MOVQ      $63, R14;                \
 	CMPL      R12, $0xc0;              \
 	JAE       rgtrim;                  \
-	MOVBLZX   30(SI)(R8*1), R12;       \
-	MOVQ      $30, R14;                \
+	MOVBLZX   62(SI)(R8*1), R12;       \
+	MOVQ      $62, R14;                \
 	CMPL      R12, $0xe0;              \
 	JAE       rgtrim;                  \
-	MOVBLZX   29(SI)(R8*1), R12;       \
-	MOVQ      $29, R14;                \
+	MOVBLZX   61(SI)(R8*1), R12;       \
+	MOVQ      $61, R14;                \
 	CMPL      R12, $0xf0;              \
 	JB        rgdone;                  \
 rgtrim:                                \
 	MOVQ      R14, CX;                 \
-	MOVQ      $1, R13;                 \
-	SHLQ      CX, R13;                 \
-	DECQ      R13;                     \
+	MOVQ      $-1, R13;                \
+	BZHIQ     CX, R13, R13;            \
 rgdone:                                \
 	ANDQ      R13, BX
 
@@ -162,12 +174,15 @@ rgdone:                                \
 	VPSHUFB tmp, tlow, tmp;          \
 	VPAND   tmp, dst, dst
 
-// UTF8ERR sets r to the bytes of Y0 where the vector UTF-8 validation finds an error
-// (the bytes before Y0 taken as ASCII). Clobbers Y6, Y7, Y8, Y15.
-#define UTF8ERR(r) \
-	SHIFT1(Y0, Y15);                  \
-	VPALIGNR   $14, Y8, Y0, Y6;       \
-	VPALIGNR   $13, Y8, Y0, Y7;       \
+// UTF8ERR sets r to the bytes of cur where the vector UTF-8 validation finds an error;
+// VPERM2I128 with perm puts the 16 bytes before cur's lanes into Y8's (the block's
+// first half: zeros, taken as ASCII; its second: the end of Y0). Clobbers Y6, Y7, Y8,
+// Y15.
+#define UTF8ERR(cur, perm, prev, r) \
+	VPERM2I128 perm, cur, prev, Y8;   \
+	VPALIGNR   $15, Y8, cur, Y15;     \
+	VPALIGNR   $14, Y8, cur, Y6;      \
+	VPALIGNR   $13, Y8, cur, Y7;      \
 	VPSUBUSB   vecs<>+E0(SB), Y6, Y6; \
 	VPSUBUSB   vecs<>+F0(SB), Y7, Y7; \
 	VPOR       Y6, Y7, Y6;            \
@@ -175,7 +190,7 @@ rgdone:                                \
 	VPCMPGTB   Y8, Y6, Y6;            \
 	VPAND      vecs<>+HI(SB), Y6, Y6; \
 	LOOKUP2(Y15, Y10, Y11, Y7, Y15);  \
-	VPSRLW     $4, Y0, Y15;           \
+	VPSRLW     $4, cur, Y15;          \
 	VPAND      vecs<>+NIB(SB), Y15, Y15; \
 	VPSHUFB    Y15, Y12, Y15;         \
 	VPAND      Y15, Y7, Y7;           \
@@ -185,13 +200,18 @@ rgdone:                                \
 	NOTL       r
 
 // ESCOK jumps to slow unless every byte after a backslash of the region (BX) is a valid
-// two-byte escape. Clobbers R12, R14, Y6, Y7, Y8.
+// two-byte escape. Clobbers R12, R13, R14, Y6, Y7, Y8.
 #define ESCOK(slow) \
-	LEAQ      (BX)(BX*1), R12;        \
 	LOOKUP2(Y0, Y14, Y13, Y7, Y6);    \
 	VPXOR     Y8, Y8, Y8;             \
 	VPCMPEQB  Y8, Y7, Y7;             \
 	VPMOVMSKB Y7, R14;                \
+	LOOKUP2(Y9, Y14, Y13, Y7, Y6);    \
+	VPCMPEQB  Y8, Y7, Y7;             \
+	VPMOVMSKB Y7, R13;                \
+	SHLQ      $32, R13;               \
+	ORQ       R13, R14;               \
+	LEAQ      (BX)(BX*1), R12;        \
 	TESTQ     R14, R12;               \
 	JNZ       slow
 
@@ -267,32 +287,36 @@ rgdone:                                \
 	JNZ   fail;                \
 	ANDL  $0xff, BX
 
-// BLOCK loads the 32 bytes at src[i] into Y0, or jumps to tail when fewer remain
-// (clobbers CX, not the mask AX).
+// BLOCK loads the 64 bytes at src[i] into Y0 and Y9, or jumps to tail when fewer
+// remain (clobbers CX, not the mask AX).
 #define BLOCK(tail) \
-	MOVQ    DX, CX;         \
-	SUBQ    R8, CX;         \
-	CMPQ    CX, $32;        \
-	JB      tail;           \
-	VMOVDQU (SI)(R8*1), Y0
+	MOVQ    DX, CX;           \
+	SUBQ    R8, CX;           \
+	CMPQ    CX, $64;          \
+	JB      tail;             \
+	VMOVDQU (SI)(R8*1), Y0;   \
+	VMOVDQU 32(SI)(R8*1), Y9
 
 // CLEAR drops from the mask AX the bits of the bytes before src[i] (i - R14 is at most
-// 35) and jumps to next when special bytes remain in the block; otherwise it moves i
-// (and the register delta, which tracks it) to the block's end, unless a sequence that
-// crossed the end already took i past it, and jumps to loop.
+// 67: all of them from 64 on) and jumps to next when special bytes remain in the block;
+// otherwise it moves i (and the register delta, which tracks it) to the block's end,
+// unless a sequence that crossed the end already took i past it, and jumps to loop.
 #define CLEAR(delta, next, loop) \
-	MOVQ  R8, CX;           \
-	SUBQ  R14, CX;          \
-	MOVQ  $-1, R12;         \
-	SHLQ  CX, R12;          \
-	ANDQ  R12, AX;          \
-	JNZ   next;             \
-	LEAQ  32(R14), CX;      \
-	SUBQ  R8, CX;           \
-	JLE   loop;             \
-	ADDQ  CX, R8;           \
-	ADDQ  CX, delta;        \
-	JMP   loop
+	MOVQ    R8, CX;      \
+	SUBQ    R14, CX;     \
+	MOVQ    $-1, R12;    \
+	SHLQ    CX, R12;     \
+	XORL    R13, R13;    \
+	CMPQ    CX, $64;     \
+	CMOVQCC R13, R12;    \
+	ANDQ    R12, AX;     \
+	JNZ     next;        \
+	LEAQ    64(R14), CX; \
+	SUBQ    R8, CX;      \
+	JLE     loop;        \
+	ADDQ    CX, R8;      \
+	ADDQ    CX, delta;   \
+	JMP     loop
 
 // NEXT moves i (and the register delta) to the next special byte of the block, the
 // lowest bit of AX, and loads it into CX.
@@ -306,9 +330,10 @@ rgdone:                                \
 	MOVBLZX (SI)(R8*1), CX
 
 // func decodeRunAVX2(dst, src []byte) (n, m int)
-// DI = dst, R9 = j (bytes of dst written). j <= i always, and 32-byte stores happen only
-// while 32 bytes of src remain (8-byte stores inside those 32, 4-byte stores while 4
-// remain), so with len(src) clamped to len(dst) every store stays inside dst[:len(src)].
+// DI = dst, R9 = j (bytes of dst written). j <= i always, and stores of up to 64 bytes
+// happen only while 64 bytes of src remain (the escape moves, which end up to 127 bytes
+// after i, while 128 remain; 4-byte stores while 4 remain), so with len(src) clamped to
+// len(dst) every store stays inside dst[:len(src)].
 // Each block is stored to dst as it is loaded.
 TEXT ·decodeRunAVX2(SB), NOSPLIT, $0-64
 	MOVQ    dst_base+0(FP), DI
@@ -324,11 +349,12 @@ TEXT ·decodeRunAVX2(SB), NOSPLIT, $0-64
 dloop:
 	BLOCK(dtail)
 	VMOVDQU Y0, (DI)(R9*1)
+	VMOVDQU Y9, 32(DI)(R9*1)
 	SPECIAL
-	TESTL   AX, AX
+	TESTQ   AX, AX
 	JNZ     dregion
-	ADDQ    $32, R8
-	ADDQ    $32, R9
+	ADDQ    $64, R8
+	ADDQ    $64, R9
 	JMP     dloop
 
 dregion:
@@ -341,15 +367,15 @@ dregion:
 	AFTER(ddone, dloop)
 
 descapes:
-	// The 32-byte moves below read up to 64 bytes from the block's start.
+	// The 64-byte moves below read up to 128 bytes from the block's start.
 	MOVQ DX, R12
 	SUBQ R8, R12
-	CMPQ R12, $64
+	CMPQ R12, $128
 	JB   dslow
 	ESCOK(dslow)
 
-	// Each escape, in order: the text after it moves down over its backslash (one
-	// 32-byte load and store), then the escaped byte is decoded in place. R9 runs as
+	// Each escape, in order: the text after it moves down over its backslash (two
+	// 32-byte loads and stores), then the escaped byte is decoded in place. R9 runs as
 	// j minus the escapes done.
 descape:
 	BSFQ    BX, R12
@@ -359,8 +385,10 @@ descape:
 	MOVBLZX 1(SI)(R13*1), R14
 	MOVBLZX (R10)(R14*1), R14
 	VMOVDQU 1(SI)(R13*1), Y6
+	VMOVDQU 33(SI)(R13*1), Y7
 	ADDQ    R9, R12
 	VMOVDQU Y6, (DI)(R12*1)
+	VMOVDQU Y7, 32(DI)(R12*1)
 	MOVB    R14, (DI)(R12*1)
 	DECQ    R9
 	TESTQ   BX, BX
@@ -382,6 +410,7 @@ dnext:
 	INCQ R9
 	BLOCK(dtail)
 	VMOVDQU Y0, (DI)(R9*1)
+	VMOVDQU Y9, 32(DI)(R9*1)
 	CLEAR(R9, dnext, dloop)
 
 dutf8:
@@ -433,9 +462,9 @@ TEXT ·scanRunAVX2(SB), NOSPLIT, $0-41
 sloop:
 	BLOCK(stail)
 	SPECIAL
-	TESTL AX, AX
+	TESTQ AX, AX
 	JNZ   sregion
-	ADDQ  $32, R8
+	ADDQ  $64, R8
 	JMP   sloop
 
 sregion:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -222,8 +223,10 @@ func checkLiteral(t *testing.T, s []byte, pad int) {
 }
 
 // TestKernelsEveryPosition puts each special sequence at every offset of inputs up to
-// 70 bytes (more than two 32-byte vectors), at the very end of the input and followed by
-// more text, and checks the kernels and the string scanners on both kernel sets.
+// 70 bytes (more than a 64-byte block), at the very end of the input and followed by
+// more text, and at every offset of two blocks followed by 150 bytes (the decoding
+// kernel moves text after an escape only with 128 bytes to spare), and checks the
+// kernels and the string scanners on both kernel sets.
 func TestKernelsEveryPosition(t *testing.T) {
 	for _, sp := range kernelSpecials {
 		for n := 0; n <= 70; n++ {
@@ -235,6 +238,38 @@ func TestKernelsEveryPosition(t *testing.T) {
 				checkLiteral(t, s, 40)
 			}
 		}
+		for pos := 0; pos <= 135; pos++ {
+			s := []byte(strings.Repeat("a", pos) + sp + strings.Repeat("b", 150))
+			checkKernels(t, s)
+			checkLiteral(t, s, 0)
+		}
+	}
+}
+
+// TestKernelsRandom checks the kernels and scanners on pseudo-random strings made of
+// plain runs of every length, escapes (valid, \u and invalid, doubled backslashes),
+// UTF-8 of every length, control characters, quotes and invalid bytes, with a long tail
+// and without.
+func TestKernelsRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{`\n`, `\"`, `\\`, `\t`, `\/`, `\u00e9`, `\q`, "é", "→", "😀", "\xff", "\xe2\x86", "\x01", `"`}
+	for range 3000 {
+		var b strings.Builder
+		for b.Len() < 300 {
+			if rng.IntN(3) == 0 {
+				p := pieces[rng.IntN(len(pieces))]
+				// Errors rarer than valid pieces, so that most strings go far.
+				if strings.ContainsAny(p, "\xff\x01\"q") && rng.IntN(8) != 0 {
+					continue
+				}
+				b.WriteString(p)
+			} else {
+				b.WriteString(strings.Repeat("x", rng.IntN(70)))
+			}
+		}
+		s := []byte(b.String())
+		checkKernels(t, s)
+		checkLiteral(t, s, rng.IntN(200))
 	}
 }
 
@@ -256,15 +291,16 @@ func TestKernelsMixed(t *testing.T) {
 
 // FuzzStringKernels compares the SIMD and portable string kernels, and the string
 // scanners built on them, on arbitrary bytes (invalid UTF-8, control bytes, any escape),
-// with the literal ending within a few bytes of the end of the body.
+// with the literal ending anywhere from the end of the body to 255 bytes before it.
 func FuzzStringKernels(f *testing.F) {
 	for _, sp := range kernelSpecials {
 		f.Add([]byte(strings.Repeat("x", 30)+sp+"tail"), uint8(0))
 	}
 	f.Add([]byte(`a\nb→c\"d\\e\u00e9`), uint8(3))
+	f.Add([]byte(strings.Repeat(`a\nb→`, 40)), uint8(200))
 	f.Fuzz(func(t *testing.T, s []byte, pad uint8) {
 		checkKernels(t, s)
-		checkLiteral(t, s, int(pad%40))
+		checkLiteral(t, s, int(pad))
 	})
 }
 
