@@ -2,9 +2,9 @@
 
 // AVX2 string kernels (see kernel.go for the contract; kernel_amd64.go for the tables).
 // Registers shared by both: SI = src, DX = len(src), R8 = i (bytes of src consumed),
-// R10 = &escDecode, R11 = &utf8Lead; Y1/Y2/Y3 = 32 copies of '"', '\\' and 0x1f,
-// Y10/Y11/Y12 = the UTF-8 nibble tables, Y13/Y14 = the escape nibble
-// tables.
+// R10 = &escDecode, R11 = &utf8Lead; Y1/Y2/Y3 = 32 copies of '"', '\\' and 0x1f;
+// Y10/Y11/Y12 = the UTF-8 nibble tables and Y13/Y14 the escape nibble tables while they
+// are in use.
 //
 // Each step loads the 64 bytes at src[i] (Y0 and Y9), always at a character boundary (not inside a
 // UTF-8 sequence or an escape), and finds the region that can be taken whole (REGION):
@@ -22,17 +22,14 @@
 
 // SETUP loads the tables and the comparison vectors (from memory: moving a general
 // register to a vector register here measured ~100x slower per call on this machine).
+// The nibble tables are loaded where they are used, so a call for a short string loads
+// three vectors only.
 #define SETUP \
 	LEAQ    ·escDecode(SB), R10;     \
 	LEAQ    ·utf8Lead(SB), R11;      \
 	VMOVDQU vecs<>+QUOTE(SB), Y1;    \
 	VMOVDQU vecs<>+BSLASH(SB), Y2;   \
-	VMOVDQU vecs<>+CTL(SB), Y3;      \
-	VMOVDQU ·utf8Prev1High(SB), Y10; \
-	VMOVDQU ·utf8Prev1Low(SB), Y11;  \
-	VMOVDQU ·utf8CurHigh(SB), Y12;   \
-	VMOVDQU ·escLow(SB), Y13;        \
-	VMOVDQU ·escHigh(SB), Y14
+	VMOVDQU vecs<>+CTL(SB), Y3
 
 #define QUOTE 0
 #define BSLASH 32
@@ -135,6 +132,9 @@ rgescapes:                             \
 	LEAQ      1(R13)(R13*1), R14;      \
 	TESTQ     R14, R12;                \
 	JZ        rgdone;                  \
+	VMOVDQU   ·utf8Prev1High(SB), Y10; \
+	VMOVDQU   ·utf8Prev1Low(SB), Y11;  \
+	VMOVDQU   ·utf8CurHigh(SB), Y12;   \
 	UTF8ERR(Y0, $0x08, Y0, R12);       \
 	UTF8ERR(Y9, $0x21, Y0, R13);       \
 	SHLQ      $32, R13;                \
@@ -202,6 +202,8 @@ rgdone:                                \
 // ESCOK jumps to slow unless every byte after a backslash of the region (BX) is a valid
 // two-byte escape. Clobbers R12, R13, R14, Y6, Y7, Y8.
 #define ESCOK(slow) \
+	VMOVDQU   ·escLow(SB), Y13;       \
+	VMOVDQU   ·escHigh(SB), Y14;      \
 	LOOKUP2(Y0, Y14, Y13, Y7, Y6);    \
 	VPXOR     Y8, Y8, Y8;             \
 	VPCMPEQB  Y8, Y7, Y7;             \
