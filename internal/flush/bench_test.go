@@ -9,6 +9,7 @@ import (
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // BenchmarkFlushExtractiveMemory measures one whole flush (lease, load, plan, extractive
@@ -101,6 +102,30 @@ func BenchmarkFlushWeighedExtractiveMemory(b *testing.B) {
 		job := &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body,
 			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1000, Horizon: 1000, MaxHorizon: 1000}}
 		res, err := o.Flush(ctx, job)
+		if err != nil || res.Outcome != OutcomeFlushed {
+			b.Fatalf("res %+v err %v", res, err)
+		}
+	}
+}
+
+// BenchmarkFlushExtractiveMemoryParsed is BenchmarkFlushExtractiveMemory with the job
+// carrying the request already parsed (Job.Request, as the proxy hands in-process flushes):
+// the difference is the parse the planner no longer does.
+func BenchmarkFlushExtractiveMemoryParsed(b *testing.B) {
+	st := store.NewMemory(0)
+	defer st.Close()
+	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "bench", Log: quiet}
+	body := transcript("bench", 5)
+	req, err := wire.Parse(wire.Anthropic, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := o.Flush(ctx, &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body, Request: req})
 		if err != nil || res.Outcome != OutcomeFlushed {
 			b.Fatalf("res %+v err %v", res, err)
 		}

@@ -47,7 +47,7 @@ func readLoadModel() loadModel {
 		thinkScale: envFloat("CONDENSE_LOAD_THINK_SCALE", 1) * scale,
 		thinkMax:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_THINK_MAX_MS", 20000)) * float64(time.Millisecond)),
 		thinkDef:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_THINK_DEFAULT_MS", 3000)) * float64(time.Millisecond)),
-		ramp:       time.Duration(scale * float64(envInt("CONDENSE_LOAD_RAMP_MS", 10000)) * float64(time.Millisecond)),
+		ramp:       time.Duration(scale * float64(envInt("CONDENSE_LOAD_RAMP_MS", 30000)) * float64(time.Millisecond)),
 		outDef:     envInt("CONDENSE_LOAD_OUTPUT_TOKENS", 250),
 		summarizer: os.Getenv("CONDENSE_LOAD_SUMMARIZER"),
 		latency: upstreamfake.Latency{
@@ -145,6 +145,7 @@ func loadSessions(t *testing.T, m loadModel) []loadSession {
 type pairResult struct {
 	size                 int
 	at                   time.Duration // when the pair started, since the run began
+	first                bool          // the session's first request (cold: nothing parsed or cached yet)
 	direct, proxied      time.Duration // end to end
 	directRm, proxiedRm  time.Duration // end to end minus the fake's modeled provider time
 	added                time.Duration // proxiedRm − directRm
@@ -227,7 +228,7 @@ func TestLoadTest(t *testing.T) {
 			time.Sleep(time.Duration(int64(m.ramp) * int64(v) / int64(m.sessions)))
 			for k, st := range j.steps {
 				var r pairResult
-				r.size, r.modelTime, r.thinkTime, r.at = len(st.body), m.latency.Total(st.output), st.think, time.Since(t0)
+				r.size, r.modelTime, r.thinkTime, r.at, r.first = len(st.body), m.latency.Total(st.output), st.think, time.Since(t0), k == 0
 				var e1, e2 error
 				// Alternate the order so neither path always runs first.
 				if (v+k)%2 == 0 {
@@ -296,6 +297,8 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 		return l
 	}
 	big := func(r pairResult) bool { return r.size > 256<<10 }
+	first := func(r pairResult) bool { return r.first }
+	warm := func(r pairResult) bool { return !r.first }
 	fmt.Fprintf(&b, "| ms | n | p50 | p90 | p99 | p99.9 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	row := func(name string, l []time.Duration) {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s |\n", name, len(l), msq(l, .5), msq(l, .9), msq(l, .99), msq(l, .999), msq(l, 1))
@@ -307,6 +310,8 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 	row("proxied, minus modeled provider time", col(func(r pairResult) time.Duration { return r.proxiedRm }, nil))
 	row("**added** (paired difference)", col(func(r pairResult) time.Duration { return r.added }, nil))
 	row("added, bodies > 256 KiB", col(func(r pairResult) time.Duration { return r.added }, big))
+	row("added, a session's later requests", col(func(r pairResult) time.Duration { return r.added }, warm))
+	row("added, a session's first request", col(func(r pairResult) time.Duration { return r.added }, first))
 	fmt.Fprintf(&b, "\n%s\n", promSummary(before, after, len(rs)))
 	return b.String()
 }
