@@ -760,7 +760,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	}
 	npre := 0
 	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
-		if d[vs] == '"' && npre < len(pre) && (keyIs(d, ks, ke, "text") || keyIs(d, ks, ke, "content") || keyIs(d, ks, ke, "thinking")) {
+		if d[vs] == '"' && npre < len(pre) && (keyIs(d, ks, ke, "text") || keyIs(d, ks, ke, "content") || keyIs(d, ks, ke, "thinking") || keyIs(d, ks, ke, "signature")) {
 			e, s, err := p.scanText(vs)
 			if err != nil {
 				return 0, err
@@ -874,7 +874,9 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 				if !ok {
 					txt = p.text(v)
 				}
-				b.Content = []*Block{{f: p.f, Kind: KindText, Type: "text", Text: txt, str: v}}
+				c := p.newBlock()
+				c.Kind, c.Type, c.Text, c.str = KindText, "text", txt, v
+				b.Content = p.blockSlice([]*Block{c})
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
