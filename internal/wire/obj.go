@@ -16,15 +16,7 @@ type object struct {
 
 // keyEq reports whether the member's key equals name (decoding escapes when present).
 func (o *object) keyEq(m member, name string) bool {
-	lit := o.raw[m.k:m.ke]
-	body := lit[1 : len(lit)-1]
-	if len(body) == len(name) && string(body) == name {
-		return true
-	}
-	if !hasBackslash(body) {
-		return false
-	}
-	return unquote(lit) == name
+	return keyMatch(o.raw[m.k:m.ke], name)
 }
 
 // find returns the index of the last member named name, or -1.

@@ -385,11 +385,18 @@ func (p *parser) schemaErr(off int, path jpath, format string, args ...any) erro
 }
 
 func keyIs(d []byte, ks, ke int, name string) bool {
-	body := d[ks+1 : ke-1]
-	if len(body) == len(name) && string(body) == name {
-		return true
+	return keyMatch(d[ks:ke], name)
+}
+
+// keyMatch reports whether the validated string literal lit decodes to name. A literal
+// no longer than name decodes to it only if it is it: escapes make the decoded text
+// shorter than its literal.
+func keyMatch(lit []byte, name string) bool {
+	body := lit[1 : len(lit)-1]
+	if len(body) <= len(name) {
+		return len(body) == len(name) && string(body) == name
 	}
-	return hasBackslash(body) && unquote(d[ks:ke]) == name
+	return hasBackslash(body) && unquote(lit) == name
 }
 
 func isSchema(err error) bool {

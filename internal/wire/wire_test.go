@@ -481,3 +481,26 @@ func TestAddMembersToEmptyAndPrettyRequests(t *testing.T) {
 		t.Fatalf("append:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestEscapedKeys: keys written with escapes name the same members as plain ones, and a
+// key whose literal is no longer than a name but differs from it never matches it.
+func TestEscapedKeys(t *testing.T) {
+	body := []byte(`{"m\u006fdel":"m","m\u0065ssages":[{"r\u006fle":"user","c\u006fntent":[` +
+		`{"typ\u0065":"text","t\u0065xt":"hi","tex\"":"no","te\\t":"no2"}]}]}`)
+	r, err := Parse(Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Model != "m" || len(r.Messages) != 1 || r.Messages[0].Role != RoleUser {
+		t.Fatalf("model %q, %d messages", r.Model, len(r.Messages))
+	}
+	b := r.Messages[0].Blocks[0]
+	if b.Kind != KindText || b.Text != "hi" {
+		t.Fatalf("block %v %q", b.Kind, b.Text)
+	}
+	for lit, want := range map[string]bool{`"text"`: true, `"t\u0065xt"`: true, `"tex\""`: false, `"te\\t"`: false, `"tex"`: false, `"texts"`: false, `"\u0074\u0065\u0078\u0074"`: true} {
+		if got := keyMatch([]byte(lit), "text"); got != want {
+			t.Errorf("keyMatch(%s, text) = %v", lit, got)
+		}
+	}
+}
