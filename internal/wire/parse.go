@@ -614,7 +614,7 @@ func fillResultNames(msgs []*Message, reused int) {
 		}
 		return
 	}
-	names := map[string]string{}
+	names := make(map[string]string, len(msgs)/2) // about one call per assistant message
 	for mi, m := range msgs {
 		for _, b := range m.Blocks {
 			switch b.Kind {
