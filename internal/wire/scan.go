@@ -335,14 +335,7 @@ func unquoteBytes(lit []byte) []byte {
 	return unescape(make([]byte, 0, len(s)), s)
 }
 
-func hasBackslash(s []byte) bool {
-	for _, c := range s {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
-}
+func hasBackslash(s []byte) bool { return indexBackslash(s) < len(s) }
 
 // unescape appends the decoded form of the validated string body s to dst.
 func unescape(dst, s []byte) []byte {
