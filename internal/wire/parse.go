@@ -390,11 +390,15 @@ func keyIs(d []byte, ks, ke int, name string) bool {
 
 // keyMatch reports whether the validated string literal lit decodes to name. A literal
 // no longer than name decodes to it only if it is it: escapes make the decoded text
-// shorter than its literal.
+// shorter than its literal. A longer one needs an escape, and its first byte must
+// match unless it starts one.
 func keyMatch(lit []byte, name string) bool {
 	body := lit[1 : len(lit)-1]
 	if len(body) <= len(name) {
 		return len(body) == len(name) && string(body) == name
+	}
+	if len(name) > 0 && body[0] != '\\' && body[0] != name[0] {
+		return false // the first byte decodes to itself
 	}
 	return hasBackslash(body) && unquote(lit) == name
 }

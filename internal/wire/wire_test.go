@@ -498,7 +498,7 @@ func TestEscapedKeys(t *testing.T) {
 	if b.Kind != KindText || b.Text != "hi" {
 		t.Fatalf("block %v %q", b.Kind, b.Text)
 	}
-	for lit, want := range map[string]bool{`"text"`: true, `"t\u0065xt"`: true, `"tex\""`: false, `"te\\t"`: false, `"tex"`: false, `"texts"`: false, `"\u0074\u0065\u0078\u0074"`: true} {
+	for lit, want := range map[string]bool{`"text"`: true, `"t\u0065xt"`: true, `"tex\""`: false, `"te\\t"`: false, `"tex"`: false, `"texts"`: false, `"\u0074\u0065\u0078\u0074"`: true, `"\u0074ext"`: true, `"x\u0065xt"`: false} {
 		if got := keyMatch([]byte(lit), "text"); got != want {
 			t.Errorf("keyMatch(%s, text) = %v", lit, got)
 		}
