@@ -35,7 +35,9 @@ type loadModel struct {
 	thinkDef   time.Duration // think time where the corpus has no timestamps
 	ramp       time.Duration // session starts are spread over this
 	outDef     int           // output tokens where the corpus has no usage
+	outMax     int           // caps the recorded output tokens of one answer
 	summarizer string        // "in-proxy" or "jobs"
+	duration   time.Duration // no session starts a request after this (0: no limit)
 }
 
 func readLoadModel() loadModel {
@@ -49,7 +51,9 @@ func readLoadModel() loadModel {
 		thinkDef:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_THINK_DEFAULT_MS", 3000)) * float64(time.Millisecond)),
 		ramp:       time.Duration(scale * float64(envInt("CONDENSE_LOAD_RAMP_MS", 30000)) * float64(time.Millisecond)),
 		outDef:     envInt("CONDENSE_LOAD_OUTPUT_TOKENS", 250),
+		outMax:     envInt("CONDENSE_LOAD_MAX_OUTPUT_TOKENS", 2000),
 		summarizer: os.Getenv("CONDENSE_LOAD_SUMMARIZER"),
+		duration:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_DURATION_S", 180)) * float64(time.Second)),
 		latency: upstreamfake.Latency{
 			TTFT:            time.Duration(scale * float64(envInt("CONDENSE_LOAD_TTFT_MS", 1000)) * float64(time.Millisecond)),
 			TokensPerSecond: envFloat("CONDENSE_LOAD_TOKENS_PER_SEC", 60) / scale,
@@ -62,7 +66,7 @@ func readLoadModel() loadModel {
 		m.summarizer = "in-proxy"
 	}
 	if m.mode == "saturate" {
-		m.latency, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp = upstreamfake.Latency{}, 0, 0, 0, 0
+		m.latency, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration = upstreamfake.Latency{}, 0, 0, 0, 0, 0
 	}
 	return m
 }
@@ -72,8 +76,8 @@ func (m loadModel) String() string {
 		return fmt.Sprintf("saturate: %d closed-loop sessions × ≤ %d requests, no model time, no think time, summarizer %s",
 			m.sessions, m.perSess, m.summarizer)
 	}
-	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, summarizer %s",
-		m.sessions, m.perSess, m.latency.TTFT, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.summarizer)
+	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens (≤ %d) at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, no request starts after %v, summarizer %s",
+		m.sessions, m.perSess, m.latency.TTFT, m.outMax, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration, m.summarizer)
 }
 
 // loadStep is one request of a virtual session and the pause after its response.
@@ -126,6 +130,7 @@ func loadSessions(t *testing.T, m loadModel) []loadSession {
 			if pt.Usage != nil && pt.Usage.OutputTokens > 0 {
 				st.output = int(pt.Usage.OutputTokens)
 			}
+			st.output = min(st.output, m.outMax)
 			if k+1 < n {
 				if t1 := s.Point(k + 1).Time; !pt.Time.IsZero() && !t1.IsZero() {
 					// The recorded gap held the real model's answer and the agent's tools; the
@@ -227,6 +232,9 @@ func TestLoadTest(t *testing.T) {
 			defer wg.Done()
 			time.Sleep(time.Duration(int64(m.ramp) * int64(v) / int64(m.sessions)))
 			for k, st := range j.steps {
+				if m.duration > 0 && time.Since(t0) > m.duration {
+					return
+				}
 				var r pairResult
 				r.size, r.modelTime, r.thinkTime, r.at, r.first = len(st.body), m.latency.Total(st.output), st.think, time.Since(t0), k == 0
 				var e1, e2 error
