@@ -749,13 +749,100 @@ func stringBlock(f Format, lit []byte) *Block {
 	return &Block{f: f, Kind: KindText, Type: "text", Text: unquote(lit), str: lit}
 }
 
-var anthropicKinds = map[string]Kind{
-	"text": KindText, "image": KindImage, "document": KindDocument, "thinking": KindThinking,
-	"redacted_thinking": KindRedactedThinking, "tool_use": KindToolUse, "tool_result": KindToolResult,
-	"server_tool_use": KindServerToolUse, "web_search_tool_result": KindWebSearchToolResult,
+// kindOf returns the Kind of a block whose "type" is typ in format f (KindUnknown for
+// types the format does not define).
+func kindOf(f Format, typ string) Kind {
+	if f != Anthropic {
+		switch typ {
+		case "text":
+			return KindText
+		case "image_url":
+			return KindImage
+		case "file":
+			return KindDocument
+		}
+		return KindUnknown
+	}
+	switch typ {
+	case "text":
+		return KindText
+	case "image":
+		return KindImage
+	case "document":
+		return KindDocument
+	case "thinking":
+		return KindThinking
+	case "redacted_thinking":
+		return KindRedactedThinking
+	case "tool_use":
+		return KindToolUse
+	case "tool_result":
+		return KindToolResult
+	case "server_tool_use":
+		return KindServerToolUse
+	case "web_search_tool_result":
+		return KindWebSearchToolResult
+	}
+	return KindUnknown
 }
 
-var openAIKinds = map[string]Kind{"text": KindText, "image_url": KindImage, "file": KindDocument}
+// A block member the parser reads, by key (blockField); bfNone for any other key.
+const (
+	bfNone = iota
+	bfType
+	bfText
+	bfContent
+	bfThinking
+	bfSignature
+	bfID
+	bfName
+	bfInput
+	bfCacheControl
+	bfToolUseID
+	bfIsError
+	bfCount
+)
+
+// blockFieldNames are the keys of the block fields, indexed by field.
+var blockFieldNames = [bfCount]string{"", "type", "text", "content", "thinking", "signature",
+	"id", "name", "input", "cache_control", "tool_use_id", "is_error"}
+
+// blockField classifies the validated key literal lit (quotes included) by the string it
+// decodes to: one switch on the key's own bytes, decoding it only when it has escapes.
+func blockField(lit []byte) int {
+	body := lit[1 : len(lit)-1]
+	var k string
+	if hasBackslash(body) {
+		k = unquote(lit)
+	} else {
+		k = bodyString(body)
+	}
+	switch k {
+	case "type":
+		return bfType
+	case "text":
+		return bfText
+	case "content":
+		return bfContent
+	case "thinking":
+		return bfThinking
+	case "signature":
+		return bfSignature
+	case "id":
+		return bfID
+	case "name":
+		return bfName
+	case "input":
+		return bfInput
+	case "cache_control":
+		return bfCacheControl
+	case "tool_use_id":
+		return bfToolUseID
+	case "is_error":
+		return bfIsError
+	}
+	return bfNone
+}
 
 // block parses the block object at d[i] == '{'. On a *SchemaError the returned end offset is
 // valid and the block is a KindUnknown block holding the raw bytes.
@@ -765,28 +852,33 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	var contentBlocks []*Block
 	var contentArr *array
 	var contentErr error
-	var pre [4]struct {
-		idx int
-		s   string
-	}
-	npre := 0
+	// last[f] is 1 + the index of the last member of field f (0: none), as object.find
+	// would find it; text[f] its decoded string value when the walk decoded it (the
+	// string members a block's kind reads are decoded as they are scanned).
+	var last [bfCount]int32
+	var text [bfSignature + 1]string
 	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
-		if d[vs] == '"' && npre < len(pre) && (keyIs(d, ks, ke, "text") || keyIs(d, ks, ke, "content") || keyIs(d, ks, ke, "thinking") || keyIs(d, ks, ke, "signature")) {
+		f := blockField(d[ks:ke])
+		last[f] = int32(idx + 1)
+		switch {
+		case f >= bfText && f <= bfSignature && d[vs] == '"':
 			e, s, err := p.scanText(vs)
 			if err != nil {
 				return 0, err
 			}
-			pre[npre].idx, pre[npre].s = idx, s
-			npre++
+			text[f] = s
 			return e, nil
-		}
-		if p.f == Anthropic && d[vs] == '[' && keyIs(d, ks, ke, "content") {
+		case f == bfContent && p.f == Anthropic && d[vs] == '[':
 			blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), false)
 			if err != nil && !isSchema(err) {
 				return 0, err
 			}
 			contentBlocks, contentArr, contentErr = blocks, arr, err
+			text[f] = ""
 			return e, nil
+		}
+		if f <= bfSignature {
+			text[f] = ""
 		}
 		return scanValue(d, vs, depth)
 	})
@@ -797,31 +889,29 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 	fail := func(err error) (*Block, int, error) {
 		return &Block{f: p.f, obj: obj, Kind: KindUnknown}, end, err
 	}
-	decoded := func(mi int) (string, bool) {
-		for _, x := range pre[:npre] {
-			if x.idx == mi {
-				return x.s, true
-			}
+	// value returns the raw value of field f and its offset in obj.raw (nil when absent).
+	value := func(f int) ([]byte, int) {
+		if last[f] == 0 {
+			return nil, 0
 		}
-		return "", false
+		m := obj.members[last[f]-1]
+		return obj.raw[m.v:m.e:m.e], m.v
 	}
-	// str returns the decoded string member name; ok is false when absent.
-	str := func(name string) (string, bool, error) {
-		mi := obj.find(name)
-		if mi < 0 {
+	// str returns the decoded string of field f; ok is false when absent.
+	str := func(f int) (string, bool, error) {
+		v, off := value(f)
+		if v == nil {
 			return "", false, nil
 		}
-		m := obj.members[mi]
-		v := obj.raw[m.v:m.e]
 		if v[0] != '"' {
-			return "", false, p.schemaErr(i+m.v, path.key(name), "expected string, found %s", jsonType(v[0]))
+			return "", false, p.schemaErr(i+off, path.key(blockFieldNames[f]), "expected string, found %s", jsonType(v[0]))
 		}
-		if s, ok := decoded(mi); ok {
-			return s, true, nil
+		if f < len(text) && text[f] != "" {
+			return text[f], true, nil
 		}
 		return p.text(v), true, nil
 	}
-	typ, ok, err := str("type")
+	typ, ok, err := str(bfType)
 	if err != nil {
 		return fail(err)
 	}
@@ -829,62 +919,52 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 		return fail(p.schemaErr(i, path, "content block has no \"type\""))
 	}
 	b.Type = typ
-	if p.f == Anthropic {
-		b.Kind = anthropicKinds[typ]
-	} else {
-		b.Kind = openAIKinds[typ]
-	}
-	if cc, ok := obj.get("cache_control"); ok {
+	b.Kind = kindOf(p.f, typ)
+	if cc, _ := value(bfCacheControl); cc != nil {
 		b.CacheControl = cc
 	}
 	switch b.Kind {
 	case KindText:
-		if b.Text, _, err = str("text"); err != nil {
+		if b.Text, _, err = str(bfText); err != nil {
 			return fail(err)
 		}
 	case KindThinking:
-		if b.Text, _, err = str("thinking"); err != nil {
+		if b.Text, _, err = str(bfThinking); err != nil {
 			return fail(err)
 		}
-		if b.Signature, _, err = str("signature"); err != nil {
+		if b.Signature, _, err = str(bfSignature); err != nil {
 			return fail(err)
 		}
 	case KindToolUse, KindServerToolUse:
-		if b.ID, _, err = str("id"); err != nil {
+		if b.ID, _, err = str(bfID); err != nil {
 			return fail(err)
 		}
-		if b.Name, _, err = str("name"); err != nil {
+		if b.Name, _, err = str(bfName); err != nil {
 			return fail(err)
 		}
-		if in, ok := obj.get("input"); ok {
+		if in, _ := value(bfInput); in != nil {
 			b.Input = in
 		}
 	case KindToolResult, KindWebSearchToolResult:
-		if b.ID, _, err = str("tool_use_id"); err != nil {
+		if b.ID, _, err = str(bfToolUseID); err != nil {
 			return fail(err)
 		}
 		if b.Kind == KindWebSearchToolResult {
 			break
 		}
-		if mi := obj.find("is_error"); mi >= 0 {
-			m := obj.members[mi]
-			switch obj.raw[m.v] {
+		if v, off := value(bfIsError); v != nil {
+			switch v[0] {
 			case 't':
 				b.IsError = true
 			case 'f':
 			default:
-				return fail(p.schemaErr(i+m.v, path.key("is_error"), "expected boolean, found %s", jsonType(obj.raw[m.v])))
+				return fail(p.schemaErr(i+off, path.key("is_error"), "expected boolean, found %s", jsonType(v[0])))
 			}
 		}
-		if mi := obj.find("content"); mi >= 0 {
-			m := obj.members[mi]
-			v := obj.raw[m.v:m.e:m.e]
+		if v, off := value(bfContent); v != nil {
 			switch v[0] {
 			case '"':
-				txt, ok := decoded(mi)
-				if !ok {
-					txt = p.text(v)
-				}
+				txt, _, _ := str(bfContent)
 				c := p.newBlock()
 				c.Kind, c.Type, c.Text, c.str = KindText, "text", txt, v
 				b.Content = p.blockSlice([]*Block{c})
@@ -896,7 +976,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 				b.Content, b.contentArr = contentBlocks, contentArr
 			case 'n':
 			default:
-				return fail(p.schemaErr(i+m.v, path.key("content"), "expected string or array, found %s", jsonType(v[0])))
+				return fail(p.schemaErr(i+off, path.key("content"), "expected string or array, found %s", jsonType(v[0])))
 			}
 		}
 	}
@@ -933,7 +1013,9 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 				if err != nil {
 					return 0, err
 				}
-				m.Blocks = []*Block{{f: p.f, Kind: KindText, Type: "text", Text: txt, str: d[vs:e:e]}}
+				c := p.newBlock()
+				c.Kind, c.Type, c.Text, c.str = KindText, "text", txt, d[vs:e:e]
+				m.Blocks = p.blockSlice([]*Block{c})
 				m.StringContent = true
 				m.contentArr = nil
 				return e, nil

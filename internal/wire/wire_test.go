@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -502,5 +503,62 @@ func TestEscapedKeys(t *testing.T) {
 		if got := keyMatch([]byte(lit), "text"); got != want {
 			t.Errorf("keyMatch(%s, text) = %v", lit, got)
 		}
+	}
+}
+
+// TestBlockFieldMatchesKeyMatch: the block parser's one-switch key classification names
+// a field exactly when keyMatch would match that field's name (escaped keys included).
+func TestBlockFieldMatchesKeyMatch(t *testing.T) {
+	lits := []string{`""`, `"x"`, `"typ"`, `"types"`, `"\u0074ype"`, `"t\u0079pe"`, `"tool_use_i\u0064"`,
+		`"cache\u005fcontrol"`, `"is_error "`, `"\"id"`, `"i\\d"`, `"na\u006de"`, `"in\/put"`}
+	for _, n := range blockFieldNames[1:] {
+		lits = append(lits, `"`+n+`"`, `"`+n+`x"`, `"\u00`+fmt.Sprintf("%02x", n[0])+n[1:]+`"`)
+	}
+	for _, lit := range lits {
+		f := blockField([]byte(lit))
+		for g, n := range blockFieldNames[1:] {
+			if want := keyMatch([]byte(lit), n); (f == g+1) != want {
+				t.Errorf("blockField(%s) = %d, keyMatch(%s, %q) = %v", lit, f, lit, n, want)
+			}
+		}
+	}
+}
+
+// TestBlockDuplicateKeysLastWins: when a block repeats a key, its last member is the one
+// read (as object lookups find it), whatever the earlier ones held.
+func TestBlockDuplicateKeysLastWins(t *testing.T) {
+	parse := func(blocks string) (*Block, error) {
+		r, err := Parse(Anthropic, []byte(`{"messages":[{"role":"user","content":[`+blocks+`]}]}`))
+		if err != nil {
+			return nil, err
+		}
+		return r.Messages[0].Blocks[0], nil
+	}
+	for _, tc := range []struct{ in, text string }{
+		{`{"type":"text","text":"a","text":"b"}`, "b"},
+		{`{"type":"text","text":"a","t\u0065xt":"b\n"}`, "b\n"},
+		{`{"type":"text","text":1,"text":"c"}`, "c"},
+		{`{"type":"thinking","thinking":"a","signature":"s","thinking":"\u00e9"}`, "é"},
+		{`{"type":"image","type":"text","text":"t"}`, "t"},
+	} {
+		b, err := parse(tc.in)
+		if err != nil || b.Text != tc.text {
+			t.Errorf("%s: text %q, %v; want %q", tc.in, b.Text, err, tc.text)
+		}
+	}
+	b, err := parse(`{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"arr"}],"content":"str"}`)
+	if err != nil || !b.ContentString || b.ResultText() != "str" || b.Content[0].Kind != KindText {
+		t.Errorf("tool_result string after array: %+v, %v", b, err)
+	}
+	b, err = parse(`{"type":"tool_result","tool_use_id":"x","content":"str","content":[{"type":"text","text":"arr"}],"is_error":false,"is_error":true}`)
+	if err != nil || b.ContentString || b.ResultText() != "arr" || !b.IsError {
+		t.Errorf("tool_result array after string: %+v, %v", b, err)
+	}
+	var se *SchemaError
+	if _, err := parse(`{"type":"text","text":"a","text":1}`); !errors.As(err, &se) || se.Path != "messages[0].content[0].text" || se.Offset != 72 {
+		t.Errorf("non-string last text: %v", err)
+	}
+	if _, err := parse(`{"type":"tool_use","id":"a","name":"n","name":[]}`); !errors.As(err, &se) || se.Path != "messages[0].content[0].name" {
+		t.Errorf("non-string last name: %v", err)
 	}
 }
