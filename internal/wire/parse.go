@@ -146,20 +146,24 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 	d := p.d
 	start := i
 	base := len(p.memStack)
-	end, err := scanObject(d, i, depth, func(ks, ke, vs int) (int, error) {
-		var ve int
-		var err error
+	// scanObject's walk, with the member calls direct rather than through a closure.
+	end, err := objectOpen(d, i, depth)
+	for err == nil && d[end-1] != '}' {
+		var ks, ke, vs, ve int
+		if ks, ke, vs, err = memberKey(d, end); err != nil {
+			break
+		}
 		if fn != nil {
 			ve, err = fn(o, len(p.memStack)-base, ks, ke, vs)
 		} else {
 			ve, err = scanValue(d, vs, depth)
 		}
 		if err != nil {
-			return 0, err
+			break
 		}
 		p.memStack = append(p.memStack, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
-		return ve, nil
-	})
+		end, err = memberNext(d, ve)
+	}
 	if err != nil {
 		p.memStack = p.memStack[:base]
 		return nil, 0, err
@@ -618,21 +622,61 @@ func fillResultNames(msgs []*Message, reused int) {
 		}
 		return
 	}
-	names := make(map[string]string, len(msgs)/2) // about one call per assistant message
+	var ix callIndex
 	for mi, m := range msgs {
 		for _, b := range m.Blocks {
 			switch b.Kind {
 			case KindToolUse, KindServerToolUse:
 				if b.ID != "" {
-					names[b.ID] = b.Name
+					ix.add(b.ID, b.Name)
 				}
 			case KindToolResult, KindWebSearchToolResult:
-				if mi >= reused && b.Name == "" {
-					b.Name = names[b.ID]
+				if mi >= reused && b.Name == "" && b.ID != "" {
+					b.Name = ix.name(b.ID)
 				}
 			}
 		}
 	}
+}
+
+// callIndex finds the name of the last tool call added with a given id. A result's call
+// is nearly always among the last few calls, so the calls are kept in order and searched
+// backwards over a short window first; a map of every call (latest name per id) is built
+// only when a search has to look further back, and kept up to date from then on.
+type callIndex struct {
+	ids, names []string
+	byID       map[string]string
+}
+
+// callWindow is how many of the latest calls name searches without the map.
+const callWindow = 16
+
+func (x *callIndex) add(id, name string) {
+	x.ids = append(x.ids, id)
+	x.names = append(x.names, name)
+	if x.byID != nil {
+		x.byID[id] = name
+	}
+}
+
+// name returns the name of the last call added with this id ("" when there is none).
+func (x *callIndex) name(id string) string {
+	n := len(x.ids)
+	for k := n - 1; k >= 0 && k >= n-callWindow; k-- {
+		if x.ids[k] == id {
+			return x.names[k]
+		}
+	}
+	if n <= callWindow {
+		return ""
+	}
+	if x.byID == nil {
+		x.byID = make(map[string]string, n)
+		for k, id := range x.ids {
+			x.byID[id] = x.names[k]
+		}
+	}
+	return x.byID[id]
 }
 
 // nearestCallName returns the name of the last tool call with the id of result b before

@@ -54,8 +54,10 @@ func synErr(off int, format string, args ...any) error {
 // isWS reports JSON insignificant whitespace.
 func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
+// skipWS returns the offset of the first byte at or after d[i] that is not whitespace.
+// Compact JSON has none, and any byte above ' ' ends the loop after one comparison.
 func skipWS(d []byte, i int) int {
-	for i < len(d) && isWS(d[i]) {
+	for i < len(d) && d[i] <= ' ' && isWS(d[i]) {
 		i++
 	}
 	return i
@@ -227,6 +229,32 @@ type memberFunc func(keyStart, keyEnd, valStart int) (valEnd int, err error)
 
 // scanObject validates the object at d[i] == '{'. When fn is non-nil it parses each value.
 func scanObject(d []byte, i, depth int, fn memberFunc) (int, error) {
+	i, err := objectOpen(d, i, depth)
+	if err != nil || d[i-1] == '}' {
+		return i, err
+	}
+	for {
+		ks, ke, vs, err := memberKey(d, i)
+		if err != nil {
+			return 0, err
+		}
+		if fn != nil {
+			i, err = fn(ks, ke, vs)
+		} else {
+			i, err = scanValue(d, vs, depth)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if i, err = memberNext(d, i); err != nil || d[i-1] == '}' {
+			return i, err
+		}
+	}
+}
+
+// objectOpen starts the object at d[i] == '{' nested depth deep: it returns the offset
+// of its first key, or just past the closing brace of an empty object (d[end-1] == '}').
+func objectOpen(d []byte, i, depth int) (int, error) {
 	if depth > MaxDepth {
 		return 0, synErr(i, "nesting deeper than %d", MaxDepth)
 	}
@@ -234,47 +262,50 @@ func scanObject(d []byte, i, depth int, fn memberFunc) (int, error) {
 	if i < len(d) && d[i] == '}' {
 		return i + 1, nil
 	}
-	for {
-		if i >= len(d) {
-			return 0, synErr(i, "unexpected end of input in object")
-		}
-		if d[i] != '"' {
-			return 0, synErr(i, "invalid character %q looking for object key", d[i])
-		}
-		ks := i
-		ke, _, err := scanString(d, i)
-		if err != nil {
-			return 0, err
-		}
-		i = skipWS(d, ke)
-		if i >= len(d) || d[i] != ':' {
-			return 0, synErr(i, "expected ':' after object key")
-		}
-		i = skipWS(d, i+1)
-		if i >= len(d) {
-			return 0, synErr(i, "unexpected end of input, expected a value")
-		}
-		if fn != nil {
-			i, err = fn(ks, ke, i)
-		} else {
-			i, err = scanValue(d, i, depth)
-		}
-		if err != nil {
-			return 0, err
-		}
-		i = skipWS(d, i)
-		if i >= len(d) {
-			return 0, synErr(i, "unexpected end of input in object")
-		}
-		switch d[i] {
-		case ',':
-			i = skipWS(d, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, synErr(i, "invalid character %q after object member", d[i])
-		}
+	return i, nil
+}
+
+// memberKey scans the key of the object member at d[i] and the colon after it,
+// returning the key literal's offsets and where its value starts (a byte is there).
+func memberKey(d []byte, i int) (ks, ke, vs int, err error) {
+	if i >= len(d) {
+		return 0, 0, 0, synErr(i, "unexpected end of input in object")
 	}
+	if d[i] != '"' {
+		return 0, 0, 0, synErr(i, "invalid character %q looking for object key", d[i])
+	}
+	ke, _, err = scanString(d, i)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	j := skipWS(d, ke)
+	if j >= len(d) || d[j] != ':' {
+		return 0, 0, 0, synErr(j, "expected ':' after object key")
+	}
+	j = skipWS(d, j+1)
+	if j >= len(d) {
+		return 0, 0, 0, synErr(j, "unexpected end of input, expected a value")
+	}
+	return i, ke, j, nil
+}
+
+// memberNext follows an object member's value ending at d[i]: it returns the offset of
+// the next key, or just past the closing brace (d[end-1] == '}').
+func memberNext(d []byte, i int) (int, error) {
+	if i < len(d) && d[i] == ',' && i+1 < len(d) && d[i+1] == '"' {
+		return i + 1, nil // compact JSON
+	}
+	i = skipWS(d, i)
+	if i >= len(d) {
+		return 0, synErr(i, "unexpected end of input in object")
+	}
+	switch d[i] {
+	case ',':
+		return skipWS(d, i+1), nil
+	case '}':
+		return i + 1, nil
+	}
+	return 0, synErr(i, "invalid character %q after object member", d[i])
 }
 
 // elemFunc is called for each array element at valStart; it returns the element's end.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -560,5 +561,28 @@ func TestBlockDuplicateKeysLastWins(t *testing.T) {
 	}
 	if _, err := parse(`{"type":"tool_use","id":"a","name":"n","name":[]}`); !errors.As(err, &se) || se.Path != "messages[0].content[0].name" {
 		t.Errorf("non-string last name: %v", err)
+	}
+}
+
+// TestCallIndexMatchesMap: callIndex names each result like a map of the latest call
+// per id would, whether the call is inside its search window or far behind it.
+func TestCallIndexMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 200; round++ {
+		var x callIndex
+		want := map[string]string{}
+		ids := 1 + rng.IntN(3*callWindow)
+		for op := 0; op < 300; op++ {
+			id := fmt.Sprintf("toolu_%d", rng.IntN(ids))
+			if rng.IntN(2) == 0 {
+				name := fmt.Sprintf("tool%d", op)
+				x.add(id, name)
+				want[id] = name
+				continue
+			}
+			if got := x.name(id); got != want[id] {
+				t.Fatalf("round %d op %d: name(%s) = %q, want %q", round, op, id, got, want[id])
+			}
+		}
 	}
 }
