@@ -751,14 +751,13 @@ func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *ar
 	base := len(p.blkStack)
 	var deferred error
 	arr, end, err := p.list(i, depth, func(idx, es int) (int, error) {
-		bp := path.at(idx)
 		if p.d[es] != '{' {
 			e, err := scanValue(p.d, es, depth)
 			if err != nil {
 				return 0, err
 			}
 			if deferred == nil {
-				deferred = p.schemaErr(es, bp, "content block must be an object, found %s", jsonType(p.d[es]))
+				deferred = p.schemaErr(es, path.at(idx), "content block must be an object, found %s", jsonType(p.d[es]))
 			}
 			if strict {
 				return 0, deferred
@@ -766,7 +765,7 @@ func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *ar
 			p.blkStack = append(p.blkStack, &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown})
 			return e, nil
 		}
-		b, e, err := p.block(es, depth+1, bp)
+		b, e, err := p.block(es, depth+1, &path, idx)
 		if err != nil {
 			if !isSchema(err) {
 				return 0, err
@@ -888,9 +887,10 @@ func blockField(lit []byte) int {
 	return bfNone
 }
 
-// block parses the block object at d[i] == '{'. On a *SchemaError the returned end offset is
-// valid and the block is a KindUnknown block holding the raw bytes.
-func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
+// block parses the block object at d[i] == '{', element bi of the list at path list (the
+// block's own path is built only for errors and nested content). On a *SchemaError the
+// returned end offset is valid and the block is a KindUnknown block holding the raw bytes.
+func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	d := p.d
 	b := p.newBlock()
 	var contentBlocks []*Block
@@ -913,7 +913,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 			text[f] = s
 			return e, nil
 		case f == bfContent && p.f == Anthropic && d[vs] == '[':
-			blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), false)
+			blocks, arr, e, err := p.blockList(vs, depth+1, list.at(bi).key("content"), false)
 			if err != nil && !isSchema(err) {
 				return 0, err
 			}
@@ -948,7 +948,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 			return "", false, nil
 		}
 		if v[0] != '"' {
-			return "", false, p.schemaErr(i+off, path.key(blockFieldNames[f]), "expected string, found %s", jsonType(v[0]))
+			return "", false, p.schemaErr(i+off, list.at(bi).key(blockFieldNames[f]), "expected string, found %s", jsonType(v[0]))
 		}
 		if f < len(text) && text[f] != "" {
 			return text[f], true, nil
@@ -960,7 +960,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 		return fail(err)
 	}
 	if !ok {
-		return fail(p.schemaErr(i, path, "content block has no \"type\""))
+		return fail(p.schemaErr(i, list.at(bi), "content block has no \"type\""))
 	}
 	b.Type = typ
 	b.Kind = kindOf(p.f, typ)
@@ -1002,7 +1002,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 				b.IsError = true
 			case 'f':
 			default:
-				return fail(p.schemaErr(i+off, path.key("is_error"), "expected boolean, found %s", jsonType(v[0])))
+				return fail(p.schemaErr(i+off, list.at(bi).key("is_error"), "expected boolean, found %s", jsonType(v[0])))
 			}
 		}
 		if v, off := value(bfContent); v != nil {
@@ -1020,7 +1020,7 @@ func (p *parser) block(i, depth int, path jpath) (*Block, int, error) {
 				b.Content, b.contentArr = contentBlocks, contentArr
 			case 'n':
 			default:
-				return fail(p.schemaErr(i+off, path.key("content"), "expected string or array, found %s", jsonType(v[0])))
+				return fail(p.schemaErr(i+off, list.at(bi).key("content"), "expected string or array, found %s", jsonType(v[0])))
 			}
 		}
 	}
