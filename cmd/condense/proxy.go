@@ -31,6 +31,14 @@ Any other path passes through untouched. Point an agent's base URL at it.
 Without --config every default applies (embedded in-memory store, extractive summarizer,
 upstreams api.anthropic.com and api.openai.com). Flags override the file. Metrics are served
 at /metrics on listen.metrics, /healthz and /readyz on listen.health and on the proxy port.
+
+In-process flushes run at most GOMAXPROCS/2 at a time, on OS threads at nice +10 (Linux), so
+request handling gets the CPU first when it is scarce. Memory: the live heap is mostly the
+per-session parse cache (at most 256 MiB) and decoded session states; the Go defaults
+(GOGC=100) apply, and in "make loadtest" garbage collection was not a source of added latency
+(docs/performance.md, "Proxy load"). In a container with a memory limit, set GOMEMLIMIT to
+about 90% of it so the collector works harder before the pod runs out of memory.
+
 With --pprof ADDR the Go profiler (net/http/pprof: /debug/pprof/profile, /heap, /trace, ...)
 is served on its own listener; it is off by default and must only listen on a trusted address.
 See docs/proxy.md.`,
