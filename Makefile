@@ -48,7 +48,7 @@ e2e:
 	bin=$$(hack/install-k8s-tools.sh); KUBEBUILDER_ASSETS=$$bin KWOK_BIN=$$bin/kwok KWOK_STAGES=$$bin/kwok-stages.yaml \
 		CONDENSE_TOOLS_BIN=$$bin $(GO) test -count=1 -tags e2e -v ./test/...
 
-## loadtest: 200 concurrent sessions through the proxy (not in CI)
+## loadtest: 200 concurrent agent sessions, each request sent direct and through a condense proxy process (not in CI; docs/performance.md "Proxy load")
 loadtest:
 	$(GO) test -count=1 -tags loadtest -run LoadTest -v -timeout 30m ./internal/proxy/...
 
