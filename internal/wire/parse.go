@@ -622,7 +622,8 @@ func fillResultNames(msgs []*Message, reused int) {
 		}
 		return
 	}
-	var ix callIndex
+	n := len(msgs) / 2 // about one call per assistant message
+	ix := callIndex{ids: make([]string, 0, n), names: make([]string, 0, n)}
 	for mi, m := range msgs {
 		for _, b := range m.Blocks {
 			switch b.Kind {
