@@ -268,15 +268,43 @@ func (s *Server) useSnapshot(t *turn, snap *store.Snapshot) error {
 			return err
 		}
 	}
-	if snap.Version > 0 {
-		if s.nstates.Add(1) > maxStateCache {
-			s.states.Clear()
-			s.nstates.Store(1)
-		}
-		s.states.Store(t.sid, cachedState{snap.Version, st})
-	}
+	s.cacheState(t.sid, snap.Version, st)
 	t.snap, t.state = snap, st
 	return nil
+}
+
+// cacheState remembers the decoded state of a session version (version 0, no state yet, is
+// not cached).
+func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
+	if version == 0 {
+		return
+	}
+	if s.nstates.Add(1) > maxStateCache {
+		s.states.Clear()
+		s.nstates.Store(1)
+	}
+	s.states.Store(sid, cachedState{version, st})
+}
+
+// warmState decodes the state a flush of this process just committed, so the session's next
+// request finds it decoded instead of decoding it on the request path. It loads and decodes
+// exactly as that request would; when the session has moved past version meanwhile it does
+// nothing (the request then decodes what it loads).
+func (s *Server) warmState(sid string, version uint64) {
+	if v, ok := s.states.Load(sid); ok && v.(cachedState).version >= version {
+		return
+	}
+	ctx, cancel := s.storeCtx(s.ctx)
+	defer cancel()
+	snap, err := s.opt.Store.Load(ctx, sid)
+	if err != nil || snap.Version != version {
+		return
+	}
+	st := pruner.NewState()
+	if err := st.UnmarshalBinary(snap.State); err != nil {
+		return
+	}
+	s.cacheState(sid, snap.Version, st)
 }
 
 // render runs the pruning engine over the view.
@@ -442,11 +470,11 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 
 // startFlush hands a flush of the session's request req (serialized as body; nil: serialized
 // when the job is built) to the flusher and remembers it; the returned channel closes when
-// the flush ended. With sync the job is submitted before startFlush returns (and nil is
+// the flush ended. With waited the job is submitted before startFlush returns (and nil is
 // returned when that fails), for a request that waits for the flush. Otherwise the job is
 // built and submitted in the background, so serializing and hashing the request never delays
 // a response (the flight is registered at once, so the session's next request still finds it).
-func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, sync bool) <-chan struct{} {
+func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, waited bool) <-chan struct{} {
 	job := &flush.Job{Session: t.sid, Format: t.f.String(), Request: req, Trigger: trigger,
 		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
 	if o.weigh {
@@ -487,9 +515,12 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 			t.log.Warn("flush failed", "trigger", trigger, "err", err)
 		} else if res != nil {
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
+			if res.Outcome == flush.OutcomeFlushed || res.Outcome == flush.OutcomePartial {
+				s.warmState(t.sid, res.Version)
+			}
 		}
 	}
-	if sync {
+	if waited {
 		tk := submit()
 		if tk == nil {
 			return nil
