@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // maxCanonDepth bounds recursion; deeper input is returned unchanged like invalid JSON.
@@ -325,8 +327,6 @@ func hex4(d []byte, i int) (rune, bool) {
 	return rune(v), true
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString writes s as a JSON string escaping only '"', '\\' and control characters;
 // invalid UTF-8 becomes U+FFFD.
 func appendString(dst, s []byte) []byte {
@@ -351,18 +351,7 @@ func appendString(dst, s []byte) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch ch {
-		case '"', '\\':
-			dst = append(dst, '\\', ch)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[ch>>4], hexDigits[ch&0xf])
-		}
+		dst = wire.AppendEscapedASCII(dst, ch)
 		i++
 		start = i
 	}

@@ -191,38 +191,9 @@ func (p *parser) text(lit []byte) string {
 		return bodyString(s) // no escapes: the body's own bytes (Parse never copies them)
 	}
 	p.reserve(len(s), p.offset(lit))
-	a := p.arena
-	start := len(a)
-	for len(s) > 0 {
-		j := indexBackslash(s)
-		a = append(a, s[:j]...)
-		if j == len(s) {
-			break
-		}
-		s = s[j:]
-		switch s[1] {
-		case 'b':
-			a = append(a, '\b')
-		case 'f':
-			a = append(a, '\f')
-		case 'n':
-			a = append(a, '\n')
-		case 'r':
-			a = append(a, '\r')
-		case 't':
-			a = append(a, '\t')
-		case 'u':
-			var used int
-			a, used = decodeU(s, a)
-			s = s[used:]
-			continue
-		default: // '"', '\\', '/'
-			a = append(a, s[1])
-		}
-		s = s[2:]
-	}
-	p.arena = a
-	return arenaString(a[start:])
+	start := len(p.arena)
+	p.arena = unescape(p.arena, s)
+	return arenaString(p.arena[start:])
 }
 
 // reserve makes room for n more bytes in the arena, for a string at body offset pos. A new
@@ -309,49 +280,39 @@ func (p *parser) decodeText(start, i int) (int, string, error) {
 			if i+1 >= len(d) {
 				return 0, "", synErr(start, "unterminated string")
 			}
-			switch e := d[i+1]; e {
-			case '"', '\\', '/':
+			if e := escDecode[d[i+1]]; e != 0 {
 				buf[j] = e
-			case 'b':
-				buf[j] = '\b'
-			case 'f':
-				buf[j] = '\f'
-			case 'n':
-				buf[j] = '\n'
-			case 'r':
-				buf[j] = '\r'
-			case 't':
-				buf[j] = '\t'
-			case 'u':
-				if i+6 > len(d) {
-					return 0, "", synErr(i, "truncated \\u escape")
-				}
-				for k := i + 2; k < i+6; k++ {
-					if unhex(d[k]) < 0 {
-						return 0, "", synErr(k, "invalid hex digit in \\u escape")
-					}
-				}
-				// A following \uXXXX may complete a surrogate pair: validate it first.
-				n := 6
-				if i+12 <= len(d) && d[i+6] == '\\' && d[i+7] == 'u' {
-					ok := true
-					for k := i + 8; k < i+12; k++ {
-						ok = ok && unhex(d[k]) >= 0
-					}
-					if ok {
-						n = 12
-					}
-				}
-				// The UTF-8 form (at most 4 bytes) is shorter than the escape it replaces.
-				out, used := decodeU(d[i:i+n], buf[j:j])
-				j += len(out)
-				i += used
+				i += 2
+				j++
 				continue
-			default:
+			}
+			if e := d[i+1]; e != 'u' {
 				return 0, "", synErr(i, "invalid escape character %q", e)
 			}
-			i += 2
-			j++
+			if i+6 > len(d) {
+				return 0, "", synErr(i, "truncated \\u escape")
+			}
+			for k := i + 2; k < i+6; k++ {
+				if unhex(d[k]) < 0 {
+					return 0, "", synErr(k, "invalid hex digit in \\u escape")
+				}
+			}
+			// A following \uXXXX may complete a surrogate pair: validate it first.
+			n := 6
+			if i+12 <= len(d) && d[i+6] == '\\' && d[i+7] == 'u' {
+				ok := true
+				for k := i + 8; k < i+12; k++ {
+					ok = ok && unhex(d[k]) >= 0
+				}
+				if ok {
+					n = 12
+				}
+			}
+			// The UTF-8 form (at most 4 bytes) is shorter than the escape it replaces.
+			out, used := decodeU(d[i:i+n], buf[j:j])
+			j += len(out)
+			i += used
+			continue
 		case c < 0x20:
 			return 0, "", synErr(i, "control character 0x%02x in string", c)
 		default:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -368,57 +367,31 @@ func unquoteBytes(lit []byte) []byte {
 
 func hasBackslash(s []byte) bool { return indexBackslash(s) < len(s) }
 
-// unescape appends the decoded form of the validated string body s to dst.
+// unescape appends the decoded form of the validated string body s to dst, in place when dst
+// has room for len(s) more bytes (decoded text is never longer than its escaped form).
 func unescape(dst, s []byte) []byte {
-	n := len(dst)
-	if cap(dst)-n < len(s) {
-		nd := make([]byte, n, n+len(s))
+	if cap(dst)-len(dst) < len(s) {
+		nd := make([]byte, len(dst), len(dst)+len(s))
 		copy(nd, dst)
 		dst = nd
 	}
-	out := dst[n : n+len(s)] // decoded text is never longer than its escaped form
-	j := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			out[j] = c
-			j++
-			i++
+	for len(s) > 0 {
+		j := indexBackslash(s)
+		dst = append(dst, s[:j]...)
+		if j == len(s) {
+			break
+		}
+		s = s[j:]
+		if e := escDecode[s[1]]; e != 0 {
+			dst = append(dst, e)
+			s = s[2:]
 			continue
 		}
-		switch s[i+1] {
-		case 'b':
-			out[j] = '\b'
-		case 'f':
-			out[j] = '\f'
-		case 'n':
-			out[j] = '\n'
-		case 'r':
-			out[j] = '\r'
-		case 't':
-			out[j] = '\t'
-		case 'u':
-			r := rune(hex4(s[i+2 : i+6]))
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if r2 := utf16.DecodeRune(r, rune(hex4(s[i+2:i+6]))); r2 != utf8.RuneError {
-						j += utf8.EncodeRune(out[j:], r2)
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			j += utf8.EncodeRune(out[j:], r)
-			continue
-		default: // '"', '\\', '/'
-			out[j] = s[i+1]
-		}
-		j++
-		i += 2
+		var used int // validated: the only other escape is \uXXXX
+		dst, used = decodeU(s, dst)
+		s = s[used:]
 	}
-	return dst[:n+j]
+	return dst
 }
 
 // indexBackslash returns the index of the first backslash in s, or len(s).
@@ -443,6 +416,23 @@ func hex4(b []byte) int {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// AppendEscapedASCII appends the JSON escape of c, an ASCII byte a JSON string must escape
+// ('"', '\\' or a control character): the two-byte form for '"', '\\', '\n', '\r' and '\t',
+// \u00XX for the rest. Every JSON string writer in condense escapes with it.
+func AppendEscapedASCII(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+}
 
 // appendQuoted appends s as a JSON string literal. Invalid UTF-8 becomes U+FFFD.
 func appendQuoted[T string | []byte](dst []byte, s T) []byte {
@@ -483,18 +473,7 @@ func appendQuotedCheck[T string | []byte](dst []byte, s T) ([]byte, bool) {
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
+			dst = AppendEscapedASCII(dst, c)
 			i++
 			start = i
 			continue
