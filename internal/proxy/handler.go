@@ -256,21 +256,30 @@ type cachedState struct {
 const maxStateCache = 4096
 
 func (s *Server) useSnapshot(t *turn, snap *store.Snapshot) error {
-	if v, ok := s.states.Load(t.sid); ok && snap.Version > 0 {
+	st, err := s.decodedState(t.sid, snap)
+	if err != nil {
+		return err
+	}
+	t.snap, t.state = snap, st
+	return nil
+}
+
+// decodedState returns the engine state of a session snapshot: from the decoded-state cache
+// when it holds this version, else decoded and cached.
+func (s *Server) decodedState(sid string, snap *store.Snapshot) (*pruner.State, error) {
+	if v, ok := s.states.Load(sid); ok && snap.Version > 0 {
 		if c := v.(cachedState); c.version == snap.Version {
-			t.snap, t.state = snap, c.state
-			return nil
+			return c.state, nil
 		}
 	}
 	st := pruner.NewState()
 	if len(snap.State) > 0 {
 		if err := st.UnmarshalBinary(snap.State); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	s.cacheState(t.sid, snap.Version, st)
-	t.snap, t.state = snap, st
-	return nil
+	s.cacheState(sid, snap.Version, st)
+	return st, nil
 }
 
 // cacheState remembers the decoded state of a session version (version 0, no state yet, is
@@ -297,14 +306,9 @@ func (s *Server) warmState(sid string, version uint64) {
 	ctx, cancel := s.storeCtx(s.ctx)
 	defer cancel()
 	snap, err := s.opt.Store.Load(ctx, sid)
-	if err != nil || snap.Version != version {
-		return
+	if err == nil && snap.Version == version {
+		_, _ = s.decodedState(sid, snap) // a state that fails to decode fails its request the same way
 	}
-	st := pruner.NewState()
-	if err := st.UnmarshalBinary(snap.State); err != nil {
-		return
-	}
-	s.cacheState(sid, snap.Version, st)
 }
 
 // render runs the pruning engine over the view.
