@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // benchBody is an Anthropic request of about 400 KB: 100 tool turns with 4 KB results.
@@ -46,5 +48,20 @@ func BenchmarkCharEstimatorText(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		DefaultEstimator.Text(s)
+	}
+}
+
+// BenchmarkFromRequest flattens the same request as BenchmarkFromBody from its parsed form
+// with a fresh memo (what one render costs the cache-aware weighing).
+func BenchmarkFromRequest(b *testing.B) {
+	body := benchBody()
+	r, err := wire.Parse(wire.Anthropic, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		FromRequest(r, PromptOptions{}, &PromptMemo{})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	_ "image/jpeg" // image.DecodeConfig for JPEG
 	_ "image/png"  // image.DecodeConfig for PNG
 	"math"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -65,10 +66,32 @@ func (e CharEstimator) Text(s string) int {
 	if s == "" {
 		return 0
 	}
-	// Count ASCII bytes and the lead bytes of multi-byte sequences (one per non-ASCII rune)
-	// without decoding.
-	ascii, other := 0, 0
-	for i := 0; i < len(s); i++ {
+	ascii, other := countRunes(s)
+	na := e.NonASCIITokens
+	if na <= 0 {
+		na = 1
+	}
+	return int(math.Ceil(float64(ascii)/e.cpt() + float64(other)*na))
+}
+
+// countRunes counts the ASCII bytes of s and the lead bytes of its multi-byte sequences (one
+// per non-ASCII rune) without decoding, eight bytes at a time.
+func countRunes(s string) (ascii, other int) {
+	const hi = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		h := w & hi
+		if h == 0 {
+			ascii += 8
+			continue
+		}
+		ascii += 8 - bits.OnesCount64(h)
+		// A lead byte has its top two bits set: 11xxxxxx.
+		other += bits.OnesCount64(h & (w << 1))
+	}
+	for ; i < len(s); i++ {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			ascii++
@@ -76,11 +99,7 @@ func (e CharEstimator) Text(s string) int {
 			other++
 		}
 	}
-	na := e.NonASCIITokens
-	if na <= 0 {
-		na = 1
-	}
-	return int(math.Ceil(float64(ascii)/e.cpt() + float64(other)*na))
+	return ascii, other
 }
 
 // Image implements Estimator.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"image"
 	"image/png"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -28,6 +29,40 @@ func TestCharEstimatorText(t *testing.T) {
 	}
 	if got := (CharEstimator{CharsPerToken: 2}).Text("abcd"); got != 2 {
 		t.Errorf("CharsPerToken 2: %d", got)
+	}
+}
+
+// TestCountRunes compares the word-at-a-time counter with a byte loop on random bytes (valid
+// and invalid UTF-8) at every length and alignment up to 40 bytes, and on longer strings.
+func TestCountRunes(t *testing.T) {
+	slow := func(s string) (a, o int) {
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x80 {
+				a++
+			} else if s[i]&0xC0 != 0x80 {
+				o++
+			}
+		}
+		return a, o
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("aZ0 {\n\x7f\x80\xbf\xc3\xa9\xe6\x97\xa5\xf0\x9f\x98\x80\xff")
+	buf := make([]byte, 4096)
+	for n := 0; n < 2000; n++ {
+		for i := range buf {
+			buf[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		l := rng.IntN(41)
+		if n%10 == 0 {
+			l = rng.IntN(len(buf))
+		}
+		off := rng.IntN(8)
+		s := string(buf[off : off+l])
+		a, o := countRunes(s)
+		wa, wo := slow(s)
+		if a != wa || o != wo {
+			t.Fatalf("countRunes(%q) = %d, %d; want %d, %d", s, a, o, wa, wo)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -93,44 +94,8 @@ func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	}
 	var err error
 	msgs.ForEach(func(_, m gjson.Result) bool {
-		role := m.Get("role").String()
-		rk := roleKey(role)
-		first := true
-		add := func(v gjson.Result, tokens int) {
-			if first {
-				tokens += est.Overhead("message")
-			}
-			b.add(rk, first, v, tokens)
-			first = false
-		}
-		content := m.Get("content")
-		switch {
-		case content.Type == gjson.String:
-			add(content, est.Text(content.Str))
-		case content.IsArray():
-			content.ForEach(func(_, blk gjson.Result) bool {
-				if o.Format == OpenAI {
-					add(blk, b.partTokens(blk))
-				} else {
-					add(blk, b.blockTokens(blk))
-				}
-				return true
-			})
-		case content.Exists() && content.Type != gjson.Null:
-			err = fmt.Errorf("%w: message content is neither a string nor an array", ErrBody)
-			return false
-		}
-		if o.Format == OpenAI {
-			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-				f := tc.Get("function")
-				add(tc, est.Text(f.Get("name").Str)+est.Text(f.Get("arguments").Str)+est.Overhead("block"))
-				return true
-			})
-		}
-		if first { // empty message: still framing
-			add(m, 0)
-		}
-		return true
+		err = b.rawMessage(m, o.Format)
+		return err == nil
 	})
 	if err != nil {
 		return Prompt{}, err
@@ -168,41 +133,94 @@ func roleKey(role string) byte {
 	return '?'
 }
 
-// add appends a segment for the JSON value v (a block, part, tool or string).
-func (b *builder) add(kind byte, first bool, v gjson.Result, tokens int) {
-	var seg Segment
-	d := xxhash.New()
-	hdr := [2]byte{kind, 0}
-	if first {
-		hdr[1] = 1
-	}
-	d.Write(hdr[:])
-	cc := gjson.Result{}
-	if v.IsObject() {
-		cc = v.Get("cache_control")
-	}
-	if cc.Exists() && cc.Type != gjson.Null {
-		seg.Breakpoint = true
-		b.anyBreakpoint = true
-		if cc.Get("ttl").Str == "1h" {
-			seg.TTL = TTL1h
+// rawMessage adds the segments of one message read from its JSON: its content blocks or
+// parts, then (OpenAI) its tool calls; an empty message is one segment of framing.
+func (b *builder) rawMessage(m gjson.Result, f WireFormat) error {
+	est := b.est
+	rk := roleKey(m.Get("role").String())
+	first := true
+	add := func(v gjson.Result, tokens int) {
+		if first {
+			tokens += est.Overhead("message")
 		}
+		b.add(rk, first, v, tokens)
+		first = false
 	}
-	if v.IsObject() {
-		// Hash the members without cache_control: the marker is not content.
-		v.ForEach(func(k, val gjson.Result) bool {
-			if k.Str != "cache_control" {
-				d.WriteString(k.Raw)
-				d.WriteString(val.Raw)
+	content := m.Get("content")
+	switch {
+	case content.Type == gjson.String:
+		add(content, est.Text(content.Str))
+	case content.IsArray():
+		content.ForEach(func(_, blk gjson.Result) bool {
+			if f == OpenAI {
+				add(blk, b.partTokens(blk))
+			} else {
+				add(blk, b.blockTokens(blk))
 			}
 			return true
 		})
-	} else {
-		d.WriteString(v.Raw)
+	case content.Exists() && content.Type != gjson.Null:
+		return fmt.Errorf("%w: message content is neither a string nor an array", ErrBody)
 	}
-	seg.Key = d.Sum64()
-	seg.Tokens = tokens
+	if f == OpenAI {
+		m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			fn := tc.Get("function")
+			add(tc, est.Text(fn.Get("name").Str)+est.Text(fn.Get("arguments").Str)+est.Overhead("block"))
+			return true
+		})
+	}
+	if first { // empty message: still framing
+		add(m, 0)
+	}
+	return nil
+}
+
+// add appends a segment for the JSON value v (a block, part, tool or string).
+func (b *builder) add(kind byte, first bool, v gjson.Result, tokens int) {
+	s := memoSeg{content: contentHash(v), tokens: tokens}
+	if v.IsObject() {
+		if cc := v.Get("cache_control"); cc.Exists() && cc.Type != gjson.Null {
+			s.breakpoint = true
+			s.ttl1h = cc.Get("ttl").Str == "1h"
+		}
+	}
+	b.addSeg(kind, first, s, 0)
+}
+
+// addSeg appends the segment s with extra tokens (a message's framing), keyed by its content
+// hash mixed with its kind (role, tool or system) and whether it starts its message.
+func (b *builder) addSeg(kind byte, first bool, s memoSeg, extra int) {
+	var hdr [10]byte
+	hdr[0] = kind
+	if first {
+		hdr[1] = 1
+	}
+	binary.LittleEndian.PutUint64(hdr[2:], s.content)
+	seg := Segment{Key: xxhash.Sum64(hdr[:]), Tokens: s.tokens + extra, Breakpoint: s.breakpoint}
+	if s.breakpoint {
+		b.anyBreakpoint = true
+		if s.ttl1h {
+			seg.TTL = TTL1h
+		}
+	}
 	b.segs = append(b.segs, seg)
+}
+
+// contentHash hashes a JSON value for segment keys: an object's members (raw key and raw
+// value) without cache_control, since the marker is not content; any other value's raw JSON.
+func contentHash(v gjson.Result) uint64 {
+	if !v.IsObject() {
+		return xxhash.Sum64String(v.Raw)
+	}
+	d := xxhash.New()
+	v.ForEach(func(k, val gjson.Result) bool {
+		if k.Str != "cache_control" {
+			_, _ = d.WriteString(k.Raw)
+			_, _ = d.WriteString(val.Raw)
+		}
+		return true
+	})
+	return d.Sum64()
 }
 
 // blockTokens estimates an Anthropic content block.

@@ -194,6 +194,18 @@ func (b *Block) Raw() []byte {
 	return b.str
 }
 
+// EachMember calls fn with the raw key (quoted, as sent) and raw value of each member of the
+// block's JSON object, in order. A string-form text block has no members.
+func (b *Block) EachMember(fn func(key, value []byte)) {
+	if b.obj != nil {
+		b.obj.each(fn)
+	}
+}
+
+// EachMember calls fn with the raw key (quoted, as sent) and raw value of each member of the
+// message's JSON object, in order.
+func (m *Message) EachMember(fn func(key, value []byte)) { m.obj.each(fn) }
+
 // Format returns the wire format the block belongs to.
 func (b *Block) Format() Format { return b.f }
 

@@ -19,6 +19,13 @@ func (o *object) keyEq(m member, name string) bool {
 	return keyMatch(o.raw[m.k:m.ke], name)
 }
 
+// each calls fn with the raw key and value of every member, in order.
+func (o *object) each(fn func(key, value []byte)) {
+	for _, m := range o.members {
+		fn(o.raw[m.k:m.ke:m.ke], o.raw[m.v:m.e:m.e])
+	}
+}
+
 // find returns the index of the last member named name, or -1.
 func (o *object) find(name string) int {
 	for i := len(o.members) - 1; i >= 0; i-- {
