@@ -81,6 +81,18 @@ func (r *renderer) blk(i int) []*wire.Block {
 // pure and deterministic: the same request, state and policy give the same bytes. An empty
 // state always renders Unchanged.
 func Render(req *wire.Request, st *State, pol Policy) *Result {
+	res := RenderView(req, st, pol)
+	if !res.Unchanged {
+		res.Body = res.Request.AppendTo(make([]byte, 0, res.BytesAfter))
+		res.BytesAfter = len(res.Body)
+	}
+	return res
+}
+
+// RenderView is Render without serializing: when the request changed, Result.Request is the
+// rendered request and Body is nil (BytesAfter is only an estimate of its size). For callers
+// that read the rendered structure and never send it, such as the cache-aware weighing.
+func RenderView(req *wire.Request, st *State, pol Policy) *Result {
 	res := &Result{Unchanged: true, Request: req}
 	if req == nil {
 		return res
@@ -123,9 +135,8 @@ func Render(req *wire.Request, st *State, pol Policy) *Result {
 	}
 	res.Unchanged = false
 	res.Request = nreq
-	res.Body = nreq.AppendTo(make([]byte, 0, outSize(req, out)))
 	res.BytesBefore = len(req.Raw())
-	res.BytesAfter = len(res.Body)
+	res.BytesAfter = outSize(req, out)
 	res.Diagnostics = r.freshDiags()
 	return res
 }

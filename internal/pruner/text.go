@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 // utf16Len is the JavaScript string length of s (UTF-16 code units).
@@ -284,21 +286,34 @@ func argsExcerpt(raw []byte) string {
 	return s
 }
 
-// pathArg extracts a string "path" member from argument JSON.
+// pathArg extracts a string "path" member from argument JSON: raw must be one JSON object
+// whose (last) "path" member is a string, decoded as encoding/json decodes it.
 func pathArg(raw []byte) (string, bool) {
-	if !bytes.Contains(raw, []byte(`"path"`)) {
+	if !bytes.Contains(raw, []byte(`"path"`)) || !gjson.ValidBytes(raw) {
 		return "", false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
+	root := gjson.ParseBytes(raw)
+	if !root.IsObject() {
 		return "", false
 	}
-	v, ok := m["path"]
-	if !ok {
+	var v gjson.Result
+	root.ForEach(func(k, val gjson.Result) bool {
+		if k.Str == "path" {
+			v = val // the last one wins, as in encoding/json
+		}
+		return true
+	})
+	switch {
+	case v.Type == gjson.Null && v.Raw != "": // null decodes to ""
+		return "", true
+	case v.Type != gjson.String:
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(v, &s) != nil {
+	if strings.IndexByte(v.Raw, '\\') < 0 && utf8.ValidString(v.Raw) {
+		return v.Str, true
+	}
+	var s string // escapes or invalid UTF-8: decode exactly as encoding/json does
+	if json.Unmarshal([]byte(v.Raw), &s) != nil {
 		return "", false
 	}
 	return s, true
