@@ -72,10 +72,13 @@ func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (
 			return nil, &JobError{Msg: "unparsable request body", Err: err}
 		}
 	}
-	st := pruner.NewState()
-	if len(snap.State) > 0 {
-		if err := st.UnmarshalBinary(snap.State); err != nil {
-			return nil, &JobError{Msg: "undecodable session state", Err: err}
+	st := job.State
+	if st == nil || job.StateVersion == 0 || job.StateVersion != snap.Version {
+		st = pruner.NewState()
+		if len(snap.State) > 0 {
+			if err := st.UnmarshalBinary(snap.State); err != nil {
+				return nil, &JobError{Msg: "undecodable session state", Err: err}
+			}
 		}
 	}
 	now := time.Now
@@ -146,7 +149,8 @@ func (e *enginePlan) Followup() bool { return e.p.Followup }
 
 // Weigh implements Weigher: a flush is kept at once when the prompt cache has expired at
 // job.Cache.At (lifetime from the request's cache_control markers); otherwise it renders the
-// whole request with the loaded and with the committed state, replays the session's previous request into a cache model
+// whole request with the loaded and with the committed state (pruner.RenderView, flattened with
+// cost.FromRequest: nothing is serialized or re-read), replays the session's previous request into a cache model
 // (cost.Cache, the one condense replay bills with) at job.Cache.LastRequest, and asks
 // cachepolicy.Decide whether the flush pays for its cache rewrite at job.Cache.At.
 func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64) (cachepolicy.Decision, error) {
@@ -157,20 +161,11 @@ func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64)
 	if !cachepolicy.Alive(chk.LastRequest, chk.At, cachepolicy.RequestTTL(e.req)) {
 		return cachepolicy.Decide(cachepolicy.Input{CacheAlive: false, SummarizerUSD: summarizerUSD}), nil
 	}
-	cur := pruner.Render(e.req, e.cur, e.pol)
-	next := pruner.Render(e.req, e.next, e.pol)
-	cf := cost.Anthropic
-	if e.f == wire.OpenAI {
-		cf = cost.OpenAI
-	}
-	pc, err := cost.FromBody(cur.Body, cost.PromptOptions{Format: cf})
-	if err != nil {
-		return cachepolicy.Decision{}, err
-	}
-	pn, err := cost.FromBody(next.Body, cost.PromptOptions{Format: cf})
-	if err != nil {
-		return cachepolicy.Decision{}, err
-	}
+	// Flatten both renders without serializing them; they share every block the flush does
+	// not change, so the memo estimates and hashes those once.
+	var memo cost.PromptMemo
+	pc := cost.FromRequest(pruner.RenderView(e.req, e.cur, e.pol).Request, cost.PromptOptions{}, &memo)
+	pn := cost.FromRequest(pruner.RenderView(e.req, e.next, e.pol).Request, cost.PromptOptions{}, &memo)
 	if pc.Model == "" {
 		pc.Model, pn.Model = e.req.Model, e.req.Model
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/wire"
@@ -35,14 +36,24 @@ type Job struct {
 	Session string `json:"session"`
 	// Format is the wire format of Body: "anthropic" or "openai".
 	Format string `json:"format"`
-	// Body is the latest request body, exactly as the client sent it.
+	// Body is the latest request body, exactly as the client sent it. An in-process job that
+	// carries Request may leave it empty (Queue.Enqueue serializes Request into it): nothing
+	// then serializes the request on the proxy's request path.
 	Body []byte `json:"body"`
 	// Request, when set, is Body already parsed (the proxy hands in-process flushes the
 	// request it parsed, so the planner does not parse it again). It is never serialized:
 	// queued jobs carry Body only. It must not be modified once submitted.
 	Request *wire.Request `json:"-"`
-	// Hash is the hex SHA-256 of Body (computed by Normalize when empty); with Session it
-	// is the job's idempotency key.
+	// State, when set, is the decoded engine state of session version StateVersion (the
+	// proxy hands in-process flushes the state it rendered the request with); the planner
+	// uses it instead of decoding the snapshot it loads when that snapshot is this version.
+	// Never serialized; must not be modified once submitted (states are immutable).
+	State *pruner.State `json:"-"`
+	// StateVersion is the session version State was decoded from (0: State is unused).
+	StateVersion uint64 `json:"-"`
+	// Hash is the hex SHA-256 of Body — or, when Body is empty, of the bytes Request was
+	// parsed from — computed by Normalize when empty; with Session it is the job's
+	// idempotency key.
 	Hash string `json:"hash"`
 	// Trigger says why the flush runs (agent-message, budget, delta, manual...).
 	Trigger string `json:"trigger,omitempty"`
@@ -92,13 +103,17 @@ func (j *Job) Normalize() error {
 	if err := store.ValidateSessionID(j.Session); err != nil {
 		return &JobError{Msg: "bad session id", Err: err}
 	}
-	if len(j.Body) == 0 {
+	if len(j.Body) == 0 && (j.Request == nil || len(j.Request.Raw()) == 0) {
 		return &JobError{Msg: "empty request body"}
 	}
 	if j.Format != string(summarize.Anthropic) && j.Format != string(summarize.OpenAI) {
 		return &JobError{Msg: fmt.Sprintf("unknown format %q", j.Format)}
 	}
-	sum := sha256.Sum256(j.Body)
+	keyed := j.Body
+	if len(keyed) == 0 {
+		keyed = j.Request.Raw()
+	}
+	sum := sha256.Sum256(keyed)
 	h := hex.EncodeToString(sum[:])
 	if j.Hash != "" && j.Hash != h {
 		return &JobError{Msg: "hash does not match body"}

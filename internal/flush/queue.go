@@ -104,6 +104,9 @@ return #due
 // Enqueue submits a job. It returns dup == true, and enqueues nothing, when the same
 // (session, hash) is queued, running, retrying or done (within StatusTTL).
 func (q *Queue) Enqueue(ctx context.Context, job *Job) (dup bool, err error) {
+	if len(job.Body) == 0 && job.Request != nil {
+		job.Body = job.Request.Bytes() // workers parse the body; Request is never sent
+	}
 	if err := job.Normalize(); err != nil {
 		return false, err
 	}

@@ -365,3 +365,23 @@ func TestFlusherInterface(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestQueueSerializesRequestOnlyJob checks that a job handed over with only its parsed
+// request (as the proxy builds in-process jobs) is serialized into its body when queued and
+// runs on a worker.
+func TestQueueSerializesRequestOnlyJob(t *testing.T) {
+	r := newRig(t, "redis")
+	w, q := r.worker("w1", NewMetrics(prometheus.NewRegistry()))
+	run(t, w)
+	body := job("s2", "q", 2).Body
+	j := &Job{Session: "s2", Format: "anthropic", Request: parseTranscript(t, body)}
+	if dup, err := q.Enqueue(context.Background(), j); err != nil || dup {
+		t.Fatalf("dup %v err %v", dup, err)
+	}
+	if string(j.Body) != string(body) {
+		t.Fatal("the queued job's body is not the request's serialization")
+	}
+	if st := waitState(t, q, j, 10*time.Second); st.State != StateDone || st.Result.Outcome != OutcomeFlushed {
+		t.Fatalf("status %+v", st)
+	}
+}

@@ -481,16 +481,16 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, waited bool) <-chan struct{} {
 	job := &flush.Job{Session: t.sid, Format: t.f.String(), Request: req, Trigger: trigger,
 		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
+	if t.snap != nil && t.state != nil {
+		job.State, job.StateVersion = t.state, t.snap.Version // the planner skips decoding it again
+	}
 	if o.weigh {
 		job.Cache = &flush.CacheCheck{At: t.at, LastRequest: o.last, Requests: s.contextRequests(t) - 1,
 			Horizon: s.opt.Trigger.Horizon, MaxHorizon: s.opt.Trigger.MaxHorizon}
 	}
 	served := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
 	submit := func() *flush.Ticket {
-		job.Body = body
-		if job.Body == nil {
-			job.Body = req.Bytes()
-		}
+		job.Body = body // nil: the flusher uses req (a queue serializes it)
 		tk, err := s.opt.Flusher.Submit(s.ctx, job)
 		if err != nil {
 			t.log.Warn("starting flush failed", "trigger", trigger, "err", err)
