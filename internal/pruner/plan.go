@@ -143,7 +143,7 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 			if key == "" || taken[key] || st.IsSummarized(key) || st.Skipped[key] {
 				continue
 			}
-			path, hasPath := pathArg(c.b.Input)
+			path, hasPath := c.pathArg()
 			if pol.IsProtected(c.b.Name, path, hasPath) {
 				continue
 			}
@@ -377,7 +377,7 @@ func (p *Plan) planChains(v *view) {
 				task.members = append(task.members, r.Key)
 				continue
 			}
-			path, hasPath := pathArg(c.b.Input)
+			path, hasPath := c.pathArg()
 			text := c.res.b.ResultText()
 			rec := &Record{Key: key, ID: c.b.ID, Tool: c.b.Name, Path: path, HasPath: hasPath,
 				ArgsExcerpt: argsExcerpt(c.b.Input), IsError: c.res.b.IsError, Chars: utf16Len(text),

@@ -92,49 +92,68 @@ func (p *Policy) IsProtected(tool, path string, hasPath bool) bool {
 	}
 	path = strings.ReplaceAll(path, `\`, "/")
 	for _, g := range p.ProtectedPaths {
-		if globRegexp(g).MatchString(path) {
+		if compileGlob(g).match(path) {
 			return true
 		}
 	}
 	return false
 }
 
-var globCache sync.Map // pattern -> *regexp.Regexp
+var globCache sync.Map // pattern -> *glob
 
-// globRegexp compiles a protected-path glob: "**/" matches zero or more whole directories,
+// glob is a compiled protected-path glob: its regular expression, and the literal pieces
+// every matching path must contain (checked first: most paths contain none of them).
+type glob struct {
+	re   *regexp.Regexp
+	lits []string
+}
+
+// match reports whether path matches the glob.
+func (g *glob) match(path string) bool {
+	for _, l := range g.lits {
+		if !strings.Contains(path, l) {
+			return false
+		}
+	}
+	return g.re.MatchString(path)
+}
+
+// compileGlob compiles a protected-path glob: "**/" matches zero or more whole directories,
 // "**" anything, "*" and "?" stay within one segment, everything else is literal; the match is
 // anchored and case-sensitive.
-func globRegexp(glob string) *regexp.Regexp {
-	if re, ok := globCache.Load(glob); ok {
-		return re.(*regexp.Regexp)
+func compileGlob(pattern string) *glob {
+	if g, ok := globCache.Load(pattern); ok {
+		return g.(*glob)
 	}
+	g := &glob{}
 	var b strings.Builder
 	b.WriteString("^")
-	for i := 0; i < len(glob); {
+	for i := 0; i < len(pattern); {
 		switch {
-		case strings.HasPrefix(glob[i:], "**/"):
+		case strings.HasPrefix(pattern[i:], "**/"):
 			b.WriteString("(?:[^/]*/)*")
 			i += 3
-		case strings.HasPrefix(glob[i:], "**"):
+		case strings.HasPrefix(pattern[i:], "**"):
 			b.WriteString(".*")
 			i += 2
-		case glob[i] == '*':
+		case pattern[i] == '*':
 			b.WriteString("[^/]*")
 			i++
-		case glob[i] == '?':
+		case pattern[i] == '?':
 			b.WriteString("[^/]")
 			i++
 		default:
 			j := i + 1
-			for j < len(glob) && glob[j] != '*' && glob[j] != '?' {
+			for j < len(pattern) && pattern[j] != '*' && pattern[j] != '?' {
 				j++
 			}
-			b.WriteString(regexp.QuoteMeta(glob[i:j]))
+			b.WriteString(regexp.QuoteMeta(pattern[i:j]))
+			g.lits = append(g.lits, pattern[i:j])
 			i = j
 		}
 	}
 	b.WriteString("$")
-	re := regexp.MustCompile(b.String())
-	globCache.Store(glob, re)
-	return re
+	g.re = regexp.MustCompile(b.String())
+	globCache.Store(pattern, g)
+	return g
 }

@@ -18,6 +18,15 @@ import (
 func utf16Len(s string) int {
 	n := 0
 	for i := 0; i < len(s); {
+		// Skip ASCII eight bytes at a time.
+		for i+8 <= len(s) && (uint64(s[i])|uint64(s[i+1])<<8|uint64(s[i+2])<<16|uint64(s[i+3])<<24|
+			uint64(s[i+4])<<32|uint64(s[i+5])<<40|uint64(s[i+6])<<48|uint64(s[i+7])<<56)&0x8080808080808080 == 0 {
+			i += 8
+			n += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			n++

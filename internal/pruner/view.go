@@ -27,6 +27,18 @@ type call struct {
 	b        *wire.Block
 	turn     int // 1-based assistant ordinal
 	res      *result
+	path     string // pathArg(b.Input), once pathRead
+	hasPath  bool
+	pathRead bool
+}
+
+// pathArg is pathArg of the call's input, read once per view.
+func (c *call) pathArg() (string, bool) {
+	if !c.pathRead {
+		c.path, c.hasPath = pathArg(c.b.Input)
+		c.pathRead = true
+	}
+	return c.path, c.hasPath
 }
 
 // result is one tool result.
@@ -362,13 +374,18 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 					seenID[b.ID] = true
 					cur.ids = append(cur.ids, b.ID)
 				}
-				p, hp := pathArg(b.Input)
+				c := callAt[[2]int{i, j}]
+				var p string
+				var hp bool
+				if c != nil {
+					p, hp = c.pathArg()
+					cur.calls = append(cur.calls, c)
+				} else {
+					p, hp = pathArg(b.Input)
+				}
 				if pol.IsProtected(b.Name, p, hp) && !seenProt[b.ID] {
 					seenProt[b.ID] = true
 					cur.protected = append(cur.protected, b.ID)
-				}
-				if c := callAt[[2]int{i, j}]; c != nil {
-					cur.calls = append(cur.calls, c)
 				}
 			}
 		case clsResults:
@@ -390,7 +407,7 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 		for _, c := range ch.calls {
 			if c.res != nil {
 				ch.keys = append(ch.keys, c.res.occKey())
-				p, hp := pathArg(c.b.Input)
+				p, hp := c.pathArg()
 				if pol.IsProtected(c.b.Name, p, hp) {
 					ch.protKeys = append(ch.protKeys, c.res.occKey())
 				}
