@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // Meta is the recorded metadata of one request of a transcript.
@@ -64,6 +65,10 @@ type Request struct {
 	// Prompt builds the cost-model prompt of a body in this request's format (with the
 	// replay's estimator and breakpoint mode), for strategies that weigh token counts.
 	Prompt func(body []byte) (cost.Prompt, error)
+	// PromptOf is Prompt for a parsed or rendered request (cost.FromRequest: the same
+	// prompt, without serializing or re-reading JSON); memo may be shared between renders
+	// of this request.
+	PromptOf func(r *wire.Request, memo *cost.PromptMemo) cost.Prompt
 }
 
 // Call is one extra model call a strategy made for a request (a summarizer call).
@@ -337,6 +342,7 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 			Index: k, Total: t.Len(), Body: body, Format: format, Time: pt.Time, Model: pt.Model, Cache: cache,
 			Estimator: est,
 			Prompt:    func(b []byte) (cost.Prompt, error) { return cost.FromBody(b, popts) },
+			PromptOf:  func(r *wire.Request, m *cost.PromptMemo) cost.Prompt { return cost.FromRequest(r, popts, m) },
 		}
 		res, rerr := runner.Rewrite(ctx, req)
 		if rerr != nil {
@@ -353,11 +359,25 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 		for _, d := range res.Diagnostics {
 			diag(d)
 		}
-		if verr := validate(format, res.Body); verr != nil {
+		// The default validation parses the body; its parse is flattened for billing too.
+		var parsed *wire.Request
+		var verr error
+		if o.Validate == nil {
+			parsed, verr = parseValid(format, res.Body)
+		} else {
+			verr = validate(format, res.Body)
+		}
+		if verr != nil {
 			rep.Invalid++
 			diag(Diagnostic{Request: k, Kind: "invalid-request", Detail: verr.Error()})
 		}
-		p, perr := cost.FromBody(res.Body, popts)
+		var p cost.Prompt
+		var perr error
+		if parsed != nil {
+			p = cost.FromRequest(parsed, popts, nil)
+		} else {
+			p, perr = cost.FromBody(res.Body, popts)
+		}
 		if perr != nil {
 			rep.Invalid++
 			diag(Diagnostic{Request: k, Kind: "unbillable-request", Detail: perr.Error()})

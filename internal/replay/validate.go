@@ -10,13 +10,20 @@ import (
 // the broken rule: orphan or duplicate results, dangling calls, role alternation, empty
 // content, too many cache_control markers, ...).
 func Validate(f cost.WireFormat, body []byte) error {
+	_, err := parseValid(f, body)
+	return err
+}
+
+// parseValid is Validate returning the parsed request too (nil when the body does not parse;
+// set when it parses but breaks a rule).
+func parseValid(f cost.WireFormat, body []byte) (*wire.Request, error) {
 	wf := wire.Anthropic
 	if f == cost.OpenAI {
 		wf = wire.OpenAI
 	}
 	r, err := wire.Parse(wf, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return wire.Validate(r)
+	return r, wire.Validate(r)
 }

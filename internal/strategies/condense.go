@@ -387,16 +387,10 @@ func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner
 		d := cachepolicy.Decide(cachepolicy.Input{CacheAlive: false, SummarizerUSD: sumUSD})
 		return d.Keep, d.Reason, nil
 	}
-	cur := pruner.Render(wr, r.st, r.e.pol)
-	next := pruner.Render(wr, st, r.e.pol)
-	pc, err := req.Prompt(cur.Body)
-	if err != nil {
-		return false, "", err
-	}
-	pn, err := req.Prompt(next.Body)
-	if err != nil {
-		return false, "", err
-	}
+	// As the proxy weighs (internal/flush): both renders flattened unserialized, sharing a memo.
+	var memo cost.PromptMemo
+	pc := req.PromptOf(pruner.RenderView(wr, r.st, r.e.pol).Request, &memo)
+	pn := req.PromptOf(pruner.RenderView(wr, st, r.e.pol).Request, &memo)
 	if pc.Model == "" {
 		pc.Model, pn.Model = req.Model, req.Model
 	}
