@@ -96,6 +96,15 @@ func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (
 	return &enginePlan{p: p, req: req, cur: st, pol: e.Policy, f: f}, nil
 }
 
+// current returns the whole request rendered with the loaded state: the job's Rendered when
+// it is that render (the plan is over the state it was rendered with), else a fresh render.
+func (e *enginePlan) current(job *Job) *wire.Request {
+	if job.Rendered != nil && job.State == e.cur && job.Request == e.req {
+		return job.Rendered
+	}
+	return pruner.RenderView(e.req, e.cur, e.pol).Request
+}
+
 type enginePlan struct {
 	p    *pruner.Plan
 	req  *wire.Request // the whole request (Job.Body)
@@ -164,7 +173,7 @@ func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64)
 	// Flatten both renders without serializing them; they share every block the flush does
 	// not change, so the memo estimates and hashes those once.
 	var memo cost.PromptMemo
-	pc := cost.FromRequest(pruner.RenderView(e.req, e.cur, e.pol).Request, cost.PromptOptions{}, &memo)
+	pc := cost.FromRequest(e.current(job), cost.PromptOptions{}, &memo)
 	pn := cost.FromRequest(pruner.RenderView(e.req, e.next, e.pol).Request, cost.PromptOptions{}, &memo)
 	if pc.Model == "" {
 		pc.Model, pn.Model = e.req.Model, e.req.Model

@@ -3,6 +3,7 @@ package flush
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
@@ -53,8 +54,8 @@ func TestPlanUsesHandedState(t *testing.T) {
 }
 
 // TestNormalizeKeysRequestOnlyJobs checks that a job carrying only its parsed request (an
-// in-process job from the proxy) is keyed by the bytes the request was parsed from, and that
-// a job with neither a body nor a request is rejected.
+// in-process job from the proxy) is keyed by (a fast hash of) the bytes the request was
+// parsed from, and that a job with neither a body nor a request is rejected.
 func TestNormalizeKeysRequestOnlyJobs(t *testing.T) {
 	body := transcript("k", 2)
 	withBody := &Job{Session: "s", Format: "anthropic", Body: body}
@@ -66,8 +67,16 @@ func TestNormalizeKeysRequestOnlyJobs(t *testing.T) {
 	if err := onlyReq.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if onlyReq.Hash != withBody.Hash || len(onlyReq.Body) != 0 {
-		t.Fatalf("hash %s (body %d bytes), want %s with no body", onlyReq.Hash, len(onlyReq.Body), withBody.Hash)
+	again := &Job{Session: "s", Format: "anthropic", Request: parseTranscript(t, body)}
+	other := &Job{Session: "s", Format: "anthropic", Request: parseTranscript(t, transcript("k", 3))}
+	if err := again.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if onlyReq.Hash != again.Hash || onlyReq.Hash == other.Hash || onlyReq.Hash == withBody.Hash || len(onlyReq.Body) != 0 {
+		t.Fatalf("request-only hashes %s, %s (same bytes), %s (other bytes); body hash %s", onlyReq.Hash, again.Hash, other.Hash, withBody.Hash)
 	}
 	if err := (&Job{Session: "s", Format: "anthropic"}).Normalize(); err == nil {
 		t.Fatal("a job with no body and no request was accepted")
@@ -81,4 +90,60 @@ func parseTranscript(t *testing.T, body []byte) *wire.Request {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestWeighUsesHandedRender checks that the weighing takes the job's Rendered request as the
+// current render exactly when the plan is over the state and request it was rendered from,
+// and that the decision equals the one from a fresh render.
+func TestWeighUsesHandedRender(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory(0)
+	defer st.Close()
+	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
+	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript("w", 3)}); err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("first flush: %+v %v", res, err)
+	}
+	snap, err := st.Load(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := pruner.NewState()
+	if err := state.UnmarshalBinary(snap.State); err != nil {
+		t.Fatal(err)
+	}
+	req := parseTranscript(t, transcript("w", 6))
+	rendered := pruner.Render(req, state, testPolicy()).Request
+	if rendered == req {
+		t.Fatal("the state renders nothing: the test needs a changed render")
+	}
+	job := &Job{Session: "s", Format: "anthropic", Request: req, State: state, StateVersion: snap.Version, Rendered: rendered}
+	p, err := EnginePlanner{Policy: testPolicy()}.Plan(ctx, job, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := p.(*enginePlan)
+	if ep.current(job) != rendered {
+		t.Fatal("the handed render was not used")
+	}
+	fresh := *job
+	fresh.Rendered = nil
+	if ep.current(&fresh) == rendered {
+		t.Fatal("a fresh render returned the handed one")
+	}
+	other := *job
+	other.State = pruner.NewState()
+	if ep.current(&other) == rendered {
+		t.Fatal("the handed render was used for a plan over another state")
+	}
+	if _, _, changed, err := p.Commit(map[string]string{"batch-1": "- summary", "batch-2": "- summary"}); err != nil || !changed {
+		t.Fatalf("commit: changed %v err %v", changed, err)
+	}
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	job.Cache = &CacheCheck{At: at.Add(time.Second), LastRequest: at, Requests: 3}
+	fresh.Cache = job.Cache
+	d1, err1 := ep.Weigh(job, defaultPrices(), 0)
+	d2, err2 := ep.Weigh(&fresh, defaultPrices(), 0)
+	if err1 != nil || err2 != nil || d1 != d2 {
+		t.Fatalf("decisions differ: %+v (%v) vs %+v (%v)", d1, err1, d2, err2)
+	}
 }

@@ -19,8 +19,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/cost"
@@ -51,9 +54,13 @@ type Job struct {
 	State *pruner.State `json:"-"`
 	// StateVersion is the session version State was decoded from (0: State is unused).
 	StateVersion uint64 `json:"-"`
-	// Hash is the hex SHA-256 of Body — or, when Body is empty, of the bytes Request was
-	// parsed from — computed by Normalize when empty; with Session it is the job's
-	// idempotency key.
+	// Rendered, when set, is Request rendered with State (what the proxy forwarded); the
+	// cache-aware weighing uses it as the current render when the plan is over State, instead
+	// of rendering again. Never serialized; must not be modified once submitted.
+	Rendered *wire.Request `json:"-"`
+	// Hash is the hex SHA-256 of Body — or, when Body is empty (an in-process job), "xxh64:"
+	// and the hex xxhash64 of the bytes Request was parsed from — computed by Normalize when
+	// empty; with Session it is the job's idempotency key.
 	Hash string `json:"hash"`
 	// Trigger says why the flush runs (agent-message, budget, delta, manual...).
 	Trigger string `json:"trigger,omitempty"`
@@ -109,12 +116,15 @@ func (j *Job) Normalize() error {
 	if j.Format != string(summarize.Anthropic) && j.Format != string(summarize.OpenAI) {
 		return &JobError{Msg: fmt.Sprintf("unknown format %q", j.Format)}
 	}
-	keyed := j.Body
-	if len(keyed) == 0 {
-		keyed = j.Request.Raw()
+	var h string
+	if len(j.Body) > 0 {
+		sum := sha256.Sum256(j.Body)
+		h = hex.EncodeToString(sum[:])
+	} else {
+		// An in-process job: its key never leaves the process, so a fast 64-bit hash of the
+		// client's bytes is enough to recognize a resubmitted request.
+		h = "xxh64:" + strconv.FormatUint(xxhash.Sum64(j.Request.Raw()), 16)
 	}
-	sum := sha256.Sum256(keyed)
-	h := hex.EncodeToString(sum[:])
 	if j.Hash != "" && j.Hash != h {
 		return &JobError{Msg: "hash does not match body"}
 	}

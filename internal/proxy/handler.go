@@ -483,6 +483,9 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
 	if t.snap != nil && t.state != nil {
 		job.State, job.StateVersion = t.state, t.snap.Version // the planner skips decoding it again
+		if req == t.view {
+			job.Rendered = t.fwd // and the weighing skips rendering it again
+		}
 	}
 	if o.weigh {
 		job.Cache = &flush.CacheCheck{At: t.at, LastRequest: o.last, Requests: s.contextRequests(t) - 1,
