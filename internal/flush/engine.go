@@ -2,6 +2,7 @@ package flush
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -131,25 +132,33 @@ func (e *enginePlan) Requests() []*summarize.Request {
 	return out
 }
 
-// Commit runs the engine's commit and encodes the new state.
-func (e *enginePlan) Commit(outputs map[string]string) ([]byte, []Blob, bool, error) {
+// Commit runs the engine's commit (the new state is encoded by Encode, once it is kept).
+func (e *enginePlan) Commit(outputs map[string]string) (bool, error) {
 	if e.p.Empty() {
-		return nil, nil, false, nil
+		return false, nil
 	}
 	st, err := e.p.Commit(outputs)
 	if err != nil {
-		return nil, nil, false, err
+		return false, err
 	}
 	e.next = st
-	data, err := st.MarshalBinary()
+	return true, nil
+}
+
+// Encode encodes the committed state and lists the plan's blobs.
+func (e *enginePlan) Encode() ([]byte, []Blob, error) {
+	if e.next == nil {
+		return nil, nil, errors.New("flush: Encode before a changing Commit")
+	}
+	data, err := e.next.MarshalBinary()
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
 	blobs := make([]Blob, len(e.p.Blobs))
 	for i, b := range e.p.Blobs {
 		blobs[i] = Blob{Key: b.Key, Data: b.Data}
 	}
-	return data, blobs, true, nil
+	return data, blobs, nil
 }
 
 // Followup reports whether the engine wants another plan on the same transcript after this

@@ -135,7 +135,7 @@ func TestWeighUsesHandedRender(t *testing.T) {
 	if ep.current(&other) == rendered {
 		t.Fatal("the handed render was used for a plan over another state")
 	}
-	if _, _, changed, err := p.Commit(map[string]string{"batch-1": "- summary", "batch-2": "- summary"}); err != nil || !changed {
+	if changed, err := p.Commit(map[string]string{"batch-1": "- summary", "batch-2": "- summary"}); err != nil || !changed {
 		t.Fatalf("commit: changed %v err %v", changed, err)
 	}
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)

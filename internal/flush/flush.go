@@ -218,9 +218,12 @@ type Planner interface {
 type Plan interface {
 	// Requests are the summarizer calls the plan needs (may be empty).
 	Requests() []*summarize.Request
-	// Commit returns the new state given the successful outputs keyed by request ID
-	// (failed requests are absent), the blobs to store first, and whether the state changed.
-	Commit(outputs map[string]string) (state []byte, blobs []Blob, changed bool, err error)
+	// Commit computes the new state given the successful outputs keyed by request ID
+	// (failed requests are absent) and reports whether the state changed.
+	Commit(outputs map[string]string) (changed bool, err error)
+	// Encode returns the stored form of the state a changing Commit computed and the blobs
+	// to store first. It is called only for a flush that is kept (not for a deferred one).
+	Encode() (state []byte, blobs []Blob, err error)
 }
 
 // Weigher is implemented by plans that can price their commit against the provider's prompt
@@ -423,7 +426,7 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 			res.Outcome = OutcomeSummarizerFailed
 			return fmt.Errorf("%w: %d batch(es): %w", ErrSummarizerFailed, len(reqs), firstErr)
 		}
-		state, blobs, changed, err := plan.Commit(outputs)
+		changed, err := plan.Commit(outputs)
 		if err != nil {
 			return fmt.Errorf("flush: plan commit: %w", err)
 		}
@@ -443,6 +446,10 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 				res.Outcome = OutcomeDeferred
 				return nil
 			}
+		}
+		state, blobs, err := plan.Encode()
+		if err != nil {
+			return fmt.Errorf("flush: encode state: %w", err)
 		}
 		for _, b := range blobs {
 			if err := o.Store.PutBlob(fctx, job.Session, b.Key, b.Data); err != nil {

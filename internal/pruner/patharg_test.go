@@ -57,6 +57,11 @@ func FuzzPathArg(f *testing.F) {
 		if ok != wok || got != want {
 			t.Fatalf("pathArg(%q) = %q, %v; encoding/json: %q, %v", raw, got, ok, want, wok)
 		}
+		if json.Valid(raw) {
+			if got, ok := pathArgValid(raw); ok != wok || got != want {
+				t.Fatalf("pathArgValid(%q) = %q, %v; encoding/json: %q, %v", raw, got, ok, want, wok)
+			}
+		}
 	})
 }
 

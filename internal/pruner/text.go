@@ -301,6 +301,15 @@ func pathArg(raw []byte) (string, bool) {
 	if !bytes.Contains(raw, []byte(`"path"`)) || !gjson.ValidBytes(raw) {
 		return "", false
 	}
+	return pathArgValid(raw)
+}
+
+// pathArgValid is pathArg for raw already known to be one valid JSON value (an Anthropic
+// tool_use input, which the wire parser checked).
+func pathArgValid(raw []byte) (string, bool) {
+	if !bytes.Contains(raw, []byte(`"path"`)) {
+		return "", false
+	}
 	root := gjson.ParseBytes(raw)
 	if !root.IsObject() {
 		return "", false

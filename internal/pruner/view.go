@@ -35,7 +35,11 @@ type call struct {
 // pathArg is pathArg of the call's input, read once per view.
 func (c *call) pathArg() (string, bool) {
 	if !c.pathRead {
-		c.path, c.hasPath = pathArg(c.b.Input)
+		if c.b.Format() == wire.Anthropic {
+			c.path, c.hasPath = pathArgValid(c.b.Input) // the input is a parsed JSON value
+		} else {
+			c.path, c.hasPath = pathArg(c.b.Input) // decoded arguments text, maybe not JSON
+		}
 		c.pathRead = true
 	}
 	return c.path, c.hasPath
