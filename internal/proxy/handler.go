@@ -61,7 +61,9 @@ type turn struct {
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
 	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(r.ContentLength))
+		// Room for the body and the read that sees EOF: ReadFrom grows a full buffer (a second
+		// allocation and a copy of the whole body) before every read.
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
 	_, err := io.Copy(&buf, http.MaxBytesReader(nil, r.Body, limit))
 	return buf.Bytes(), err
