@@ -231,6 +231,17 @@ func (s *Server) Reset() {
 	s.mu.Unlock()
 }
 
+// readAll reads a request body into one buffer sized from Content-Length when it is known
+// (io.ReadAll would grow and copy a large body several times).
+func readAll(r *http.Request) ([]byte, error) {
+	if r.ContentLength <= 0 || r.ContentLength > 1<<30 {
+		return io.ReadAll(r.Body)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, r.ContentLength+bytes.MinRead))
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
+}
+
 func formatOf(path string) Format {
 	switch {
 	case strings.HasSuffix(path, "/v1/messages"), strings.HasSuffix(path, "/v1/messages/count_tokens"):
@@ -242,7 +253,7 @@ func formatOf(path string) Format {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readAll(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
