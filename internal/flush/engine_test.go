@@ -54,8 +54,8 @@ func TestPlanUsesHandedState(t *testing.T) {
 }
 
 // TestNormalizeKeysRequestOnlyJobs checks that a job carrying only its parsed request (an
-// in-process job from the proxy) is keyed by (a fast hash of) the bytes the request was
-// parsed from, and that a job with neither a body nor a request is rejected.
+// in-process job from the proxy) is keyed by (a fast hash of) its content, and that a job with
+// neither a body nor a request is rejected.
 func TestNormalizeKeysRequestOnlyJobs(t *testing.T) {
 	body := transcript("k", 2)
 	withBody := &Job{Session: "s", Format: "anthropic", Body: body}
@@ -77,6 +77,15 @@ func TestNormalizeKeysRequestOnlyJobs(t *testing.T) {
 	}
 	if onlyReq.Hash != again.Hash || onlyReq.Hash == other.Hash || onlyReq.Hash == withBody.Hash || len(onlyReq.Body) != 0 {
 		t.Fatalf("request-only hashes %s, %s (same bytes), %s (other bytes); body hash %s", onlyReq.Hash, again.Hash, other.Hash, withBody.Hash)
+	}
+	// A view of the same client bytes with a message appended (the proxy's agent-message
+	// flush adds the response) is another job.
+	longer := &Job{Session: "s", Format: "anthropic", Request: req.WithMessages(append(append([]*wire.Message(nil), req.Messages...), req.Messages[len(req.Messages)-2:]...))}
+	if err := longer.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if longer.Hash == onlyReq.Hash {
+		t.Fatal("a view with more messages than the client's bytes got the same key")
 	}
 	if err := (&Job{Session: "s", Format: "anthropic"}).Normalize(); err == nil {
 		t.Fatal("a job with no body and no request was accepted")

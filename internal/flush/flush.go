@@ -14,6 +14,7 @@ package flush
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -59,7 +60,7 @@ type Job struct {
 	// of rendering again. Never serialized; must not be modified once submitted.
 	Rendered *wire.Request `json:"-"`
 	// Hash is the hex SHA-256 of Body — or, when Body is empty (an in-process job), "xxh64:"
-	// and the hex xxhash64 of the bytes Request was parsed from — computed by Normalize when
+	// and the hex xxhash64 of Request's content (requestKey) — computed by Normalize when
 	// empty; with Session it is the job's idempotency key.
 	Hash string `json:"hash"`
 	// Trigger says why the flush runs (agent-message, budget, delta, manual...).
@@ -121,9 +122,9 @@ func (j *Job) Normalize() error {
 		sum := sha256.Sum256(j.Body)
 		h = hex.EncodeToString(sum[:])
 	} else {
-		// An in-process job: its key never leaves the process, so a fast 64-bit hash of the
-		// client's bytes is enough to recognize a resubmitted request.
-		h = "xxh64:" + strconv.FormatUint(xxhash.Sum64(j.Request.Raw()), 16)
+		// An in-process job: its key never leaves the process, so a fast 64-bit hash is
+		// enough to recognize a resubmitted request.
+		h = "xxh64:" + strconv.FormatUint(requestKey(j.Request), 16)
 	}
 	if j.Hash != "" && j.Hash != h {
 		return &JobError{Msg: "hash does not match body"}
@@ -133,6 +134,30 @@ func (j *Job) Normalize() error {
 		j.Enqueued = time.Now()
 	}
 	return nil
+}
+
+// requestKey hashes a parsed request's content without serializing it: the client's bytes
+// and every tool, system block and message as the request now holds them (the proxy's view
+// adds messages and tools to what the client sent, so the bytes alone do not identify it).
+func requestKey(r *wire.Request) uint64 {
+	d := xxhash.New()
+	var n [8]byte
+	part := func(b []byte) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		_, _ = d.Write(n[:])
+		_, _ = d.Write(b)
+	}
+	part(r.Raw())
+	for _, t := range r.Tools {
+		part(t.Raw())
+	}
+	for _, b := range r.System {
+		part(b.Raw())
+	}
+	for _, m := range r.Messages {
+		part(m.Bytes())
+	}
+	return d.Sum64()
 }
 
 // JobError reports a job that can never run (bad input); it is not retried.
