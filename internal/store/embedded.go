@@ -289,6 +289,7 @@ func (s *EmbeddedStore) Load(ctx context.Context, session string) (*Snapshot, er
 	now := s.now()
 	snap := &Snapshot{Session: session, Stats: map[string]int64{}, Diagnostics: []Diagnostic{}, DiagnosticCounts: map[string]int64{}}
 	found, stale := false, false
+	var stored []byte // the encoded state, decoded after the read transaction
 	err := s.db.view(func(tx kvTx) error {
 		b := s.session(tx, session, now)
 		if b == nil {
@@ -297,14 +298,10 @@ func (s *EmbeddedStore) Load(ctx context.Context, session string) (*Snapshot, er
 		found = true
 		snap.Version = u64(b.get(keyVersion))
 		if snap.Version > 0 {
-			st, err := decodeValue(b.get(keyState))
-			if err != nil {
-				return err
-			}
-			if st == nil {
-				st = []byte{}
-			}
-			snap.State = st
+			// Copied (bbolt's bytes live only as long as the transaction); decompressing
+			// under the database lock would hold up every writer and, behind a waiting
+			// writer, every other reader.
+			stored = append([]byte{}, b.get(keyState)...)
 		}
 		seen := int64(u64(b.get(keySeen)))
 		stale = now.UnixMilli()-seen >= s.touchEvery().Milliseconds()
@@ -335,6 +332,16 @@ func (s *EmbeddedStore) Load(ctx context.Context, session string) (*Snapshot, er
 	})
 	if err != nil {
 		return nil, s.wrap("load", err)
+	}
+	if stored != nil {
+		st, err := decodeValue(stored)
+		if err != nil {
+			return nil, s.wrap("load", err)
+		}
+		if st == nil {
+			st = []byte{}
+		}
+		snap.State = st
 	}
 	if found && stale {
 		err = s.db.update(func(tx kvTx) error {
