@@ -341,9 +341,15 @@ func (o *Orchestrator) log() *slog.Logger {
 // every outcome except flushed, partial, empty and deferred, and wraps ErrBusy, ErrSummarizerFailed,
 // ErrConflict, ErrFenced, a *JobError or the store's error.
 func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
+	return o.flushVia(ctx, job, o.Store)
+}
+
+// flushVia is Flush making its store calls (but the lease renewals, which run on their own
+// goroutine) through st.
+func (o *Orchestrator) flushVia(ctx context.Context, job *Job, st store.Store) (*Result, error) {
 	start := time.Now()
 	res := &Result{Session: job.Session, Hash: job.Hash}
-	err := o.flush(ctx, job, res)
+	err := o.flush(ctx, st, job, res)
 	if err != nil && res.Outcome == "" {
 		res.Outcome = OutcomeError
 		if errors.Is(err, ErrFenced) { // the lease was lost mid-flush
@@ -353,16 +359,16 @@ func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
 	if err != nil {
 		res.Error = err.Error()
 	}
-	o.record(job, res, time.Since(start))
+	o.record(st, job, res, time.Since(start))
 	return res, err
 }
 
-func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
+func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res *Result) error {
 	if err := job.Normalize(); err != nil {
 		return err
 	}
 	res.Hash = job.Hash
-	lease, err := o.Store.AcquireLease(ctx, job.Session, o.owner(), o.leaseTTL())
+	lease, err := st.AcquireLease(ctx, job.Session, o.owner(), o.leaseTTL())
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseHeld) {
 			res.Outcome = OutcomeBusy
@@ -380,7 +386,7 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 		renewWG.Wait()
 		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer c()
-		if err := o.Store.ReleaseLease(rctx, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		if err := st.ReleaseLease(rctx, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 			o.log().Warn("flush: release lease", "session", job.Session, "err", err)
 		}
 	}()
@@ -393,7 +399,7 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 	partial, followups := false, 0
 	for res.Plans < maxPlans {
 		res.Plans++
-		snap, err := o.Store.Load(fctx, job.Session)
+		snap, err := st.Load(fctx, job.Session)
 		if err != nil {
 			return o.ctxErr(fctx, fmt.Errorf("flush: load: %w", err))
 		}
@@ -477,11 +483,11 @@ func (o *Orchestrator) flush(ctx context.Context, job *Job, res *Result) error {
 			return fmt.Errorf("flush: encode state: %w", err)
 		}
 		for _, b := range blobs {
-			if err := o.Store.PutBlob(fctx, job.Session, b.Key, b.Data); err != nil {
+			if err := st.PutBlob(fctx, job.Session, b.Key, b.Data); err != nil {
 				return o.ctxErr(fctx, fmt.Errorf("flush: put blob %q: %w", b.Key, err))
 			}
 		}
-		v, err := o.Store.Commit(fctx, job.Session, snap.Version, state, lease.Token)
+		v, err := st.Commit(fctx, job.Session, snap.Version, state, lease.Token)
 		switch {
 		case err == nil:
 			res.Version = v
@@ -554,7 +560,7 @@ func cacheKey(r *summarize.Request) string {
 }
 
 // record writes the flush's stats to the store and metrics, and logs it.
-func (o *Orchestrator) record(job *Job, res *Result, d time.Duration) {
+func (o *Orchestrator) record(st store.Store, job *Job, res *Result, d time.Duration) {
 	o.Metrics.flush(res, d)
 	if res.Outcome == OutcomeBusy || store.ValidateSessionID(job.Session) != nil {
 		o.log().Debug("flush", "session", job.Session, "outcome", res.Outcome)
@@ -587,7 +593,7 @@ func (o *Orchestrator) record(job *Job, res *Result, d time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := o.Store.IncrStats(ctx, job.Session, delta); err != nil {
+	if err := st.IncrStats(ctx, job.Session, delta); err != nil {
 		o.log().Warn("flush: record stats", "session", job.Session, "err", err)
 	}
 	lvl := slog.LevelInfo

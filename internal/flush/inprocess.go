@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
+
+	"github.com/condense-dev/condense/internal/store"
 )
 
 // ErrClosed is returned by Enqueue after Close.
@@ -166,9 +169,65 @@ func (p *InProcess) flushLowered(job *Job, t *Ticket) {
 		if err := lowerThreadPriority(p.Nice); err != nil {
 			p.niceOnce.Do(func() { p.Orch.log().Warn("flush: cannot lower the flush thread priority", "err", err) })
 		}
-		t.res, t.err = p.Orch.Flush(p.base, job)
+		t.res, t.err = p.Orch.flushVia(p.base, job, normalPriority{p.Orch.Store})
 	}()
 	<-done
+}
+
+// normalPriority makes each store call of a flush on a lowered-priority thread from another
+// goroutine, i.e. on a normal-priority thread (a goroutine locked to the flush thread runs
+// alone on it): a store lock — the embedded store's database mutex — held by a descheduled
+// low-priority thread would otherwise hold up the requests waiting for it (priority
+// inversion). The calls the orchestrator makes are wrapped; every other method is the
+// store's own.
+type normalPriority struct{ store.Store }
+
+// onNormal runs f on a new goroutine and returns its results.
+func onNormal[T any](f func() (T, error)) (T, error) {
+	type out struct {
+		v   T
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		v, err := f()
+		ch <- out{v, err}
+	}()
+	o := <-ch
+	return o.v, o.err
+}
+
+// Load implements store.Store on a normal-priority thread.
+func (s normalPriority) Load(ctx context.Context, session string) (*store.Snapshot, error) {
+	return onNormal(func() (*store.Snapshot, error) { return s.Store.Load(ctx, session) })
+}
+
+// Commit implements store.Store on a normal-priority thread.
+func (s normalPriority) Commit(ctx context.Context, session string, expect uint64, state []byte, fence uint64) (uint64, error) {
+	return onNormal(func() (uint64, error) { return s.Store.Commit(ctx, session, expect, state, fence) })
+}
+
+// IncrStats implements store.Store on a normal-priority thread.
+func (s normalPriority) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
+	_, err := onNormal(func() (struct{}, error) { return struct{}{}, s.Store.IncrStats(ctx, session, delta) })
+	return err
+}
+
+// PutBlob implements store.Store on a normal-priority thread.
+func (s normalPriority) PutBlob(ctx context.Context, session, key string, data []byte) error {
+	_, err := onNormal(func() (struct{}, error) { return struct{}{}, s.Store.PutBlob(ctx, session, key, data) })
+	return err
+}
+
+// AcquireLease implements store.Store on a normal-priority thread.
+func (s normalPriority) AcquireLease(ctx context.Context, session, owner string, ttl time.Duration) (store.Lease, error) {
+	return onNormal(func() (store.Lease, error) { return s.Store.AcquireLease(ctx, session, owner, ttl) })
+}
+
+// ReleaseLease implements store.Store on a normal-priority thread.
+func (s normalPriority) ReleaseLease(ctx context.Context, l store.Lease) error {
+	_, err := onNormal(func() (struct{}, error) { return struct{}{}, s.Store.ReleaseLease(ctx, l) })
+	return err
 }
 
 // Close stops accepting jobs, waits for running flushes until ctx ends, then aborts them.

@@ -55,3 +55,74 @@ func TestInProcessNiceLowersFlushThreadOnly(t *testing.T) {
 		t.Fatalf("caller thread priority changed from %d to %d", before, after)
 	}
 }
+
+// priorityStore is a store that records the kernel priority of the thread of every call the
+// orchestrator makes to it.
+type priorityStore struct {
+	store.Store
+	prio chan int
+}
+
+func (s priorityStore) note() {
+	if prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, syscall.Gettid()); err == nil {
+		select {
+		case s.prio <- prio:
+		default:
+		}
+	}
+}
+
+func (s priorityStore) Load(ctx context.Context, session string) (*store.Snapshot, error) {
+	s.note()
+	return s.Store.Load(ctx, session)
+}
+
+func (s priorityStore) Commit(ctx context.Context, session string, expect uint64, state []byte, fence uint64) (uint64, error) {
+	s.note()
+	return s.Store.Commit(ctx, session, expect, state, fence)
+}
+
+func (s priorityStore) PutBlob(ctx context.Context, session, key string, data []byte) error {
+	s.note()
+	return s.Store.PutBlob(ctx, session, key, data)
+}
+
+func (s priorityStore) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
+	s.note()
+	return s.Store.IncrStats(ctx, session, delta)
+}
+
+// TestInProcessNiceStoreCallsAtNormalPriority checks that a flush running on a lowered-priority
+// thread makes its store calls (load, blobs, commit, stats) from normal-priority threads, so a
+// store lock is never held by a low-priority thread.
+func TestInProcessNiceStoreCallsAtNormalPriority(t *testing.T) {
+	mem := store.NewMemory(0)
+	defer mem.Close()
+	st := priorityStore{Store: mem, prio: make(chan int, 64)}
+	pl := priorityPlanner{EnginePlanner: EnginePlanner{Policy: testPolicy()}, prio: make(chan int, 8)}
+	p := &InProcess{MaxConcurrent: 1, Nice: 5, Orch: &Orchestrator{Store: st, Planner: pl, Summarizer: summarize.Extractive{}, Log: quiet}}
+	defer p.Close(context.Background())
+	normal, err := syscall.Getpriority(syscall.PRIO_PROCESS, syscall.Gettid())
+	if err != nil {
+		t.Skipf("getpriority: %v", err)
+	}
+	tk, err := p.Enqueue(context.Background(), &Job{Session: "nice-store", Format: "anthropic", Body: transcript("nice-store", 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := tk.Wait(context.Background()); err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("flush: %+v %v", res, err)
+	}
+	if got := <-pl.prio; got != normal-5 {
+		t.Fatalf("planning ran at priority %d, want the lowered %d", got, normal-5)
+	}
+	calls := len(st.prio)
+	if calls < 3 {
+		t.Fatalf("%d store calls recorded", calls)
+	}
+	for i := 0; i < calls; i++ {
+		if got := <-st.prio; got != normal {
+			t.Fatalf("a store call ran at priority %d, want the normal %d", got, normal)
+		}
+	}
+}
