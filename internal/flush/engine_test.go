@@ -11,25 +11,34 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// TestPlanUsesHandedState checks that the planner plans over the decoded state a job carries
-// (Job.State) exactly when the loaded snapshot is the version it was decoded from, and
-// decodes the snapshot otherwise.
-func TestPlanUsesHandedState(t *testing.T) {
+// flushedSession flushes a tag-turn transcript into a fresh memory store as session "s" and
+// returns the committed snapshot and its decoded state.
+func flushedSession(t *testing.T, tag string, turns int) (*store.Snapshot, *pruner.State) {
+	t.Helper()
 	ctx := context.Background()
 	st := store.NewMemory(0)
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
-	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript("a", 3)}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript(tag, turns)}); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("first flush: %+v %v", res, err)
 	}
 	snap, err := st.Load(ctx, "s")
 	if err != nil || snap.Version == 0 {
 		t.Fatalf("load: %+v %v", snap, err)
 	}
-	handed := pruner.NewState()
-	if err := handed.UnmarshalBinary(snap.State); err != nil {
+	state := pruner.NewState()
+	if err := state.UnmarshalBinary(snap.State); err != nil {
 		t.Fatal(err)
 	}
+	return snap, state
+}
+
+// TestPlanUsesHandedState checks that the planner plans over the decoded state a job carries
+// (Job.State) exactly when the loaded snapshot is the version it was decoded from, and
+// decodes the snapshot otherwise.
+func TestPlanUsesHandedState(t *testing.T) {
+	ctx := context.Background()
+	snap, handed := flushedSession(t, "a", 3)
 	body := transcript("a", 5)
 	plan := func(version uint64) *enginePlan {
 		t.Helper()
@@ -106,20 +115,7 @@ func parseTranscript(t *testing.T, body []byte) *wire.Request {
 // and that the decision equals the one from a fresh render.
 func TestWeighUsesHandedRender(t *testing.T) {
 	ctx := context.Background()
-	st := store.NewMemory(0)
-	defer st.Close()
-	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
-	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript("w", 3)}); err != nil || res.Outcome != OutcomeFlushed {
-		t.Fatalf("first flush: %+v %v", res, err)
-	}
-	snap, err := st.Load(ctx, "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	state := pruner.NewState()
-	if err := state.UnmarshalBinary(snap.State); err != nil {
-		t.Fatal(err)
-	}
+	snap, state := flushedSession(t, "w", 3)
 	req := parseTranscript(t, transcript("w", 6))
 	rendered := pruner.Render(req, state, testPolicy()).Request
 	if rendered == req {
