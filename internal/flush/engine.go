@@ -94,7 +94,7 @@ func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (
 	if err != nil {
 		return nil, fmt.Errorf("pruner: %w", err)
 	}
-	return &enginePlan{p: p, req: req, cur: st, pol: e.Policy, f: f}, nil
+	return &enginePlan{p: p, req: req, cur: st, pol: e.Policy}, nil
 }
 
 // current returns the whole request rendered with the loaded state: the job's Rendered when
@@ -108,11 +108,10 @@ func (e *enginePlan) current(job *Job) *wire.Request {
 
 type enginePlan struct {
 	p    *pruner.Plan
-	req  *wire.Request // the whole request (Job.Body)
+	req  *wire.Request // the whole request (Job.Request, or Job.Body parsed)
 	cur  *pruner.State // the loaded state
 	next *pruner.State // the committed state (after Commit)
 	pol  pruner.Policy
-	f    wire.Format
 }
 
 // Requests maps the engine's batches to summarizer requests. The instruction text is
