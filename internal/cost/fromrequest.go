@@ -26,6 +26,21 @@ type memoSeg struct {
 	ttl1h      bool
 }
 
+// mark records the breakpoint a raw cache_control value (nil when absent) sets.
+func (s *memoSeg) mark(cc []byte) {
+	if len(cc) > 0 && string(cc) != "null" {
+		s.breakpoint = true
+		s.ttl1h = gjson.GetBytes(cc, "ttl").Str == "1h"
+	}
+}
+
+// stringSeg is the segment of a string-form text block standing alone as string content
+// (a message's or the system prompt's): its literal hashed, its text estimated, no block
+// framing.
+func stringSeg(blk *wire.Block, est Estimator) memoSeg {
+	return memoSeg{content: xxhash.Sum64(blk.Raw()), tokens: est.Text(blk.Text)}
+}
+
 // FromRequest flattens a parsed (or rendered) request into the Prompt FromBody would build
 // from its serialized bytes — same segments, keys, tokens and breakpoints — without
 // serializing or re-reading JSON: it reads the blocks' parsed fields and hashes their raw
@@ -55,8 +70,7 @@ func FromRequest(r *wire.Request, o PromptOptions, memo *PromptMemo) Prompt {
 	lastSystem := -1
 	if f == Anthropic && len(r.System) > 0 {
 		if len(r.System) == 1 && r.System[0].IsStringForm() {
-			s := r.System[0]
-			b.addSeg(0x53, true, memoSeg{content: xxhash.Sum64(s.Raw()), tokens: est.Text(s.Text)}, est.Overhead("message"))
+			b.addSeg(0x53, true, stringSeg(r.System[0], est), est.Overhead("message"))
 		} else {
 			for i, blk := range r.System {
 				b.addSeg(0x53, i == 0, fb.block(blk), 0)
@@ -117,7 +131,7 @@ func (fb *fromRequest) message(m *wire.Message) {
 		}
 	}
 	if parts == 1 && lone.IsStringForm() {
-		add(memoSeg{content: xxhash.Sum64(lone.Raw()), tokens: est.Text(lone.Text)}, 0)
+		add(stringSeg(lone, est), 0)
 	} else {
 		for _, blk := range blocks {
 			if !isCall(blk) {
@@ -146,10 +160,7 @@ func (fb *fromRequest) block(blk *wire.Block) memoSeg {
 		s = memoSeg{content: d.Sum64(), tokens: fb.est.Overhead("block") + fb.est.Text(blk.Text)}
 	} else {
 		s.content = memberHash(blk)
-		if cc := blk.CacheControl; len(cc) > 0 && string(cc) != "null" {
-			s.breakpoint = true
-			s.ttl1h = gjson.GetBytes(cc, "ttl").Str == "1h"
-		}
+		s.mark(blk.CacheControl)
 		s.tokens = fb.blockTokens(blk)
 	}
 	fb.memo.blocks[blk] = s
@@ -200,10 +211,7 @@ func (fb *fromRequest) tool(t *wire.Tool) memoSeg {
 	}
 	v := gjson.ParseBytes(t.Raw())
 	s := memoSeg{content: contentHash(v), tokens: fb.est.Text(bytesString(t.Raw())) + fb.est.Overhead("block")}
-	if cc := t.CacheControl; len(cc) > 0 && string(cc) != "null" {
-		s.breakpoint = true
-		s.ttl1h = gjson.GetBytes(cc, "ttl").Str == "1h"
-	}
+	s.mark(t.CacheControl)
 	fb.memo.tools[t] = s
 	return s
 }

@@ -179,9 +179,8 @@ func (b *builder) rawMessage(m gjson.Result, f WireFormat) error {
 func (b *builder) add(kind byte, first bool, v gjson.Result, tokens int) {
 	s := memoSeg{content: contentHash(v), tokens: tokens}
 	if v.IsObject() {
-		if cc := v.Get("cache_control"); cc.Exists() && cc.Type != gjson.Null {
-			s.breakpoint = true
-			s.ttl1h = cc.Get("ttl").Str == "1h"
+		if cc := v.Get("cache_control"); cc.Exists() {
+			s.mark([]byte(cc.Raw))
 		}
 	}
 	b.addSeg(kind, first, s, 0)

@@ -19,11 +19,18 @@ type priorityPlanner struct {
 }
 
 func (p priorityPlanner) Plan(ctx context.Context, job *Job, snap *store.Snapshot) (Plan, error) {
-	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, syscall.Gettid())
-	if err == nil {
-		p.prio <- prio
-	}
+	notePriority(p.prio)
 	return p.EnginePlanner.Plan(ctx, job, snap)
+}
+
+// notePriority sends the calling thread's kernel priority to ch unless ch is full.
+func notePriority(ch chan int) {
+	if prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, syscall.Gettid()); err == nil {
+		select {
+		case ch <- prio:
+		default:
+		}
+	}
 }
 
 // TestInProcessNiceLowersFlushThreadOnly runs a flush with Nice set and checks that it ran on
@@ -63,14 +70,7 @@ type priorityStore struct {
 	prio chan int
 }
 
-func (s priorityStore) note() {
-	if prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, syscall.Gettid()); err == nil {
-		select {
-		case s.prio <- prio:
-		default:
-		}
-	}
-}
+func (s priorityStore) note() { notePriority(s.prio) }
 
 func (s priorityStore) Load(ctx context.Context, session string) (*store.Snapshot, error) {
 	s.note()
