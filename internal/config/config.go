@@ -57,6 +57,7 @@ const (
 	DefaultTotalTimeout       = 180 * time.Second
 	DefaultMaxBodyBytes       = 32 << 20
 	DefaultMaxRecoveryRounds  = 3
+	DefaultSlowRequestLog     = 100 * time.Millisecond
 	DefaultProtectedPath      = "**/skills/**/*.md"
 	DefaultHorizon            = 8
 	DefaultMaxHorizon         = 32
@@ -370,6 +371,9 @@ type Limits struct {
 	// MaxRecoveryRounds bounds the recovery-tool round trips the proxy answers itself within one
 	// client request (default 3; 0 disables in-proxy recovery).
 	MaxRecoveryRounds int `json:"maxRecoveryRounds" yaml:"maxRecoveryRounds"`
+	// SlowRequestLog logs every request whose own time in the proxy before going upstream
+	// reaches this, with the time each phase took (default 100ms; 0 never logs).
+	SlowRequestLog Duration `json:"slowRequestLog" yaml:"slowRequestLog"`
 }
 
 // Default returns a complete configuration holding every default.
@@ -404,7 +408,8 @@ func Default() *Config {
 			TotalTimeout:   Duration(DefaultTotalTimeout),
 			Mode:           SummarizerInProxy,
 		},
-		Limits: Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxRecoveryRounds: DefaultMaxRecoveryRounds},
+		Limits: Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxRecoveryRounds: DefaultMaxRecoveryRounds,
+			SlowRequestLog: Duration(DefaultSlowRequestLog)},
 	}
 }
 

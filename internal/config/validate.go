@@ -224,6 +224,9 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxRecoveryRounds < 0 {
 		bad("limits.maxRecoveryRounds", c.Limits.MaxRecoveryRounds, "must be >= 0")
 	}
+	if c.Limits.SlowRequestLog < 0 {
+		bad("limits.slowRequestLog", c.Limits.SlowRequestLog.D(), "must be >= 0 (0 never logs)")
+	}
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}

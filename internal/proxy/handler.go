@@ -56,6 +56,8 @@ type turn struct {
 	at time.Time
 	// flushWait is the total time the request may wait for flushes (FlushWaitTimeout).
 	flushWait time.Duration
+	// clock times the phases before the request goes upstream.
+	clock phaseClock
 }
 
 func readBody(r *http.Request, limit int64) ([]byte, error) {
@@ -71,6 +73,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Format, ep endpoint) {
 	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now(), at: s.now(), flushWait: s.opt.FlushWaitTimeout}
+	t.clock.start(t.t0)
 	code := 0
 	defer func() {
 		if code != 0 {
@@ -89,6 +92,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		writeError(w, f, code, "body_read_failed", "condense proxy: reading request body: "+err.Error())
 		return
 	}
+	t.clock.done(phaseRead)
 	var src SessionSource
 	t.sid, src = SessionID(f, r.Header, body)
 	req, err := s.parses.parse(f, t.sid, body)
@@ -114,12 +118,13 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		}
 		t.open = "session-id"
 	}
+	t.clock.done(phaseParse)
 
 	s.prepare(r.Context(), t)
 	if ep != epCountTokens && t.open == "" {
 		s.noteRequest(t)
 	}
-	s.met.AddedSeconds.WithLabelValues(string(ep)).Observe(time.Since(t.t0).Seconds())
+	s.observeOwnTime(t)
 
 	resp, err := s.send(r.Context(), t, t.body)
 	if err != nil {
@@ -147,6 +152,20 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	}
 	s.recordStats(t, out.usage)
 	s.afterResponse(t, out)
+}
+
+// observeOwnTime records the request's own time before it goes upstream, in total and by
+// phase, and logs the phases of a request that took SlowRequestLog or longer.
+func (s *Server) observeOwnTime(t *turn) {
+	own := time.Since(t.t0)
+	s.met.AddedSeconds.WithLabelValues(string(t.ep)).Observe(own.Seconds())
+	for p, d := range t.clock.spent {
+		s.met.PhaseSeconds[p].Observe(d.Seconds())
+	}
+	if s.opt.SlowRequestLog > 0 && own >= s.opt.SlowRequestLog {
+		attrs := append([]any{"own_ms", float64(own.Microseconds()) / 1000, "bytes", len(t.client.Raw())}, t.clock.attrs()...)
+		t.log.Info("slow request", attrs...)
+	}
 }
 
 // send forwards body to the provider with the client's headers.
@@ -208,10 +227,12 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		return
 	}
 	snap = s.waitForLease(ctx, t, snap)
+	t.clock.done(phaseLoad)
 	if err := s.useSnapshot(t, snap); err != nil {
 		s.failOpen(t, "state", err)
 		return
 	}
+	t.clock.done(phaseDecode)
 	if n := snap.Stats[statSplices]; n > 0 {
 		sp, err := s.loadSplices(ctx, t.sid)
 		if err != nil {
@@ -226,9 +247,12 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		return
 	}
 	t.view = view
+	t.clock.done(phaseView)
 	s.render(t)
+	t.clock.done(phaseRender)
 
 	if t.ep != epCountTokens && s.opt.Flusher != nil {
+		defer t.clock.done(phaseFlush)
 		if trig, opts := s.dueTrigger(t); trig != "" {
 			var body []byte
 			if t.fwd == t.view {

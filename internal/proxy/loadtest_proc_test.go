@@ -257,21 +257,7 @@ func promSummary(before, after promSample, n int) string {
 	for _, k := range outcomes {
 		fmt.Fprintf(&b, " %s %.0f", strings.TrimSuffix(strings.TrimPrefix(k, "condense_flushes_total{"), "}"), d(k))
 	}
-	const h = `condense_added_latency_seconds_bucket{endpoint="messages",le="`
-	type bucket struct {
-		le  float64
-		cum float64
-	}
-	var bs []bucket
-	for k := range after {
-		if strings.HasPrefix(k, h) {
-			le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(h):], `"}`), 64)
-			if err == nil {
-				bs = append(bs, bucket{le, d(k)})
-			}
-		}
-	}
-	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	bs := buckets(before, after, `condense_added_latency_seconds_bucket{endpoint="messages",le="`)
 	if len(bs) == 0 || bs[len(bs)-1].cum == 0 {
 		return b.String() + "\n"
 	}
@@ -290,5 +276,47 @@ func promSummary(before, after promSample, n int) string {
 			fmt.Fprintf(&b, " %.2f%% ≤ %g ms;", 100*x.cum/total, 1000*x.le)
 		}
 	}
-	return strings.TrimSuffix(b.String(), ";") + ".\n"
+	out := strings.TrimSuffix(b.String(), ";") + ".\n\n"
+	// The same time by phase (condense_request_phase_seconds).
+	out += "| phase | mean ms | > 1 ms | > 5 ms |\n|---|---:|---:|---:|\n"
+	for _, ph := range phaseNames {
+		pre := `condense_request_phase_seconds_`
+		cnt := d(pre + `count{phase="` + ph + `"}`)
+		pb := buckets(before, after, pre+`bucket{phase="`+ph+`",le="`)
+		if cnt == 0 || len(pb) == 0 {
+			continue
+		}
+		over := func(le float64) float64 {
+			for _, x := range pb {
+				if x.le == le {
+					return 100 * (cnt - x.cum) / cnt
+				}
+			}
+			return math.NaN()
+		}
+		out += fmt.Sprintf("| %s | %.3f | %.2f%% | %.2f%% |\n", ph, 1000*d(pre+`sum{phase="`+ph+`"}`)/cnt, over(.001), over(.005))
+	}
+	return out
+}
+
+// bucket is one cumulative histogram bucket.
+type bucket struct {
+	le  float64
+	cum float64
+}
+
+// buckets returns the histogram buckets whose keys start with prefix (up to the le value),
+// as counted between two scrapes, in order.
+func buckets(before, after promSample, prefix string) []bucket {
+	var bs []bucket
+	for k := range after {
+		if strings.HasPrefix(k, prefix) {
+			le, err := strconv.ParseFloat(strings.TrimSuffix(k[len(prefix):], `"}`), 64)
+			if err == nil {
+				bs = append(bs, bucket{le, after[k] - before[k]})
+			}
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	return bs
 }

@@ -13,6 +13,8 @@ type Metrics struct {
 	RenderSeconds prometheus.Histogram
 	// AddedSeconds is condense_added_latency_seconds{endpoint}.
 	AddedSeconds *prometheus.HistogramVec
+	// PhaseSeconds is condense_request_phase_seconds{phase}, indexed by phase.
+	PhaseSeconds [nPhases]prometheus.Observer
 	// UpstreamSecs is condense_upstream_duration_seconds{endpoint}.
 	UpstreamSecs *prometheus.HistogramVec
 	// Bytes is condense_request_bytes_total{stage}.
@@ -47,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_requests_total",
 			Help: "Requests handled by the proxy, by endpoint, wire format and response status."}, []string{"endpoint", "format", "code"}),
 		RenderSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "condense_render_duration_seconds",
-			Help: "Time to parse, render and serialize a request.", Buckets: latencyBuckets}),
+			Help: "Time the pruning engine takes to render and serialize a request.", Buckets: latencyBuckets}),
 		AddedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_added_latency_seconds",
 			Help: "Latency the proxy adds before a request is sent upstream (read, parse, load, render).", Buckets: latencyBuckets}, []string{"endpoint"}),
 		UpstreamSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_upstream_duration_seconds",
@@ -75,7 +77,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RequestsPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "condense_requests_pruned_total",
 			Help: "Requests whose forwarded body differs from what the client sent."}),
 	}
+	phases := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_request_phase_seconds",
+		Help: "The proxy's own time before a request goes upstream, by phase (read, parse, load, decode, view, render, flush).", Buckets: latencyBuckets}, []string{"phase"})
+	for p := range m.PhaseSeconds {
+		m.PhaseSeconds[p] = phases.WithLabelValues(phaseNames[p])
+	}
 	if reg != nil {
+		reg.MustRegister(phases)
 		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.UpstreamSecs, m.Bytes, m.Tokens, m.UsageTokens,
 			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned)
 	}

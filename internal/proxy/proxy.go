@@ -96,6 +96,9 @@ type Options struct {
 	// FlushWaitTimeout is how long a request waits for an unfinished flush of its session
 	// (0: never wait, use the last committed state).
 	FlushWaitTimeout time.Duration
+	// SlowRequestLog logs, with its phase timings, every request whose own time before going
+	// upstream reaches this (0: never).
+	SlowRequestLog time.Duration
 	// MaxRecoveryRounds bounds the context_tree_query rounds answered within one client
 	// request (0 disables in-proxy answering: calls are then deferred to the next request).
 	MaxRecoveryRounds int

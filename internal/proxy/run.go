@@ -42,6 +42,7 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 		MaxBodyBytes:      cfg.Limits.MaxBodyBytes,
 		FlushWaitTimeout:  cfg.Limits.FlushWaitTimeout.D(),
 		MaxRecoveryRounds: cfg.Limits.MaxRecoveryRounds,
+		SlowRequestLog:    cfg.Limits.SlowRequestLog.D(),
 		Trigger: Trigger{
 			OnDemand:   cfg.Engine.Trigger.Mode == config.TriggerOnDemand,
 			CacheAware: cfg.Engine.Trigger.CacheAware,
