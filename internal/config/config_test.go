@@ -84,7 +84,7 @@ limits: {maxBodyBytes: 1024, flushWaitTimeout: 1500ms, maxRecoveryRounds: 0}
 	if s.IdleTimeout.D() != 0 || s.TotalTimeout.D() != 5*time.Minute || s.Mode != SummarizerJobs || s.ThinkingBudget != ThinkingXHigh {
 		t.Errorf("summarizer: %+v", s)
 	}
-	if c.Limits.FlushWaitTimeout.D() != 1500*time.Millisecond || c.Limits.MaxBodyBytes != 1024 {
+	if c.Limits.FlushWaitTimeout.D() != 1500*time.Millisecond || c.Limits.MaxBodyBytes != 1024 || c.Limits.SlowRequestLog.D() != DefaultSlowRequestLog {
 		t.Errorf("limits: %+v", c.Limits)
 	}
 	if c.Policy.Name != "p1" || c.Policy.Namespace != "agents" {
@@ -200,6 +200,7 @@ func TestValidationErrors(t *testing.T) {
 		"body":          {func(c *Config) { c.Limits.MaxBodyBytes = 0 }, "limits.maxBodyBytes"},
 		"flushWait":     {func(c *Config) { c.Limits.FlushWaitTimeout = -1 }, "limits.flushWaitTimeout"},
 		"rounds":        {func(c *Config) { c.Limits.MaxRecoveryRounds = -1 }, "limits.maxRecoveryRounds"},
+		"slowLog":       {func(c *Config) { c.Limits.SlowRequestLog = -1 }, "limits.slowRequestLog"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
