@@ -110,10 +110,13 @@ type Recorded struct {
 // Stream reports whether the request asked for a streamed response.
 func (r Recorded) Stream() bool { return gjson.GetBytes(r.Body, "stream").Bool() }
 
-// HeaderSlept is the response header in which the fake reports, in microseconds, how long it
-// actually slept (Reply.Delay plus the Latency model) before writing the response headers. Load
-// tests subtract it from a request's end-to-end time to take the modeled provider time (and the
-// timer's own jitter) out of a comparison.
+// HeaderSlept is the response header in which the fake reports, in microseconds, its modeled
+// provider time: from having read the request body to writing the response headers, when a
+// delay applies (Reply.Delay plus the Latency model). The fake's own handling of the request
+// (checking the JSON, choosing the reply) runs inside that time, as a real provider's handling
+// is part of its time to first token; the fake sleeps only for the rest. Load tests subtract it
+// from a request's end-to-end time to take the modeled provider time (and the timer's jitter)
+// out of a comparison.
 const HeaderSlept = "Upstreamfake-Slept-Us"
 
 // Latency models how long a real provider takes to answer: TTFT (time to first token) before
@@ -258,6 +261,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	received := time.Now()
 	rec := Recorded{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Format: formatOf(r.URL.Path)}
 	s.mu.Lock()
 	s.seq++
@@ -307,9 +311,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		gen = 0
 	}
 	if wait > 0 {
-		start := time.Now()
-		time.Sleep(wait)
-		w.Header().Set(HeaderSlept, strconv.FormatInt(time.Since(start).Microseconds(), 10))
+		time.Sleep(time.Until(received.Add(wait)))
+		w.Header().Set(HeaderSlept, strconv.FormatInt(time.Since(received).Microseconds(), 10))
 	}
 	for k, vs := range rep.Header {
 		for _, v := range vs {
