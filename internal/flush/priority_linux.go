@@ -7,6 +7,9 @@ import (
 	"syscall"
 )
 
+// LowersThreadPriority reports whether InProcess.Nice takes effect on this platform.
+const LowersThreadPriority = true
+
 // lowerThreadPriority locks the calling goroutine to its OS thread and raises that thread's
 // nice value to nice (Linux scheduling priority is per thread). The thread is never unlocked,
 // so it is discarded when the goroutine exits and the lowered priority never leaks into the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -122,7 +123,12 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 		}
 		// At most half the CPUs flush at once, on threads of lower priority, so the
 		// latency-critical request path keeps the rest and wins when the CPUs are busy.
-		inproc = &flush.InProcess{MaxConcurrent: max(1, runtime.GOMAXPROCS(0)/2), Nice: FlushNice, Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
+		slots := max(1, runtime.GOMAXPROCS(0)/2)
+		if procs, ok := flushProcs(slots); ok {
+			runtime.GOMAXPROCS(procs)
+			log.Info("scheduler slots for the request path and flushes", "gomaxprocs", procs, "flushSlots", slots)
+		}
+		inproc = &flush.InProcess{MaxConcurrent: slots, Nice: FlushNice, Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: opt.Policy},
 			Summarizer: sum, Metrics: fm, Log: log}}
 		px.opt.Flusher = inproc
 	}
@@ -181,4 +187,18 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// flushProcs returns the GOMAXPROCS for a proxy running up to slots in-process flushes on
+// lowered-priority threads: the default (the CPUs the process may use) plus slots, so a
+// running flush, which holds a Go scheduler slot for as long as it computes (up to the
+// scheduler's 10 ms time slice, also while the kernel has its low-priority thread waiting),
+// never takes one from the request path; the kernel, not the Go scheduler, then decides
+// between requests and flushes, and it favors requests. ok is false, and GOMAXPROCS is left
+// alone, when the user set GOMAXPROCS or the platform cannot lower a thread's priority.
+func flushProcs(slots int) (procs int, ok bool) {
+	if os.Getenv("GOMAXPROCS") != "" || !flush.LowersThreadPriority || FlushNice <= 0 {
+		return 0, false
+	}
+	return runtime.GOMAXPROCS(0) + slots, true
 }
