@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,6 +156,7 @@ type pairResult struct {
 	directRm, proxiedRm  time.Duration // end to end minus the fake's modeled provider time
 	added                time.Duration // proxiedRm − directRm
 	modelTime, thinkTime time.Duration
+	proxStart            time.Time // when the proxied copy was sent
 }
 
 // TestLoadTest replays corpus sessions as concurrent agent sessions against the fake upstream,
@@ -202,7 +204,7 @@ func TestLoadTest(t *testing.T) {
 	var results []pairResult
 	errs := 0
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * m.sessions, MaxIdleConns: 4 * m.sessions, DisableCompression: true}}
-	send := func(base string, sid string, st loadStep) (total, rm time.Duration, err error) {
+	send := func(base string, sid string, st loadStep, sent *time.Time) (total, rm time.Duration, err error) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(st.body))
 		req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[st.final])
 		req.Header.Set("X-Load-Output-Tokens", strconv.Itoa(st.output))
@@ -211,6 +213,9 @@ func TestLoadTest(t *testing.T) {
 		req.Header.Set(HeaderSession, sid)
 		req.Header.Set("x-api-key", "load")
 		start := time.Now()
+		if base == px.url {
+			*sent = start
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			return 0, 0, err
@@ -224,6 +229,8 @@ func TestLoadTest(t *testing.T) {
 		slept, _ := strconv.ParseInt(resp.Header.Get(upstreamfake.HeaderSlept), 10, 64)
 		return total, total - time.Duration(slept)*time.Microsecond, nil
 	}
+	probe := startStallProbe(t)
+	cpu0 := selfCPU()
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for v, j := range jobs {
@@ -240,11 +247,11 @@ func TestLoadTest(t *testing.T) {
 				var e1, e2 error
 				// Alternate the order so neither path always runs first.
 				if (v+k)%2 == 0 {
-					r.direct, r.directRm, e1 = send(up.URL, j.id, st)
-					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st)
+					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart)
+					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart)
 				} else {
-					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st)
-					r.direct, r.directRm, e1 = send(up.URL, j.id, st)
+					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart)
+					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart)
 				}
 				r.added = r.proxiedRm - r.directRm
 				mu.Lock()
@@ -279,6 +286,12 @@ func TestLoadTest(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(px.dir, "requests.csv"), []byte(csv.String()), 0o644)
 	}
 	report := loadReport(m, results, errs, wall, before, after)
+	if probe != nil {
+		stalls, summary := probe.stop()
+		report += probeReport(results, stalls, summary)
+	}
+	report += fmt.Sprintf("\nLoad generator and fake upstream (this test process): %.1f s CPU over the run (%.2f ms per paired request).\n",
+		(selfCPU() - cpu0).Seconds(), float64((selfCPU()-cpu0).Microseconds())/1000/float64(max(1, len(results))))
 	t.Log("\n" + report)
 	if out := os.Getenv("CONDENSE_LOAD_REPORT"); out != "" {
 		_ = os.WriteFile(out, []byte(report), 0o644)
@@ -322,6 +335,15 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 	row("added, a session's first request", col(func(r pairResult) time.Duration { return r.added }, first))
 	fmt.Fprintf(&b, "\n%s\n", promSummary(before, after, len(rs)))
 	return b.String()
+}
+
+// selfCPU returns the CPU time (user + system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // msq formats the q-quantile of a sorted list in milliseconds.
