@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,13 +35,7 @@ func startStallProbe(t *testing.T) *stallProbe {
 	if os.Getenv("CONDENSE_LOAD_PROBE") != "1" {
 		return nil
 	}
-	bin := filepath.Join(t.TempDir(), "stallprobe")
-	build := exec.Command("go", "build", "-o", bin, "./hack/stallprobe")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./hack/stallprobe: %v\n%s", err, out)
-	}
-	p := &stallProbe{cmd: exec.Command(bin, "-duration", "0")}
+	p := &stallProbe{cmd: exec.Command(goBuild(t, "./hack/stallprobe", "stallprobe"), "-duration", "0")}
 	p.cmd.Stdout = &p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -42,11 +42,16 @@ func buildCondense(t *testing.T) string {
 	if b := os.Getenv("CONDENSE_LOAD_BIN"); b != "" {
 		return b
 	}
-	bin := filepath.Join(t.TempDir(), "condense")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/condense")
+	return goBuild(t, "./cmd/condense", "condense")
+}
+
+// goBuild builds the repository's package pkg into a temporary binary called name.
+func goBuild(t *testing.T, pkg, name string) string {
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/condense: %v\n%s", err, out)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }
