@@ -280,6 +280,16 @@ func (s *EmbeddedStore) lease(b kvBucket, now time.Time) *embLease {
 
 // Load implements Store.
 func (s *EmbeddedStore) Load(ctx context.Context, session string) (*Snapshot, error) {
+	return s.load(ctx, session, 0)
+}
+
+// LoadKnown implements KnownStateLoader.
+func (s *EmbeddedStore) LoadKnown(ctx context.Context, session string, known uint64) (*Snapshot, error) {
+	return s.load(ctx, session, known)
+}
+
+// load is Load; a state whose version is known (> 0) is left out.
+func (s *EmbeddedStore) load(ctx context.Context, session string, known uint64) (*Snapshot, error) {
 	if err := s.check(session); err != nil {
 		return nil, err
 	}
@@ -297,7 +307,8 @@ func (s *EmbeddedStore) Load(ctx context.Context, session string) (*Snapshot, er
 		}
 		found = true
 		snap.Version = u64(b.get(keyVersion))
-		if snap.Version > 0 {
+		snap.StateKnown = known > 0 && snap.Version == known
+		if snap.Version > 0 && !snap.StateKnown {
 			// Copied (bbolt's bytes live only as long as the transaction); decompressing
 			// under the database lock would hold up every writer and, behind a waiting
 			// writer, every other reader.

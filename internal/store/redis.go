@@ -140,11 +140,21 @@ func isNetErr(err error) bool {
 
 // Load implements Store.
 func (s *RedisStore) Load(ctx context.Context, session string) (*Snapshot, error) {
+	return s.load(ctx, session, 0)
+}
+
+// LoadKnown implements KnownStateLoader: the state of the known version stays in Redis.
+func (s *RedisStore) LoadKnown(ctx context.Context, session string, known uint64) (*Snapshot, error) {
+	return s.load(ctx, session, known)
+}
+
+// load is Load; a state whose version is known (> 0) is left out of the reply.
+func (s *RedisStore) load(ctx context.Context, session string, known uint64) (*Snapshot, error) {
 	if err := s.check(session); err != nil {
 		return nil, err
 	}
 	snap := &Snapshot{Session: session, Stats: map[string]int64{}, Diagnostics: []Diagnostic{}, DiagnosticCounts: map[string]int64{}}
-	res, err := scriptLoad.Run(ctx, s.rdb, s.redisKeys(session), session, s.ttlArg(), s.touchAfterArg()).Slice()
+	res, err := scriptLoad.Run(ctx, s.rdb, s.redisKeys(session), session, s.ttlArg(), s.touchAfterArg(), strconv.FormatUint(known, 10)).Slice()
 	if err != nil {
 		return nil, s.wrap("load", err)
 	}
@@ -157,7 +167,8 @@ func (s *RedisStore) Load(ctx context.Context, session string) (*Snapshot, error
 	if snap.Version, err = strconv.ParseUint(str(res[0]), 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: version %q", ErrCorrupt, str(res[0]))
 	}
-	if snap.Version > 0 {
+	snap.StateKnown = known > 0 && snap.Version == known
+	if snap.Version > 0 && !snap.StateKnown {
 		if snap.State, err = decodeValue([]byte(str(res[1]))); err != nil {
 			return nil, err
 		}

@@ -26,21 +26,24 @@ local function check_id(id)
 end
 `
 
-// load: ARGV id, ttl, touch-after ms. Returns {} for an unknown session, otherwise
-// {version, state, seen, counters, diagnostics, kinds, lease, lease_pttl, now}. Last-seen and
+// load: ARGV id, ttl, touch-after ms, known version ('0': none). Returns {} for an unknown
+// session, otherwise {version, state, seen, counters, diagnostics, kinds, lease, lease_pttl,
+// now}; state is empty when version is the known one (the caller holds it decoded). Last-seen and
 // the idle TTL are refreshed only when last-seen is older than touch-after, so most loads
 // write nothing (no AOF write, no replication traffic).
 var scriptLoad = redis.NewScript(luaPrelude + `
-local m = redis.call('HMGET', KEYS[1], 'id', 'v', 's', 'seen')
+local m = redis.call('HMGET', KEYS[1], 'id', 'v', 'seen')
 if not m[1] then return {} end
 if m[1] ~= ARGV[1] then return redis.error_reply('ERR condense: session key collision') end
 local now = now_ms()
-local seen = tonumber(m[4] or '0')
+local seen = tonumber(m[3] or '0')
 if now - seen >= tonumber(ARGV[3]) then
   touch(ARGV[1], ARGV[2], now)
   seen = now
 end
-return {m[2] or '0', m[3] or '', string.format('%d', seen),
+local st = ''
+if ARGV[4] == '0' or m[2] ~= ARGV[4] then st = redis.call('HGET', KEYS[1], 's') or '' end
+return {m[2] or '0', st, string.format('%d', seen),
   redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[4]),
   redis.call('GET', KEYS[6]) or '', redis.call('PTTL', KEYS[6]), string.format('%d', now)}
 `)

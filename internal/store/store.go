@@ -95,8 +95,11 @@ type Snapshot struct {
 	Session string
 	// Version is the committed state version; 0 when nothing was ever committed.
 	Version uint64
-	// State is the opaque engine state of Version (nil when Version is 0).
+	// State is the opaque engine state of Version (nil when Version is 0, or when StateKnown).
 	State []byte
+	// StateKnown is true when LoadKnown left State out because Version is the version the
+	// caller said it holds.
+	StateKnown bool
 	// Stats holds the named counters (see the Stat* names); never nil.
 	Stats map[string]int64
 	// Diagnostics holds every recorded diagnostic, sorted by Key; never nil.
@@ -107,6 +110,15 @@ type Snapshot struct {
 	LastSeen time.Time
 	// Lease is the current unexpired flush lease, or nil.
 	Lease *Lease
+}
+
+// KnownStateLoader is implemented by stores that can leave out the state of a version the
+// caller already holds decoded, saving its transfer and decompression. Both stores of this
+// package implement it.
+type KnownStateLoader interface {
+	// LoadKnown is Load, except that when the stored version equals known (> 0) the
+	// snapshot's State is nil and StateKnown is true.
+	LoadKnown(ctx context.Context, session string, known uint64) (*Snapshot, error)
 }
 
 // HasDiagnostic reports whether a diagnostic with this key is recorded in the snapshot

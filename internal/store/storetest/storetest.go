@@ -29,6 +29,7 @@ func Run(t *testing.T, open Factory) {
 	}{
 		{"LoadUnknown", testLoadUnknown},
 		{"CommitCompareAndSet", testCommitCAS},
+		{"LoadKnownState", testLoadKnown},
 		{"Fencing", testFencing},
 		{"Lease", testLease},
 		{"LeaseExpiry", testLeaseExpiry},
@@ -131,6 +132,62 @@ func testCommitCAS(t *testing.T, open Factory) {
 	snap, err = s.Load(ctx, id)
 	if err != nil || !bytes.Equal(snap.State, big) {
 		t.Fatalf("compressible state did not round-trip: %v", err)
+	}
+}
+
+func testLoadKnown(t *testing.T, open Factory) {
+	s, ctx := mustOpen(t, open, 0), ctxT(t)
+	kl, ok := s.(store.KnownStateLoader)
+	if !ok {
+		t.Fatalf("%T does not implement store.KnownStateLoader", s)
+	}
+	const id = "sess-known"
+	if snap, err := kl.LoadKnown(ctx, id, 1); err != nil || snap.Version != 0 || snap.StateKnown || snap.State != nil {
+		t.Fatalf("unknown session: %+v, %v", snap, err)
+	}
+	state := bytes.Repeat([]byte("state of version one "), 200)
+	if _, err := s.Commit(ctx, id, 0, state, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IncrStats(ctx, id, map[string]int64{store.StatRequests: 3}); err != nil {
+		t.Fatal(err)
+	}
+	full, err := s.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		known     uint64
+		wantKnown bool
+	}{
+		{"known version: state left out", 1, true},
+		{"no version known: like Load", 0, false},
+		{"an older or other version: like Load", 7, false},
+	} {
+		snap, err := kl.LoadKnown(ctx, id, tc.known)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if snap.StateKnown != tc.wantKnown || snap.Version != 1 {
+			t.Fatalf("%s: version %d, StateKnown %v", tc.name, snap.Version, snap.StateKnown)
+		}
+		if tc.wantKnown && snap.State != nil {
+			t.Fatalf("%s: state returned (%d bytes)", tc.name, len(snap.State))
+		}
+		if !tc.wantKnown && !bytes.Equal(snap.State, state) {
+			t.Fatalf("%s: state %q", tc.name, trunc(string(snap.State)))
+		}
+		if snap.Stats[store.StatRequests] != 3 || snap.LastSeen.Before(full.LastSeen) {
+			t.Fatalf("%s: the rest of the snapshot differs from Load's: %+v vs %+v", tc.name, snap, full)
+		}
+	}
+	// A newer commit is loaded whole although the caller knows the version before it.
+	if _, err := s.Commit(ctx, id, 1, []byte("two"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := kl.LoadKnown(ctx, id, 1); err != nil || snap.Version != 2 || snap.StateKnown || string(snap.State) != "two" {
+		t.Fatalf("after a newer commit: %+v, %v", snap, err)
 	}
 }
 
