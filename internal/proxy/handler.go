@@ -189,15 +189,41 @@ func (s *Server) storeCtx(ctx context.Context) (context.Context, context.CancelF
 }
 
 func (s *Server) load(ctx context.Context, sid string) (*store.Snapshot, error) {
+	snap, _, err := s.loadWith(ctx, sid, false)
+	return snap, err
+}
+
+// loadKnown loads the session like load, but when the store can leave out a state this
+// process holds decoded (store.KnownStateLoader) it asks it to: the snapshot's State is then
+// nil, StateKnown is set and known is that decoded state.
+func (s *Server) loadKnown(ctx context.Context, sid string) (snap *store.Snapshot, known *pruner.State, err error) {
+	return s.loadWith(ctx, sid, true)
+}
+
+func (s *Server) loadWith(ctx context.Context, sid string, skipKnown bool) (*store.Snapshot, *pruner.State, error) {
 	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	snap, err := s.opt.Store.Load(c, sid)
+	var snap *store.Snapshot
+	var known *pruner.State
+	var err error
+	kl, ok := s.opt.Store.(store.KnownStateLoader)
+	if v, cached := s.states.Load(sid); ok && skipKnown && cached {
+		cs := v.(cachedState)
+		snap, err = kl.LoadKnown(c, sid, cs.version)
+		known = cs.state
+	} else {
+		snap, err = s.opt.Store.Load(c, sid)
+	}
 	s.met.StoreSeconds.WithLabelValues("load").Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.met.StoreErrors.WithLabelValues("load").Inc()
+		return nil, nil, err
 	}
-	return snap, err
+	if !snap.StateKnown {
+		known = nil
+	}
+	return snap, known, nil
 }
 
 // failOpen forwards the client's bytes unchanged.
@@ -221,14 +247,18 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		return
 	}
 	s.waitLocalFlush(ctx, t) // before loading, so a flush ending meanwhile is seen
-	snap, err := s.load(ctx, t.sid)
+	snap, known, err := s.loadKnown(ctx, t.sid)
 	if err != nil {
 		s.failOpen(t, "store", err)
 		return
 	}
-	snap = s.waitForLease(ctx, t, snap)
+	if fresh := s.waitForLease(ctx, t, snap); fresh != snap {
+		snap, known = fresh, nil // reloaded whole
+	}
 	t.clock.done(phaseLoad)
-	if err := s.useSnapshot(t, snap); err != nil {
+	if known != nil {
+		t.snap, t.state = snap, known
+	} else if err := s.useSnapshot(t, snap); err != nil {
 		s.failOpen(t, "state", err)
 		return
 	}
@@ -297,6 +327,9 @@ func (s *Server) decodedState(sid string, snap *store.Snapshot) (*pruner.State, 
 		if c := v.(cachedState); c.version == snap.Version {
 			return c.state, nil
 		}
+	}
+	if snap.StateKnown {
+		return nil, errors.New("proxy: the store left out a state this process no longer holds decoded")
 	}
 	st := pruner.NewState()
 	if len(snap.State) > 0 {
