@@ -104,28 +104,40 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 func benchLoadCommit(b *testing.B, s store.Store, rt *roundTrips) {
 	versions := populate(b, s)
 	ctx := context.Background()
-	b.Run("Load", func(b *testing.B) {
-		lat := make([]time.Duration, 0, b.N)
-		rng := rand.New(rand.NewPCG(1, 2))
-		var before int64
-		if rt != nil {
-			before = rt.n.Load()
-		}
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			id := "bench-" + strconv.Itoa(rng.IntN(benchSessions))
-			t0 := time.Now()
-			snap, err := s.Load(ctx, id)
-			lat = append(lat, time.Since(t0))
-			if err != nil || snap.Version == 0 {
-				b.Fatalf("load %s: %v", id, err)
+	loads := func(name string, load func(id string, n int) (*store.Snapshot, error)) {
+		b.Run(name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			rng := rand.New(rand.NewPCG(1, 2))
+			var before int64
+			if rt != nil {
+				before = rt.n.Load()
 			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				n := rng.IntN(benchSessions)
+				id := "bench-" + strconv.Itoa(n)
+				t0 := time.Now()
+				snap, err := load(id, n)
+				lat = append(lat, time.Since(t0))
+				if err != nil || snap.Version == 0 {
+					b.Fatalf("load %s: %v", id, err)
+				}
+			}
+			b.StopTimer()
+			reportPercentiles(b, lat)
+			if rt != nil {
+				b.ReportMetric(float64(rt.n.Load()-before)/float64(b.N), "roundtrips/op")
+			}
+		})
+	}
+	loads("Load", func(id string, _ int) (*store.Snapshot, error) { return s.Load(ctx, id) })
+	// LoadKnown of the version the caller holds: the proxy's steady request path.
+	loads("LoadKnown", func(id string, n int) (*store.Snapshot, error) {
+		snap, err := s.(store.KnownStateLoader).LoadKnown(ctx, id, versions[n])
+		if err == nil && !snap.StateKnown {
+			return nil, fmt.Errorf("state of the known version %d was sent", versions[n])
 		}
-		b.StopTimer()
-		reportPercentiles(b, lat)
-		if rt != nil {
-			b.ReportMetric(float64(rt.n.Load()-before)/float64(b.N), "roundtrips/op")
-		}
+		return snap, err
 	})
 	b.Run("Commit", func(b *testing.B) {
 		lat := make([]time.Duration, 0, b.N)
