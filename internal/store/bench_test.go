@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -104,10 +105,11 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 func benchLoadCommit(b *testing.B, s store.Store, rt *roundTrips) {
 	versions := populate(b, s)
 	ctx := context.Background()
-	loads := func(name string, load func(id string, n int) (*store.Snapshot, error)) {
+	// timed runs op on a random session per iteration (rng seeded with seed), timing each.
+	timed := func(name string, seed uint64, op func(n int) error) {
 		b.Run(name, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
-			rng := rand.New(rand.NewPCG(1, 2))
+			rng := rand.New(rand.NewPCG(seed, seed+1))
 			var before int64
 			if rt != nil {
 				before = rt.n.Load()
@@ -115,12 +117,11 @@ func benchLoadCommit(b *testing.B, s store.Store, rt *roundTrips) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				n := rng.IntN(benchSessions)
-				id := "bench-" + strconv.Itoa(n)
 				t0 := time.Now()
-				snap, err := load(id, n)
+				err := op(n)
 				lat = append(lat, time.Since(t0))
-				if err != nil || snap.Version == 0 {
-					b.Fatalf("load %s: %v", id, err)
+				if err != nil {
+					b.Fatalf("%s bench-%d: %v", name, n, err)
 				}
 			}
 			b.StopTimer()
@@ -130,39 +131,27 @@ func benchLoadCommit(b *testing.B, s store.Store, rt *roundTrips) {
 			}
 		})
 	}
-	loads("Load", func(id string, _ int) (*store.Snapshot, error) { return s.Load(ctx, id) })
+	loaded := func(snap *store.Snapshot, err error) error {
+		if err == nil && snap.Version == 0 {
+			return errors.New("session not found")
+		}
+		return err
+	}
+	timed("Load", 1, func(n int) error { return loaded(s.Load(ctx, "bench-"+strconv.Itoa(n))) })
 	// LoadKnown of the version the caller holds: the proxy's steady request path.
-	loads("LoadKnown", func(id string, n int) (*store.Snapshot, error) {
-		snap, err := s.(store.KnownStateLoader).LoadKnown(ctx, id, versions[n])
+	timed("LoadKnown", 1, func(n int) error {
+		snap, err := s.(store.KnownStateLoader).LoadKnown(ctx, "bench-"+strconv.Itoa(n), versions[n])
 		if err == nil && !snap.StateKnown {
-			return nil, fmt.Errorf("state of the known version %d was sent", versions[n])
+			return fmt.Errorf("state of the known version %d was sent", versions[n])
 		}
-		return snap, err
+		return loaded(snap, err)
 	})
-	b.Run("Commit", func(b *testing.B) {
-		lat := make([]time.Duration, 0, b.N)
-		rng := rand.New(rand.NewPCG(3, 4))
-		var before int64
-		if rt != nil {
-			before = rt.n.Load()
-		}
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			n := rng.IntN(benchSessions)
-			state := benchState(n, versions[n]+1)
-			t0 := time.Now()
-			v, err := s.Commit(ctx, "bench-"+strconv.Itoa(n), versions[n], state, 0)
-			lat = append(lat, time.Since(t0))
-			if err != nil {
-				b.Fatal(err)
-			}
+	timed("Commit", 3, func(n int) error {
+		v, err := s.Commit(ctx, "bench-"+strconv.Itoa(n), versions[n], benchState(n, versions[n]+1), 0)
+		if err == nil {
 			versions[n] = v
 		}
-		b.StopTimer()
-		reportPercentiles(b, lat)
-		if rt != nil {
-			b.ReportMetric(float64(rt.n.Load()-before)/float64(b.N), "roundtrips/op")
-		}
+		return err
 	})
 }
 
