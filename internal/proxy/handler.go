@@ -189,41 +189,38 @@ func (s *Server) storeCtx(ctx context.Context) (context.Context, context.CancelF
 }
 
 func (s *Server) load(ctx context.Context, sid string) (*store.Snapshot, error) {
-	snap, _, err := s.loadWith(ctx, sid, false)
-	return snap, err
+	return s.timedLoad(ctx, func(c context.Context) (*store.Snapshot, error) { return s.opt.Store.Load(c, sid) })
 }
 
 // loadKnown loads the session like load, but when the store can leave out a state this
-// process holds decoded (store.KnownStateLoader) it asks it to: the snapshot's State is then
-// nil, StateKnown is set and known is that decoded state.
+// process holds decoded (store.KnownStateLoader) it asks it to: when the stored version is
+// the decoded one, the snapshot's State is nil, StateKnown is set and known is that state.
 func (s *Server) loadKnown(ctx context.Context, sid string) (snap *store.Snapshot, known *pruner.State, err error) {
-	return s.loadWith(ctx, sid, true)
+	kl, ok := s.opt.Store.(store.KnownStateLoader)
+	v, cached := s.states.Load(sid)
+	if !ok || !cached {
+		snap, err = s.load(ctx, sid)
+		return snap, nil, err
+	}
+	cs := v.(cachedState)
+	snap, err = s.timedLoad(ctx, func(c context.Context) (*store.Snapshot, error) { return kl.LoadKnown(c, sid, cs.version) })
+	if err != nil || !snap.StateKnown {
+		return snap, nil, err
+	}
+	return snap, cs.state, nil
 }
 
-func (s *Server) loadWith(ctx context.Context, sid string, skipKnown bool) (*store.Snapshot, *pruner.State, error) {
+// timedLoad runs one store load with the request path's store timeout and metrics.
+func (s *Server) timedLoad(ctx context.Context, load func(context.Context) (*store.Snapshot, error)) (*store.Snapshot, error) {
 	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	var snap *store.Snapshot
-	var known *pruner.State
-	var err error
-	kl, ok := s.opt.Store.(store.KnownStateLoader)
-	if v, cached := s.states.Load(sid); ok && skipKnown && cached {
-		cs := v.(cachedState)
-		snap, err = kl.LoadKnown(c, sid, cs.version)
-		known = cs.state
-	} else {
-		snap, err = s.opt.Store.Load(c, sid)
-	}
+	snap, err := load(c)
 	s.met.StoreSeconds.WithLabelValues("load").Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.met.StoreErrors.WithLabelValues("load").Inc()
-		return nil, nil, err
 	}
-	if !snap.StateKnown {
-		known = nil
-	}
-	return snap, known, nil
+	return snap, err
 }
 
 // failOpen forwards the client's bytes unchanged.
