@@ -1,26 +1,35 @@
 package proxy
 
 import (
-	"os"
-	"runtime"
 	"testing"
 
 	"github.com/condense-dev/condense/internal/flush"
 )
 
-func TestFlushProcsAddsSlotsUnlessGOMAXPROCSIsSet(t *testing.T) {
-	t.Setenv("GOMAXPROCS", "") // restored after the test
-	os.Unsetenv("GOMAXPROCS")
-	procs, ok := flushProcs(2)
-	if ok != flush.LowersThreadPriority {
-		t.Fatalf("ok = %v on a platform where lowering thread priority is %v", ok, flush.LowersThreadPriority)
-	}
-	if ok && procs != runtime.GOMAXPROCS(0)+2 {
-		t.Fatalf("procs = %d, want GOMAXPROCS %d + 2 flush slots", procs, runtime.GOMAXPROCS(0))
-	}
-
-	t.Setenv("GOMAXPROCS", "3")
-	if procs, ok := flushProcs(2); ok {
-		t.Fatalf("a GOMAXPROCS the user set must be kept, got %d", procs)
+func TestFlushProcsAddsSlotsOnlyToAnUnlimitedDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		env         string
+		procs, cpus int
+		want        int // 0: GOMAXPROCS left alone
+	}{
+		{"default on 2 CPUs", "", 2, 2, 3},
+		{"default on 8 CPUs", "", 8, 8, 9},
+		{"GOMAXPROCS set by the user", "2", 2, 2, 0},
+		{"a container CPU limit below the machine's CPUs", "", 1, 8, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.want
+			if !flush.LowersThreadPriority {
+				want = 0 // nice has no effect here: nothing to make room for
+			}
+			got, ok := flushProcsFor(1, tc.env, tc.procs, tc.cpus)
+			if !ok {
+				got = 0
+			}
+			if got != want {
+				t.Fatalf("GOMAXPROCS = %d (ok %v), want %d", got, ok, want)
+			}
+		})
 	}
 }

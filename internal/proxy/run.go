@@ -195,10 +195,17 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 // scheduler's 10 ms time slice, also while the kernel has its low-priority thread waiting),
 // never takes one from the request path; the kernel, not the Go scheduler, then decides
 // between requests and flushes, and it favors requests. ok is false, and GOMAXPROCS is left
-// alone, when the user set GOMAXPROCS or the platform cannot lower a thread's priority.
+// alone, when the user set GOMAXPROCS, when the default is below the machine's CPUs (a
+// container CPU limit: more running threads would only use up the quota sooner and get the
+// whole container throttled, which nice cannot prevent), or when the platform cannot lower
+// a thread's priority.
 func flushProcs(slots int) (procs int, ok bool) {
-	if os.Getenv("GOMAXPROCS") != "" || !flush.LowersThreadPriority || FlushNice <= 0 {
+	return flushProcsFor(slots, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), runtime.NumCPU())
+}
+
+func flushProcsFor(slots int, env string, procs, cpus int) (int, bool) {
+	if env != "" || procs < cpus || !flush.LowersThreadPriority || FlushNice <= 0 {
 		return 0, false
 	}
-	return runtime.GOMAXPROCS(0) + slots, true
+	return procs + slots, true
 }
