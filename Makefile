@@ -20,6 +20,7 @@ test:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags loadtest ./internal/proxy/
 
 ## bench: every Go benchmark, 6 runs each for benchstat (results in bench.out)
 bench:
