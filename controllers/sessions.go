@@ -164,6 +164,9 @@ func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, 
 	}
 	lctx, lcancel := context.WithCancel(x.baseContext())
 	p = &policyStore{url: url, st: st, cancel: lcancel, done: make(chan struct{}), sessions: map[string]store.SessionInfo{}}
+	// Subscribe before the first listing: a change between the two is then either listed or
+	// notified, never missed until the next resync.
+	events := x.watch(lctx, policy, p)
 	x.refresh(ctx, policy, p)
 	x.mu.Lock()
 	if x.policies == nil {
@@ -182,7 +185,7 @@ func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, 
 	x.policies[policy] = p
 	delete(x.failures, policy)
 	x.mu.Unlock()
-	go x.loop(lctx, policy, p)
+	go x.loop(lctx, policy, p, events)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
@@ -260,21 +263,21 @@ func (x *SessionIndex) interval() (time.Duration, time.Duration) {
 	return mi, rs
 }
 
-// loop watches the store and relists on notifications (rate limited) and on every resync.
-func (x *SessionIndex) loop(ctx context.Context, policy types.NamespacedName, p *policyStore) {
+// watch subscribes to the store's change hints; nil when that fails (the loop then relies on
+// its periodic resync and subscribes again there).
+func (x *SessionIndex) watch(ctx context.Context, policy types.NamespacedName, p *policyStore) <-chan store.Event {
+	ch, err := p.st.Watch(ctx)
+	if err != nil {
+		x.Log.V(1).Info("store watch failed; relying on periodic resync", "policy", policy, "error", err.Error())
+		return nil
+	}
+	return ch
+}
+
+// loop relists the store on change hints from events (rate limited) and on every resync.
+func (x *SessionIndex) loop(ctx context.Context, policy types.NamespacedName, p *policyStore, events <-chan store.Event) {
 	defer close(p.done)
 	minInterval, resync := x.interval()
-	var events <-chan store.Event
-	subscribe := func() {
-		ch, err := p.st.Watch(ctx)
-		if err != nil {
-			x.Log.V(1).Info("store watch failed; relying on periodic resync", "policy", policy, "error", err.Error())
-			events = nil
-			return
-		}
-		events = ch
-	}
-	subscribe()
 	tick := time.NewTicker(resync)
 	defer tick.Stop()
 	var pending <-chan time.Time
@@ -307,7 +310,7 @@ func (x *SessionIndex) loop(ctx context.Context, policy types.NamespacedName, p 
 			x.refresh(ctx, policy, p)
 		case <-tick.C:
 			if events == nil {
-				subscribe()
+				events = x.watch(ctx, policy, p)
 			}
 			x.refresh(ctx, policy, p)
 		}

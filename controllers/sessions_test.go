@@ -165,3 +165,47 @@ func TestSessionIndexUnreachable(t *testing.T) {
 		t.Fatal("the operator must refuse a non-shared store URL")
 	}
 }
+
+// slowWatch is a store whose subscription takes a while to become active.
+type slowWatch struct {
+	store.Store
+	delay time.Duration
+}
+
+func (s slowWatch) Watch(ctx context.Context) (<-chan store.Event, error) {
+	time.Sleep(s.delay)
+	return s.Store.Watch(ctx)
+}
+
+// TestSessionIndexMissesNoChangeAfterEnsure: a session committed right after Ensure returns
+// is reported, even when subscribing to the store's change hints is slow (Ensure subscribes
+// before its first listing; with an hour-long resync nothing else would report it).
+func TestSessionIndexMissesNoChangeAfterEnsure(t *testing.T) {
+	rds := redistest.Start(t, nil)
+	rec := &recorder{}
+	x := &SessionIndex{MinInterval: 50 * time.Millisecond, Resync: time.Hour, Notify: rec.notify,
+		Open: func(ctx context.Context, url string) (store.Store, error) {
+			st, err := OpenRedisStore(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			return slowWatch{Store: st, delay: 300 * time.Millisecond}, nil
+		}}
+	startIndex(t, x)
+	key := types.NamespacedName{Namespace: "ns", Name: "p"}
+	if err := x.Ensure(context.Background(), key, rds.URL()); err != nil {
+		t.Fatal(err)
+	}
+	st := openTestStore(t, rds.URL())
+	if _, err := st.Commit(context.Background(), "s-right-after", 0, []byte("x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the session committed right after Ensure reported", func() (bool, string) {
+		for _, ch := range rec.snapshot() {
+			if containsStr(ch.Changed, "s-right-after") {
+				return true, ""
+			}
+		}
+		return false, "not yet"
+	})
+}
