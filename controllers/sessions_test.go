@@ -26,6 +26,19 @@ func (r *recorder) notify(ch SessionChange) {
 	r.changes = append(r.changes, ch)
 }
 
+// reported reports whether any notification lists id in the field pick selects.
+func (r *recorder) reported(pick func(SessionChange) []string, id string) bool {
+	for _, ch := range r.snapshot() {
+		if containsStr(pick(ch), id) {
+			return true
+		}
+	}
+	return false
+}
+
+func changed(ch SessionChange) []string { return ch.Changed }
+func removed(ch SessionChange) []string { return ch.Removed }
+
 func (r *recorder) snapshot() []SessionChange {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -92,12 +105,7 @@ func TestSessionIndexCoalescesNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "removal reported", func() (bool, string) {
-		for _, ch := range rec.snapshot() {
-			if containsStr(ch.Removed, "s-00") {
-				return true, ""
-			}
-		}
-		return false, "not yet"
+		return rec.reported(removed, "s-00"), "not yet"
 	})
 	if _, ok, _ := x.Lookup(key, "s-00"); ok {
 		t.Fatal("deleted session still listed")
@@ -201,11 +209,6 @@ func TestSessionIndexMissesNoChangeAfterEnsure(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the session committed right after Ensure reported", func() (bool, string) {
-		for _, ch := range rec.snapshot() {
-			if containsStr(ch.Changed, "s-right-after") {
-				return true, ""
-			}
-		}
-		return false, "not yet"
+		return rec.reported(changed, "s-right-after"), "not yet"
 	})
 }
