@@ -83,7 +83,7 @@ func (r *renderer) blk(i int) []*wire.Block {
 func Render(req *wire.Request, st *State, pol Policy) *Result {
 	res := RenderView(req, st, pol)
 	if !res.Unchanged {
-		res.Body = res.Request.AppendTo(make([]byte, 0, res.BytesAfter))
+		res.Body = res.Request.Bytes()
 		res.BytesAfter = len(res.Body)
 	}
 	return res

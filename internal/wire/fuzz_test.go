@@ -58,7 +58,7 @@ func fuzzParse(t *testing.T, f Format, body []byte) {
 		}
 		msgs[i] = m.WithBlocks(blocks)
 	}
-	nb := r.WithMessages(msgs).Bytes()
+	nb := encoded(t, r.WithMessages(msgs))
 	r2, err := Parse(f, nb)
 	if err != nil {
 		t.Fatalf("rebuilt request does not parse: %v\n%s", err, nb)

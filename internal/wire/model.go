@@ -245,15 +245,16 @@ func (b *Block) ResultText() string {
 	return string(buf)
 }
 
-// appendElem appends the block as an array element (a string-form block becomes a text
+// encodeElem writes the block as an array element (a string-form block becomes a text
 // block object).
-func (b *Block) appendElem(dst []byte) []byte {
+func (b *Block) encodeElem(e *encoder) {
 	if b.obj != nil {
-		return append(dst, b.obj.raw...)
+		e.raw(b.obj.raw)
+		return
 	}
-	dst = append(dst, `{"type":"text","text":`...)
-	dst = append(dst, b.str...)
-	return append(dst, '}')
+	e.buf = append(e.buf, `{"type":"text","text":`...)
+	e.raw(b.str)
+	e.byte('}')
 }
 
 // textObject returns the block object form of a string-form text block.

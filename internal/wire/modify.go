@@ -102,9 +102,9 @@ func contentValue(arr *array, b []*Block) (val []byte, isString bool) {
 	for _, x := range b {
 		n += len(x.Raw()) + 24
 	}
-	return appendList(make([]byte, 0, n), arr, len(b), func(dst []byte, i int) []byte {
-		return b[i].appendElem(dst)
-	}), false
+	e := &encoder{buf: make([]byte, 0, n)} // stays on the stack: no closure takes it as an argument
+	encodeList(e, arr, len(b), '[', ']', func(i int) { b[i].encodeElem(e) })
+	return e.buf, false
 }
 
 func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
@@ -147,10 +147,9 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 		for _, c := range calls {
 			n += len(c.Raw()) + 1
 		}
-		val := appendList(make([]byte, 0, n), m.callsArr, len(calls), func(dst []byte, i int) []byte {
-			return append(dst, calls[i].Raw()...)
-		})
-		obj = obj.with("tool_calls", val)
+		e := &encoder{buf: make([]byte, 0, n)} // stays on the stack: no closure takes it as an argument
+		encodeList(e, m.callsArr, len(calls), '[', ']', func(i int) { e.raw(calls[i].Raw()) })
+		obj = obj.with("tool_calls", e.buf)
 	} else {
 		obj = obj.without("tool_calls")
 	}

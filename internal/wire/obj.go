@@ -141,33 +141,6 @@ type array struct {
 	spans []span
 }
 
-// appendList appends a JSON array of n elements to dst, using the separators of the
-// original array a (when non-nil) where it has them, and "," elsewhere.
-func appendList(dst []byte, a *array, n int, elem func(dst []byte, i int) []byte) []byte {
-	if n == 0 {
-		return append(dst, '[', ']')
-	}
-	hasOrig := a != nil && len(a.spans) > 0
-	dst = append(dst, '[')
-	if hasOrig {
-		dst = append(dst, a.raw[1:a.spans[0].s]...)
-	}
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			if hasOrig && i < len(a.spans) {
-				dst = append(dst, a.raw[a.spans[i-1].e:a.spans[i].s]...)
-			} else {
-				dst = append(dst, ',')
-			}
-		}
-		dst = elem(dst, i)
-	}
-	if hasOrig {
-		dst = append(dst, a.raw[a.spans[len(a.spans)-1].e:len(a.raw)-1]...)
-	}
-	return append(dst, ']')
-}
-
 // parseObjectAt indexes the object at d[i] == '{' (validating nested values with scanValue
 // unless fn handles them). fn may be nil; it receives the member's index.
 func parseObjectAt(d []byte, i, depth int, fn func(o *object, idx int, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {

@@ -30,17 +30,49 @@ func (r *Request) Bytes() []byte {
 	return r.AppendTo(make([]byte, 0, r.sizeHint()))
 }
 
+// Segments returns the serialized request as segments that reference the bytes it keeps
+// unchanged (the parsed body's members and messages, re-encoded messages) instead of copying
+// them into one buffer: the concatenation is Bytes(). For an unmodified request it is the one
+// segment Raw().
+func (r *Request) Segments() Segments {
+	if !r.Modified() {
+		return Segments{r.body}
+	}
+	// About two segments per message: its bytes, and the short pieces between messages.
+	e := &encoder{seg: true, buf: make([]byte, 0, 512), segs: make(Segments, 0, 2*len(r.Messages)+8)}
+	r.encode(e)
+	return e.done()
+}
+
+// sizeHint returns at least the length of the serialized request: the parsed object with
+// each re-encoded list's elements replaced (every new element counted with a separator of
+// its own) and room for the members added.
 func (r *Request) sizeHint() int {
-	n := len(r.obj.raw) + 64
+	n := len(r.obj.raw) + 128 + len(r.Model)
 	if !samePtrs(r.Messages, r.origMessages) {
-		for _, m := range r.Messages {
-			n += len(m.obj.raw) + 1
-		}
-		if r.msgsArr != nil {
-			n -= len(r.msgsArr.raw)
-		}
+		n += growth(r.Messages, r.origMessages, func(m *Message) int { return len(m.obj.raw) })
+	}
+	if !samePtrs(r.Tools, r.origTools) {
+		n += growth(r.Tools, r.origTools, func(t *Tool) int { return len(t.raw) })
+	}
+	if r.Format == Anthropic && !samePtrs(r.System, r.origSystem) {
+		// A string-form block is written as a text block object.
+		n += growth(r.System, r.origSystem, func(b *Block) int { return len(b.Raw()) + len(`{"type":"text","text":}`) })
 	}
 	return n
+}
+
+// growth bounds how much longer (negative: shorter) a list becomes when its elements orig are
+// replaced by cur; the separators of orig stay counted in the parsed object.
+func growth[T any](cur, orig []*T, size func(*T) int) int {
+	d := 0
+	for _, x := range cur {
+		d += size(x) + 1
+	}
+	for _, x := range orig {
+		d -= size(x)
+	}
+	return d
 }
 
 // AppendTo appends the serialized request to dst.
@@ -48,12 +80,19 @@ func (r *Request) AppendTo(dst []byte) []byte {
 	if !r.Modified() {
 		return append(dst, r.body...)
 	}
+	e := &encoder{buf: dst}
+	r.encode(e)
+	return e.buf
+}
+
+// encode writes the serialized modified request.
+func (r *Request) encode(e *encoder) {
 	start := skipWS(r.body, 0)
-	dst = append(dst, r.body[:start]...)
+	e.raw(r.body[:start])
 	o := r.obj
 	type extra struct {
 		key string
-		val func([]byte) []byte
+		val func(*encoder)
 	}
 	// Decide which modelled members are re-encoded.
 	msgs := !samePtrs(r.Messages, r.origMessages)
@@ -71,21 +110,23 @@ func (r *Request) AppendTo(dst []byte) []byte {
 		}
 		keep = append(keep, i)
 	}
+	encModel := func(e *encoder) { e.buf = appendQuoted(e.buf, r.Model) }
+	encStream := func(e *encoder) { e.buf = strconv.AppendBool(e.buf, r.Stream) }
 	var extras []extra
 	if msgs && idxMsgs < 0 {
-		extras = append(extras, extra{"messages", r.appendMessages})
+		extras = append(extras, extra{"messages", r.encodeMessages})
 	}
 	if model && idxModel < 0 {
-		extras = append(extras, extra{"model", func(d []byte) []byte { return appendQuoted(d, r.Model) }})
+		extras = append(extras, extra{"model", encModel})
 	}
 	if stream && idxStream < 0 {
-		extras = append(extras, extra{"stream", func(d []byte) []byte { return strconv.AppendBool(d, r.Stream) }})
+		extras = append(extras, extra{"stream", encStream})
 	}
 	if sys && idxSys < 0 && len(r.System) > 0 {
-		extras = append(extras, extra{"system", r.appendSystem})
+		extras = append(extras, extra{"system", r.encodeSystem})
 	}
 	if tools && idxTools < 0 && len(r.Tools) > 0 {
-		extras = append(extras, extra{"tools", r.appendTools})
+		extras = append(extras, extra{"tools", r.encodeTools})
 	}
 	spans := make([]span, len(o.members))
 	for i, m := range o.members {
@@ -95,64 +136,58 @@ func (r *Request) AppendTo(dst []byte) []byte {
 	if len(o.members) == 0 {
 		layout = nil
 	}
-	n := len(keep) + len(extras)
-	dst = appendMembers(dst, o.raw, layout, n, func(d []byte, k int) []byte {
+	encodeList(e, layout, len(keep)+len(extras), '{', '}', func(k int) {
 		if k >= len(keep) {
 			x := extras[k-len(keep)]
-			d = appendQuoted(d, x.key)
-			d = append(d, ':')
-			return x.val(d)
+			e.buf = appendQuoted(e.buf, x.key)
+			e.byte(':')
+			x.val(e)
+			return
 		}
 		i := keep[k]
 		m := o.members[i]
-		d = append(d, o.raw[m.k:m.v]...)
 		switch {
 		case msgs && i == idxMsgs:
-			return r.appendMessages(d)
+			e.raw(o.raw[m.k:m.v])
+			r.encodeMessages(e)
 		case tools && i == idxTools:
-			return r.appendTools(d)
+			e.raw(o.raw[m.k:m.v])
+			r.encodeTools(e)
 		case sys && i == idxSys:
-			return r.appendSystem(d)
+			e.raw(o.raw[m.k:m.v])
+			r.encodeSystem(e)
 		case model && i == idxModel:
-			return appendQuoted(d, r.Model)
+			e.raw(o.raw[m.k:m.v])
+			encModel(e)
 		case stream && i == idxStream:
-			return strconv.AppendBool(d, r.Stream)
+			e.raw(o.raw[m.k:m.v])
+			encStream(e)
+		default:
+			e.raw(o.raw[m.k:m.e])
 		}
-		return append(d, o.raw[m.v:m.e]...)
 	})
-	return append(dst, r.body[r.objEnd:]...)
+	e.raw(r.body[r.objEnd:])
 }
 
-// appendMembers is appendList for objects: braces instead of brackets.
-func appendMembers(dst, raw []byte, layout *array, n int, elem func([]byte, int) []byte) []byte {
-	if n == 0 {
-		return append(dst, '{', '}')
-	}
-	start := len(dst)
-	dst = appendList(dst, layout, n, elem)
-	dst[start] = '{'
-	dst[len(dst)-1] = '}'
-	return dst
-}
-
-func (r *Request) appendMessages(d []byte) []byte {
-	return appendList(d, r.msgsArr, len(r.Messages), func(d []byte, i int) []byte {
-		return append(d, r.Messages[i].obj.raw...)
+func (r *Request) encodeMessages(e *encoder) {
+	encodeList(e, r.msgsArr, len(r.Messages), '[', ']', func(i int) {
+		e.raw(r.Messages[i].obj.raw)
 	})
 }
 
-func (r *Request) appendTools(d []byte) []byte {
-	return appendList(d, r.toolsArr, len(r.Tools), func(d []byte, i int) []byte {
-		return append(d, r.Tools[i].raw...)
+func (r *Request) encodeTools(e *encoder) {
+	encodeList(e, r.toolsArr, len(r.Tools), '[', ']', func(i int) {
+		e.raw(r.Tools[i].raw)
 	})
 }
 
-func (r *Request) appendSystem(d []byte) []byte {
+func (r *Request) encodeSystem(e *encoder) {
 	if len(r.System) == 1 && r.System[0].obj == nil && r.System[0].str != nil && r.System[0].str[0] == '"' {
-		return append(d, r.System[0].str...)
+		e.raw(r.System[0].str)
+		return
 	}
-	return appendList(d, r.sysArr, len(r.System), func(d []byte, i int) []byte {
-		return r.System[i].appendElem(d)
+	encodeList(e, r.sysArr, len(r.System), '[', ']', func(i int) {
+		r.System[i].encodeElem(e)
 	})
 }
 

@@ -283,7 +283,7 @@ func TestOpenAIModifications(t *testing.T) {
 func TestTopLevelModifications(t *testing.T) {
 	r := mustParse(t, Anthropic, `{"model":"a", "system":"s","stream":false,"z":[1]}`)
 	r2 := r.WithField("z", []byte(`{"q":2}`)).WithField("new", []byte(`"v"`))
-	if got := string(r2.Bytes()); got != `{"model":"a", "system":"s","stream":false,"z":{"q":2},"new":"v"}` {
+	if got := string(encoded(t, r2)); got != `{"model":"a", "system":"s","stream":false,"z":{"q":2},"new":"v"}` {
 		t.Fatalf("WithField: %s", got)
 	}
 	if r.WithField("z", []byte(`{bad`)) != r {
@@ -295,15 +295,15 @@ func TestTopLevelModifications(t *testing.T) {
 	r3 := r.WithSystem(nil)
 	r3.Model = "b"
 	r3.Stream = true
-	if got := string(r3.Bytes()); got != `{"model":"b", "stream":true,"z":[1]}` {
+	if got := string(encoded(t, r3)); got != `{"model":"b", "stream":true,"z":[1]}` {
 		t.Fatalf("system removed: %s", got)
 	}
 	r4 := r.WithSystem([]*Block{r.System[0], NewTextBlock(Anthropic, "more").WithCacheControl([]byte(`{"type":"ephemeral"}`))})
-	if got := string(r4.Bytes()); got != `{"model":"a", "system":[{"type":"text","text":"s"},{"type":"text","text":"more","cache_control":{"type":"ephemeral"}}],"stream":false,"z":[1]}` {
+	if got := string(encoded(t, r4)); got != `{"model":"a", "system":[{"type":"text","text":"s"},{"type":"text","text":"more","cache_control":{"type":"ephemeral"}}],"stream":false,"z":[1]}` {
 		t.Fatalf("system blocks: %s", got)
 	}
 	r5, err := r.SetField("model", []byte(`"m2"`))
-	if err != nil || r5.Model != "m2" || string(r5.Bytes()) != `{"model":"m2", "system":"s","stream":false,"z":[1]}` {
+	if err != nil || r5.Model != "m2" || string(encoded(t, r5)) != `{"model":"m2", "system":"s","stream":false,"z":[1]}` {
 		t.Fatalf("SetField model: %v %s", err, r5.Bytes())
 	}
 	tl, err := NewTool(Anthropic, []byte(`{"name":"t","input_schema":{}}`))
@@ -311,7 +311,7 @@ func TestTopLevelModifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	r6 := r.WithTools([]*Tool{tl})
-	if got := string(r6.Bytes()); got != `{"model":"a", "system":"s","stream":false,"z":[1],"tools":[{"name":"t","input_schema":{}}]}` {
+	if got := string(encoded(t, r6)); got != `{"model":"a", "system":"s","stream":false,"z":[1],"tools":[{"name":"t","input_schema":{}}]}` {
 		t.Fatalf("tools added: %s", got)
 	}
 }
@@ -371,7 +371,7 @@ func TestCorpusRoundTrip(t *testing.T) {
 				blocks[bi] = nb
 				msgs := append([]*Message(nil), r.Messages...)
 				msgs[mi] = m.WithBlocks(blocks)
-				got := r.WithMessages(msgs).Bytes()
+				got := encoded(t, r.WithMessages(msgs))
 				off := offsetIn(body, b.Raw())
 				want := append(append(append([]byte(nil), body[:off]...), nb.Raw()...), body[off+len(b.Raw()):]...)
 				if !bytes.Equal(got, want) {
@@ -427,7 +427,7 @@ func TestCorpusOpenAIRoundTrip(t *testing.T) {
 		}
 		msgs := append([]*Message(nil), r.Messages...)
 		msgs[mi] = nm
-		got := r.WithMessages(msgs).Bytes()
+		got := encoded(t, r.WithMessages(msgs))
 		off := offsetIn(body, m.Raw())
 		want := append(append(append([]byte(nil), body[:off]...), nm.Raw()...), body[off+len(m.Raw()):]...)
 		if !bytes.Equal(got, want) {
@@ -465,7 +465,7 @@ func TestAddMembersToEmptyAndPrettyRequests(t *testing.T) {
 	r := mustParse(t, Anthropic, " {}\n")
 	r2 := r.WithMessages([]*Message{NewTextMessage(Anthropic, RoleUser, "hi")})
 	r2.Model = "m"
-	if got := string(r2.Bytes()); got != " {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"model\":\"m\"}\n" {
+	if got := string(encoded(t, r2)); got != " {\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"model\":\"m\"}\n" {
 		t.Fatalf("got %q", got)
 	}
 	pretty := "{\n  \"model\": \"m\",\n  \"messages\": [\n    {\"role\": \"user\", \"content\": \"a\"},\n    {\"role\": \"assistant\", \"content\": \"b\"}\n  ]\n}\n"
@@ -473,13 +473,13 @@ func TestAddMembersToEmptyAndPrettyRequests(t *testing.T) {
 	msgs := append([]*Message(nil), p.Messages...)
 	msgs[1] = NewTextMessage(Anthropic, RoleAssistant, "c")
 	want := strings.Replace(pretty, `{"role": "assistant", "content": "b"}`, `{"role":"assistant","content":"c"}`, 1)
-	if got := string(p.WithMessages(msgs).Bytes()); got != want {
+	if got := string(encoded(t, p.WithMessages(msgs))); got != want {
 		t.Fatalf("pretty request lost its layout:\n%s\nwant\n%s", got, want)
 	}
 	// Appending a message keeps the existing separators and uses "," for the new one.
 	msgs = append(append([]*Message(nil), p.Messages...), NewTextMessage(Anthropic, RoleUser, "d"))
 	want = strings.Replace(pretty, `"content": "b"}`, `"content": "b"},{"role":"user","content":"d"}`, 1)
-	if got := string(p.WithMessages(msgs).Bytes()); got != want {
+	if got := string(encoded(t, p.WithMessages(msgs))); got != want {
 		t.Fatalf("append:\n%s\nwant\n%s", got, want)
 	}
 }
