@@ -57,15 +57,22 @@ func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
 // The cold variant parses every request from scratch (a session's first request, or a proxy
 // replica that has not seen the session); steady parses as the handler does, reusing the
 // session's previous parse (wire.ParseReusing through the parse cache).
+//
+// The recent variant is steady with a state that covers only the first quarter of the
+// session's turns (as inside a long tool run between flushes): most of the body is forwarded
+// as it came.
 func BenchmarkPrepare(b *testing.B) {
 	for _, size := range []struct{ turns, lines int }{{20, 100}, {60, 150}} {
+		body := benchBody(size.turns, size.lines)
 		for _, steady := range []bool{false, true} {
-			benchPrepare(b, benchBody(size.turns, size.lines), steady)
+			benchPrepare(b, body, body, steady, "")
 		}
 	}
+	benchPrepare(b, benchBody(60, 150), benchBody(15, 150), true, "/recent")
 }
 
-func benchPrepare(b *testing.B, body []byte, steady bool) {
+// benchPrepare runs the request body against a session whose state is a flush of flushed.
+func benchPrepare(b *testing.B, body, flushed []byte, steady bool, variant string) {
 	{
 		name := fmt.Sprintf("%dKB", len(body)>>10)
 		if steady {
@@ -73,10 +80,10 @@ func benchPrepare(b *testing.B, body []byte, steady bool) {
 		} else {
 			name += "/cold"
 		}
-		b.Run(name, func(b *testing.B) {
+		b.Run(name+variant, func(b *testing.B) {
 			up := upstreamfake.Start()
 			defer up.Close()
-			px := benchServer(b, up, body)
+			px := benchServer(b, up, flushed)
 			hdr := http.Header{HeaderSession: []string{"bench"}}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -100,7 +107,7 @@ func benchPrepare(b *testing.B, body []byte, steady bool) {
 				if t.open != "" {
 					b.Fatalf("failed open: %s", t.open)
 				}
-				out = len(t.body)
+				out = t.body.Len()
 			}
 			b.ReportMetric(float64(out), "bytes-out")
 		})

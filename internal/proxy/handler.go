@@ -46,7 +46,7 @@ type turn struct {
 	client *wire.Request // as the client sent it
 	view   *wire.Request // client + re-inserted hidden exchanges + query tool (the model's view)
 	fwd    *wire.Request // what goes upstream (rendered view); continuations append to it
-	body   []byte        // serialized fwd
+	body   wire.Segments // serialized fwd
 	snap   *store.Snapshot
 	state  *pruner.State
 	splice *spliceSet
@@ -169,17 +169,31 @@ func (s *Server) observeOwnTime(t *turn) {
 }
 
 // send forwards body to the provider with the client's headers.
-func (s *Server) send(ctx context.Context, t *turn, body []byte) (*http.Response, error) {
-	up, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstreamURL(t.f, t.path, t.query), bytes.NewReader(body))
+func (s *Server) send(ctx context.Context, t *turn, body wire.Segments) (*http.Response, error) {
+	up, err := s.upstreamRequest(ctx, t, body)
 	if err != nil {
 		return nil, err
 	}
-	copyRequestHeaders(up.Header, t.hdr)
-	up.ContentLength = int64(len(body))
 	start := time.Now()
 	resp, err := s.client.Do(up)
 	s.met.UpstreamSecs.WithLabelValues(string(t.ep)).Observe(time.Since(start).Seconds())
 	return resp, err
+}
+
+// upstreamRequest builds the request that forwards body. The transport reads the segments
+// in place, and GetBody starts them over (the transport resends a request whose reused
+// connection turned out closed before anything was written).
+func (s *Server) upstreamRequest(ctx context.Context, t *turn, body wire.Segments) (*http.Request, error) {
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, s.upstreamURL(t.f, t.path, t.query), http.NoBody)
+	if err != nil {
+		return nil, err
+	}
+	if n := body.Len(); n > 0 {
+		up.Body, up.ContentLength = io.NopCloser(body.Reader()), int64(n)
+		up.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.Reader()), nil }
+	}
+	copyRequestHeaders(up.Header, t.hdr)
+	return up, nil
 }
 
 // storeCtx bounds one store call on the request path; it is detached from client
@@ -226,7 +240,7 @@ func (s *Server) timedLoad(ctx context.Context, load func(context.Context) (*sto
 // failOpen forwards the client's bytes unchanged.
 func (s *Server) failOpen(t *turn, reason string, err error) {
 	t.open = reason
-	t.fwd, t.view, t.body = t.client, t.client, t.client.Raw()
+	t.fwd, t.view, t.body = t.client, t.client, wire.Segments{t.client.Raw()}
 	s.met.FailOpen.WithLabelValues(reason).Inc()
 	t.log.Warn("forwarding unpruned", "reason", reason, "err", err)
 }
@@ -234,13 +248,13 @@ func (s *Server) failOpen(t *turn, reason string, err error) {
 // prepare loads the session, waits for an unfinished flush, re-inserts hidden exchanges,
 // adds the query tool, renders, and starts due flushes. On any failure it fails open.
 func (s *Server) prepare(ctx context.Context, t *turn) {
-	t.fwd, t.view, t.body = t.client, t.client, t.client.Raw()
+	t.fwd, t.view, t.body = t.client, t.client, wire.Segments{t.client.Raw()}
 	if s.opt.Store == nil || t.open != "" {
 		if t.open != "" {
 			s.failOpen(t, t.open, nil)
 		}
-		s.met.Bytes.WithLabelValues("before").Add(float64(len(t.body)))
-		s.met.Bytes.WithLabelValues("after").Add(float64(len(t.body)))
+		s.met.Bytes.WithLabelValues("before").Add(float64(t.body.Len()))
+		s.met.Bytes.WithLabelValues("after").Add(float64(t.body.Len()))
 		return
 	}
 	s.waitLocalFlush(ctx, t) // before loading, so a flush ending meanwhile is seen
@@ -282,8 +296,8 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		defer t.clock.done(phaseFlush)
 		if trig, opts := s.dueTrigger(t); trig != "" {
 			var body []byte
-			if t.fwd == t.view {
-				body = t.body // nothing was pruned: the forwarded bytes are the view's
+			if t.fwd == t.view && len(t.body) == 1 {
+				body = t.body[0] // nothing was pruned or added: the forwarded bytes are the view's
 			}
 			tk := s.startFlush(t, trig, t.view, body, opts, s.opt.FlushWaitTimeout > 0)
 			if tk != nil && s.opt.FlushWaitTimeout > 0 {
@@ -370,12 +384,12 @@ func (s *Server) warmState(sid string, version uint64) {
 // render runs the pruning engine over the view.
 func (s *Server) render(t *turn) {
 	start := time.Now()
-	res := pruner.Render(t.view, t.state, s.opt.Policy)
+	// The forwarded body is the rendered request's segments: the bytes it keeps from the
+	// client's body (most of them) are sent from there, not copied into a new buffer first.
+	res := pruner.RenderView(t.view, t.state, s.opt.Policy)
+	t.fwd = res.Request // the view when Unchanged: it may add hidden exchanges and the tool
+	t.body = t.fwd.Segments()
 	s.met.RenderSeconds.Observe(time.Since(start).Seconds())
-	t.fwd, t.body = res.Request, res.Body
-	if res.Unchanged { // Body is the parsed original; the view may add hidden exchanges and the tool
-		t.fwd, t.body = t.view, t.view.Bytes()
-	}
 	if res.Fallback != "" {
 		s.met.FailOpen.WithLabelValues("render-invalid").Inc()
 		t.log.Warn("rendered request failed validation; forwarding the unpruned view", "why", res.Fallback)
@@ -385,9 +399,9 @@ func (s *Server) render(t *turn) {
 	}
 	before := len(t.client.Raw())
 	s.met.Bytes.WithLabelValues("before").Add(float64(before))
-	s.met.Bytes.WithLabelValues("after").Add(float64(len(t.body)))
+	s.met.Bytes.WithLabelValues("after").Add(float64(t.body.Len()))
 	s.met.Tokens.WithLabelValues("before").Add(float64(estimateTokens(before)))
-	s.met.Tokens.WithLabelValues("after").Add(float64(estimateTokens(len(t.body))))
+	s.met.Tokens.WithLabelValues("after").Add(float64(estimateTokens(t.body.Len())))
 	// A lasting condition (say, a range that stays unresolved) is reported by every render;
 	// only keys the session has not recorded yet are counted and written.
 	var diags []store.Diagnostic
@@ -491,7 +505,7 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] {
 		return "manual", flushOpts{}
 	}
-	tokens := estimateTokens(len(t.body))
+	tokens := estimateTokens(t.body.Len())
 	window := float64(contextWindow(t.client.Model))
 	if th := s.opt.Trigger.BudgetThreshold; th > 0 && float64(tokens) >= min(BudgetCap, th*window) {
 		return "budget", flushOpts{}
@@ -700,7 +714,7 @@ func (s *Server) recordStats(t *turn, u usage) {
 	if s.opt.Store == nil || t.ep == epCountTokens || t.open == "session-id" {
 		return
 	}
-	before, after := len(t.client.Raw()), len(t.body)
+	before, after := len(t.client.Raw()), t.body.Len()
 	delta := map[string]int64{
 		store.StatRequests:         1,
 		store.StatBytesBefore:      int64(before),
@@ -751,7 +765,7 @@ func (s *Server) persistSplice(ctx context.Context, t *turn, sp *splice) {
 
 // afterResponse logs the request.
 func (s *Server) afterResponse(t *turn, out *outcome) {
-	t.log.Info("request", "status", 200, "bytesBefore", len(t.client.Raw()), "bytesAfter", len(t.body),
+	t.log.Info("request", "status", 200, "bytesBefore", len(t.client.Raw()), "bytesAfter", t.body.Len(),
 		"final", out.final, "hidden", out.splice != nil, "failOpen", t.open, "ms", time.Since(t.t0).Milliseconds())
 }
 

@@ -130,7 +130,7 @@ func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessa
 		return nil, nil
 	}
 	next := t.fwd.WithMessages(append(append([]*wire.Message(nil), t.fwd.Messages...), extra...))
-	resp, err := s.send(ctx, t, next.Bytes())
+	resp, err := s.send(ctx, t, next.Segments())
 	if err != nil {
 		t.log.Warn("recovery continuation failed", "err", err)
 		return nil, nil
