@@ -38,8 +38,15 @@ func (r *Request) Segments() Segments {
 	if !r.Modified() {
 		return Segments{r.body}
 	}
-	// About two segments per message: its bytes, and the short pieces between messages.
-	e := &encoder{seg: true, buf: make([]byte, 0, 512), segs: make(Segments, 0, 2*len(r.Messages)+8)}
+	// About two segments per message (its bytes, and the short pieces between messages), and
+	// room for the messages short enough to be copied.
+	small := 512
+	for _, m := range r.Messages {
+		if len(m.obj.raw) < minSegment {
+			small += len(m.obj.raw) + 1
+		}
+	}
+	e := &encoder{seg: true, buf: make([]byte, 0, small), segs: make(Segments, 0, 2*len(r.Messages)+8)}
 	r.encode(e)
 	return e.done()
 }
