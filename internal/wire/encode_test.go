@@ -112,3 +112,17 @@ func TestSegmentsReader(t *testing.T) {
 		t.Fatalf("no segments: %q %v", b, err)
 	}
 }
+
+// TestSizeHintShrinkingSystem: replacing many system blocks by one keeps the hint above the
+// length (the hint used to count a text-object wrapper for every original block).
+func TestSizeHintShrinkingSystem(t *testing.T) {
+	var blocks []string
+	for i := 0; i < 12; i++ {
+		blocks = append(blocks, `{"type":"text","text":"part"}`)
+	}
+	r := mustParse(t, Anthropic, `{"model":"m","system":[`+strings.Join(blocks, ",")+`],"messages":[]}`)
+	out := encoded(t, r.WithSystem([]*Block{NewTextBlock(Anthropic, "one")}))
+	if want := `{"model":"m","system":[{"type":"text","text":"one"}],"messages":[]}`; string(out) != want {
+		t.Fatalf("got %s", out)
+	}
+}

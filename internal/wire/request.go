@@ -63,10 +63,16 @@ func (r *Request) sizeHint() int {
 		n += growth(r.Tools, r.origTools, func(t *Tool) int { return len(t.raw) })
 	}
 	if r.Format == Anthropic && !samePtrs(r.System, r.origSystem) {
-		// A string-form block is written as a text block object.
-		n += growth(r.System, r.origSystem, func(b *Block) int { return len(b.Raw()) + len(`{"type":"text","text":}`) })
+		// A string-form block is written as a text block object (a lone one as the string,
+		// shorter); the system string it replaces is at most one block, inside the slack.
+		n += growth(r.System, r.origSystem, func(b *Block) int {
+			if b.obj == nil {
+				return len(b.Raw()) + len(`{"type":"text","text":}`)
+			}
+			return len(b.Raw())
+		})
 	}
-	return n
+	return max(n, 64) // never negative, whatever the lists did
 }
 
 // growth bounds how much longer (negative: shorter) a list becomes when its elements orig are
