@@ -64,6 +64,9 @@ func goBuild(t *testing.T, pkg, name string) string {
 // adds environment variables to both processes ("GOGC=200 GODEBUG=gctrace=1"); with
 // CONDENSE_LOAD_PROFILE=DIR the proxy serves pprof and its logs and profiles go to DIR.
 func startProxyProcess(t *testing.T, m loadModel, upstream string) *proxyProc {
+	if m.floor != "" {
+		return startFloorProxy(t, m, upstream)
+	}
 	bin := buildCondense(t)
 	p := &proxyProc{dir: os.Getenv("CONDENSE_LOAD_PROFILE")}
 	profiling := p.dir != ""
@@ -111,6 +114,21 @@ func startProxyProcess(t *testing.T, m loadModel, upstream string) *proxyProc {
 	}
 	if m.summarizer == "jobs" {
 		p.start(t, bin, "pruner", "pruner", "--config", cfgPath)
+	}
+	return p
+}
+
+// startFloorProxy starts hack/floorproxy (mode m.floor) in front of the fake upstream, in
+// place of condense, so a run measures what a forwarding-only second hop adds.
+func startFloorProxy(t *testing.T, m loadModel, upstream string) *proxyProc {
+	p := &proxyProc{dir: t.TempDir()}
+	addrs := p.start(t, goBuild(t, "./hack/floorproxy", "floorproxy"), "proxy", "-upstream", upstream, "-mode", m.floor)
+	select {
+	case a := <-addrs:
+		p.url = "http://" + a[1]
+	case <-time.After(time.Minute):
+		p.stop()
+		t.Fatalf("floorproxy did not start; see %s", filepath.Join(p.dir, "proxy.log"))
 	}
 	return p
 }

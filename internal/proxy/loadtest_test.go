@@ -39,6 +39,9 @@ type loadModel struct {
 	outMax     int           // caps the recorded output tokens of one answer
 	summarizer string        // "in-proxy" or "jobs"
 	duration   time.Duration // no session starts a request after this (0: no limit)
+	// floor ("buffer" or "stream") runs hack/floorproxy, a proxy that only forwards, in
+	// place of condense: what a second hop alone adds on this machine ("": condense).
+	floor string
 }
 
 func readLoadModel() loadModel {
@@ -54,6 +57,7 @@ func readLoadModel() loadModel {
 		outDef:     envInt("CONDENSE_LOAD_OUTPUT_TOKENS", 250),
 		outMax:     envInt("CONDENSE_LOAD_MAX_OUTPUT_TOKENS", 2000),
 		summarizer: os.Getenv("CONDENSE_LOAD_SUMMARIZER"),
+		floor:      os.Getenv("CONDENSE_LOAD_FLOOR"),
 		duration:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_DURATION_S", 180)) * float64(time.Second)),
 		latency: upstreamfake.Latency{
 			TTFT:            time.Duration(scale * float64(envInt("CONDENSE_LOAD_TTFT_MS", 1000)) * float64(time.Millisecond)),
@@ -73,12 +77,20 @@ func readLoadModel() loadModel {
 }
 
 func (m loadModel) String() string {
+	if m.floor != "" {
+		return fmt.Sprintf("%s; proxy: hack/floorproxy -mode %s (forwarding only, no condense)", m.withoutFloor(), m.floor)
+	}
 	if m.mode == "saturate" {
 		return fmt.Sprintf("saturate: %d closed-loop sessions × ≤ %d requests, no model time, no think time, summarizer %s",
 			m.sessions, m.perSess, m.summarizer)
 	}
 	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens (≤ %d) at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, no request starts after %v, summarizer %s",
 		m.sessions, m.perSess, m.latency.TTFT, m.outMax, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration, m.summarizer)
+}
+
+func (m loadModel) withoutFloor() string {
+	m.floor = ""
+	return m.String()
 }
 
 // loadStep is one request of a virtual session and the pause after its response.
