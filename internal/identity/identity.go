@@ -53,28 +53,42 @@ func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
 // string as input (wire.Block.Input), which is canonicalised when it is JSON.
 //
 // Keys are memoised: an agent resends the same results on every request, and the pruner
-// keys them on every render. A repeat costs one xxhash pass over the three fields (about
-// ten times faster than SHA-256) and a map lookup; the memo is bounded (keyMemoMax entries,
-// then it starts over) and safe for concurrent use. The key itself is always the SHA-256
-// definition above.
+// keys them on every render. A repeat costs one xxhash pass over the input and the result
+// (about ten times faster than SHA-256; none at all through OccurrenceKeyOf, whose blocks
+// cache theirs) and a map lookup; the memo is bounded (keyMemoMax entries, then it starts
+// over) and safe for concurrent use. The key itself is always the SHA-256 definition above.
 func OccurrenceKey(id, toolName string, input []byte, resultText string) string {
-	mk := occMemoKey(toolName, input, resultText)
+	mk := occMemoKey(toolName, xxhash.Sum64(input), xxhash.Sum64String(resultText), len(input), len(resultText))
+	return occurrenceKey(id, mk, func() [4]byte { return occurrenceSum(toolName, input, resultText) })
+}
+
+// OccurrenceKeyOf is OccurrenceKey(result.ID, call.Name, call.Input, result.ResultText())
+// for a tool call block and its result block, taking the blocks' cached fingerprints
+// (wire.Block.IdentitySum) for the memo, so a repeat does not read their bytes.
+func OccurrenceKeyOf(call, result *wire.Block) string {
+	mk := occMemoKey(call.Name, call.IdentitySum(), result.IdentitySum(), len(call.Input), result.ResultTextLen())
+	return occurrenceKey(result.ID, mk, func() [4]byte { return occurrenceSum(call.Name, call.Input, result.ResultText()) })
+}
+
+// occurrenceKey formats the key of id whose memo key is mk; sum computes the hash part when
+// the memo does not have it.
+func occurrenceKey(id string, mk occKey, sum func() [4]byte) string {
 	keyMemo.mu.Lock()
-	sum, ok := keyMemo.m[mk]
+	h, ok := keyMemo.m[mk]
 	keyMemo.mu.Unlock()
 	if !ok {
-		sum = occurrenceSum(toolName, input, resultText)
+		h = sum()
 		keyMemo.mu.Lock()
 		if len(keyMemo.m) >= keyMemoMax {
 			clear(keyMemo.m)
 		}
-		keyMemo.m[mk] = sum
+		keyMemo.m[mk] = h
 		keyMemo.mu.Unlock()
 	}
 	out := make([]byte, 0, len(id)+len(KeySep)+8)
 	out = append(out, id...)
 	out = append(out, KeySep...)
-	out = hex.AppendEncode(out, sum[:])
+	out = hex.AppendEncode(out, h[:])
 	return string(out)
 }
 
@@ -122,14 +136,17 @@ type occKey struct {
 	nName, nIn, nRes int
 }
 
-func occMemoKey(toolName string, input []byte, resultText string) occKey {
+// occMemoKey combines the tool name with the xxhash fingerprints of the input and the
+// result (and all three lengths) into the memo key.
+func occMemoKey(toolName string, inputSum, resultSum uint64, nIn, nRes int) occKey {
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:8], inputSum)
+	binary.LittleEndian.PutUint64(buf[8:], resultSum)
 	d := xxhash.New()
-	d.WriteString(toolName)
-	d.Write([]byte{0})
-	d.Write(input)
-	d.Write([]byte{0})
-	d.WriteString(resultText)
-	return occKey{sum: d.Sum64(), nName: len(toolName), nIn: len(input), nRes: len(resultText)}
+	_, _ = d.WriteString(toolName)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.Write(buf[:])
+	return occKey{sum: d.Sum64(), nName: len(toolName), nIn: nIn, nRes: nRes}
 }
 
 // BareID returns the provider id of an occurrence key (the part before the last "#"), or
@@ -321,7 +338,7 @@ func Occurrences(msgs []*wire.Message) []Occurrence {
 			}
 			call := msgs[cm].Blocks[cb]
 			out = append(out, Occurrence{
-				Key: OccurrenceKey(b.ID, call.Name, call.Input, b.ResultText()),
+				Key: OccurrenceKeyOf(call, b),
 				ID:  b.ID, Name: call.Name,
 				CallMsg: cm, CallBlock: cb, ResultMsg: mi, ResultBlock: bi,
 			})

@@ -73,6 +73,35 @@ func TestOccurrenceKeyMemoMatchesDefinition(t *testing.T) {
 	}
 }
 
+// TestOccurrenceKeyOfMatchesDefinition: the block form gives the defined key for string,
+// multi-part, non-text and empty results and non-canonical inputs, cold and from the memo,
+// and the same key as OccurrenceKey (both forms share the memo).
+func TestOccurrenceKeyOfMatchesDefinition(t *testing.T) {
+	body := `{"model":"m","messages":[
+	  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{ "cmd" : "ls" }},
+	    {"type":"tool_use","id":"b","name":"bash","input":{}},{"type":"tool_use","id":"c","name":"read","input":{"p":"\u00e9"}}]},
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"one\ntwo"},
+	    {"type":"tool_result","tool_use_id":"b","content":[{"type":"text","text":"x"},{"type":"image","source":{}},{"type":"text","text":"y"}]},
+	    {"type":"tool_result","tool_use_id":"c","content":[]}]}]}`
+	r, err := wire.Parse(wire.Anthropic, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, results := r.Messages[0].Blocks, r.Messages[1].Blocks
+	for round := 0; round < 2; round++ {
+		for i, res := range results {
+			call := calls[i]
+			want := referenceKey(res.ID, call.Name, call.Input, res.ResultText())
+			if got := OccurrenceKeyOf(call, res); got != want {
+				t.Fatalf("round %d %s: OccurrenceKeyOf %s, want %s", round, res.ID, got, want)
+			}
+			if got := OccurrenceKey(res.ID, call.Name, call.Input, res.ResultText()); got != want {
+				t.Fatalf("round %d %s: OccurrenceKey %s, want %s", round, res.ID, got, want)
+			}
+		}
+	}
+}
+
 // TestOccurrencesCorpusMatchDefinition checks every occurrence key of a mini-SWE-agent
 // corpus conversation (cold memo, then warm) against the plain definition.
 func TestOccurrencesCorpusMatchDefinition(t *testing.T) {

@@ -141,7 +141,7 @@ func (r *result) occKey() string {
 	if !r.keyed {
 		r.keyed = true
 		if r.call != nil {
-			r.key = identity.OccurrenceKey(r.b.ID, r.call.b.Name, r.call.b.Input, r.b.ResultText())
+			r.key = identity.OccurrenceKeyOf(r.call.b, r.b)
 		}
 	}
 	return r.key

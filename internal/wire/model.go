@@ -17,7 +17,12 @@
 // them with what was parsed.
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Format is a provider wire format.
 type Format uint8
@@ -129,6 +134,8 @@ type Message struct {
 // Block is one content block (Anthropic) or content part / tool call / tool message
 // (OpenAI).
 type Block struct {
+	idSum uint64 // see idSumSet; first, so 64-bit aligned for atomic access on 32-bit platforms
+
 	Kind      Kind
 	Type      string // the raw "type" value
 	Text      string // text / thinking text
@@ -152,6 +159,9 @@ type Block struct {
 	str        []byte  // JSON string literal of a string-form text block
 	fn         *object // OpenAI tool call: the "function" object
 	contentArr *array  // tool_result content array separators
+	// idSumSet is 1 once idSum holds IdentitySum's value; both are read and written
+	// atomically (a parsed block is shared by the requests that reuse it and their flushes).
+	idSumSet uint32
 }
 
 // Tool is one entry of the tools array.
@@ -212,6 +222,51 @@ func (b *Block) Format() Format { return b.f }
 // IsStringForm reports whether the block is the JSON-string form of text content (a string
 // message content or string tool_result content) rather than a block object.
 func (b *Block) IsStringForm() bool { return b.obj == nil }
+
+// IdentitySum returns the 64-bit xxhash of the bytes that identify the block as a tool
+// result or tool call: ResultText for a KindToolResult block, Input for any other. It is
+// computed once per block and cached, so a result the agent resends on every request (and
+// ParseReusing shares between them) is hashed once, not once per request. It equals
+// xxhash.Sum64String(b.ResultText()) or xxhash.Sum64(b.Input). It is a fingerprint for
+// memo keys, not a cryptographic hash.
+func (b *Block) IdentitySum() uint64 {
+	if atomic.LoadUint32(&b.idSumSet) == 1 {
+		return atomic.LoadUint64(&b.idSum)
+	}
+	var sum uint64
+	if b.Kind == KindToolResult {
+		d := xxhash.New()
+		first := true
+		for _, c := range b.Content {
+			if c.Kind != KindText {
+				continue
+			}
+			if !first {
+				_, _ = d.Write([]byte{'\n'})
+			}
+			first = false
+			_, _ = d.WriteString(c.Text)
+		}
+		sum = d.Sum64()
+	} else {
+		sum = xxhash.Sum64(b.Input)
+	}
+	atomic.StoreUint64(&b.idSum, sum) // racing callers store the same value
+	atomic.StoreUint32(&b.idSumSet, 1)
+	return sum
+}
+
+// ResultTextLen returns len(b.ResultText()) without building the text.
+func (b *Block) ResultTextLen() int {
+	n, parts := 0, 0
+	for _, c := range b.Content {
+		if c.Kind == KindText {
+			n += len(c.Text)
+			parts++
+		}
+	}
+	return n + max(parts-1, 0)
+}
 
 // ResultText returns the text parts of a tool result's content joined with "\n".
 func (b *Block) ResultText() string {

@@ -159,10 +159,12 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 
 // clone returns a shallow copy of b with obj replaced.
 func (b *Block) clone(obj *object) *Block {
-	nb := *b
-	nb.obj = obj
-	nb.str = nil
-	return &nb
+	// Field by field, not *b: the cached identity sum is written atomically by other
+	// goroutines sharing b, and the copy's content may differ from b's anyway.
+	// TestBlockCloneCopiesEveryField fails when a field is added and not copied here.
+	return &Block{Kind: b.Kind, Type: b.Type, Text: b.Text, Signature: b.Signature, ID: b.ID, Name: b.Name,
+		Input: b.Input, IsError: b.IsError, Content: b.Content, ContentString: b.ContentString,
+		CacheControl: b.CacheControl, f: b.f, obj: obj, fn: b.fn, contentArr: b.contentArr}
 }
 
 // objectForm returns the block object (building one for a string-form text block).

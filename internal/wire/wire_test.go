@@ -8,8 +8,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
@@ -584,5 +587,77 @@ func TestCallIndexMatchesMap(t *testing.T) {
 				t.Fatalf("round %d op %d: name(%s) = %q, want %q", round, op, id, got, want[id])
 			}
 		}
+	}
+}
+
+// TestIdentitySum: a block's cached fingerprint is the xxhash of its ResultText (results)
+// or Input (other blocks), for string, multi-part, non-text and empty result content in
+// both formats; repeats answer the same; ResultTextLen matches; and a copy made by
+// WithResultText fingerprints its own text, not the cached one of the block it came from.
+func TestIdentitySum(t *testing.T) {
+	anth := `{"model":"m","messages":[
+	  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{"cmd":"ls"}},
+	    {"type":"tool_use","id":"b","name":"bash","input":{}},{"type":"tool_use","id":"c","name":"read","input":{"p":1}},
+	    {"type":"tool_use","id":"d","name":"img","input":{}}]},
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"one\ntwo"},
+	    {"type":"tool_result","tool_use_id":"b","content":[{"type":"text","text":"x"},{"type":"image","source":{}},{"type":"text","text":"y\u00e9"}]},
+	    {"type":"tool_result","tool_use_id":"c","content":[]},
+	    {"type":"tool_result","tool_use_id":"d","content":[{"type":"image","source":{}}]}]}]}`
+	oai := `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"q","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"ls\"}"}}]},
+	  {"role":"tool","tool_call_id":"q","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`
+	checked := 0
+	for _, c := range []struct {
+		f    Format
+		body string
+	}{{Anthropic, anth}, {OpenAI, oai}} {
+		r, err := Parse(c.f, []byte(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range r.Messages {
+			for _, b := range m.Blocks {
+				want := xxhash.Sum64(b.Input)
+				if b.Kind == KindToolResult {
+					want = xxhash.Sum64String(b.ResultText())
+				}
+				for range 2 {
+					if got := b.IdentitySum(); got != want {
+						t.Fatalf("%v block %q: IdentitySum %x, want %x", c.f, b.ID, got, want)
+					}
+				}
+				if b.Kind == KindToolResult { // b's fingerprint is cached by now
+					if b.ResultTextLen() != len(b.ResultText()) {
+						t.Errorf("%s: ResultTextLen %d, len(ResultText) %d", b.ID, b.ResultTextLen(), len(b.ResultText()))
+					}
+					if got := b.WithResultText("stub " + b.ID).IdentitySum(); got != xxhash.Sum64String("stub "+b.ID) {
+						t.Errorf("%s: the WithResultText copy kept a stale fingerprint", b.ID)
+					}
+				}
+				checked++
+			}
+		}
+	}
+	if checked != 10 {
+		t.Fatalf("checked %d blocks, want 10", checked)
+	}
+}
+
+// TestBlockCloneCopiesEveryField: clone copies every field but the object (replaced), the
+// string-form literal (dropped) and the cached identity sum (recomputed). Adding a field
+// to Block fails the count below until clone and this test handle it.
+func TestBlockCloneCopiesEveryField(t *testing.T) {
+	if n := reflect.TypeFor[Block]().NumField(); n != 18 {
+		t.Fatalf("Block has %d fields, this test and Block.clone know 18", n)
+	}
+	b := &Block{Kind: KindToolResult, Type: "tool_result", Text: "t", Signature: "s", ID: "i", Name: "n",
+		Input: []byte("{}"), IsError: true, Content: []*Block{{Text: "c"}}, ContentString: true,
+		CacheControl: []byte(`{"type":"ephemeral"}`), f: OpenAI, obj: &object{}, str: []byte(`"x"`),
+		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1}
+	obj := &object{}
+	c := b.clone(obj)
+	want := *b
+	want.obj, want.str, want.idSum, want.idSumSet = obj, nil, 0, 0
+	if !reflect.DeepEqual(*c, want) {
+		t.Fatalf("clone:\n%+v\nwant\n%+v", *c, want)
 	}
 }
