@@ -140,9 +140,13 @@ func validCallID(id string) bool {
 func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 
 func validateAnthropic(r *Request) error {
-	callIDs := map[string]int{}
+	callIDs := make(map[string]int, len(r.Messages)/2)
 	last := len(r.Messages) - 1
 	var prevCalls map[string]bool // tool_use ids of the previous message (when assistant)
+	// The per-message sets are cleared and reused (two for calls, as the previous message's
+	// stay in use): a request has hundreds of messages, and this runs on every render.
+	callSets := [2]map[string]bool{{}, {}}
+	answered, servers := map[string]bool{}, map[string]bool{}
 	for mi, m := range r.Messages {
 		if m.Role != RoleUser && m.Role != RoleAssistant {
 			return verr(RuleRole, mi, -1, "role %q is not allowed in Anthropic messages", m.Role)
@@ -154,9 +158,10 @@ func validateAnthropic(r *Request) error {
 		if len(m.Blocks) == 0 && !finalAssistant {
 			return verr(RuleEmptyContent, mi, -1, "message content is empty")
 		}
-		calls := map[string]bool{}
-		answered := map[string]bool{}
-		servers := map[string]bool{}
+		calls := callSets[mi%2]
+		clear(calls)
+		clear(answered)
+		clear(servers)
 		seenOther := false
 		for bi, b := range m.Blocks {
 			if b.Kind == KindToolResult && seenOther && m.Role == RoleUser {
