@@ -209,11 +209,7 @@ func (s *Server) buildView(t *turn) (*wire.Request, error) {
 			}
 		}
 		if !has {
-			tool, err := wire.NewTool(t.f, pruner.QueryToolSchema(t.f))
-			if err != nil {
-				return nil, err
-			}
-			req = req.WithTools(append(append([]*wire.Tool(nil), req.Tools...), tool))
+			req = req.WithTools(append(append([]*wire.Tool(nil), req.Tools...), pruner.QueryTool(t.f)))
 		}
 	}
 	return req, nil

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -160,6 +161,30 @@ func QueryToolSchema(f wire.Format) []byte {
 	}
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// queryTools holds the parsed tool definition per format (see QueryTool).
+var queryTools = map[wire.Format]func() *wire.Tool{
+	wire.Anthropic: sync.OnceValue(func() *wire.Tool { return mustTool(wire.Anthropic) }),
+	wire.OpenAI:    sync.OnceValue(func() *wire.Tool { return mustTool(wire.OpenAI) }),
+}
+
+func mustTool(f wire.Format) *wire.Tool {
+	t, err := wire.NewTool(f, QueryToolSchema(f))
+	if err != nil {
+		panic("pruner: the context_tree_query definition does not parse: " + err.Error())
+	}
+	return t
+}
+
+// QueryTool returns QueryToolSchema(f) parsed as a tool of a request in format f (nil for an
+// unknown format). It is built once per format; wire values are immutable, so every request
+// shares it.
+func QueryTool(f wire.Format) *wire.Tool {
+	if q, ok := queryTools[f]; ok {
+		return q()
+	}
+	return nil
 }
 
 // ParseQueryInput decodes a context_tree_query call's input into its ids.

@@ -612,7 +612,7 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			if _, ok := hostBlocks[h]; !ok {
 				hosts = append(hosts, h)
 			}
-			hostBlocks[h] = append(hostBlocks[h], wire.NewTextBlock(v.f, s.Text))
+			hostBlocks[h] = append(hostBlocks[h], summaryBlock(v.f, s.Text))
 		} else {
 			for h < len(v.msgs) && v.cls[h] == clsResults {
 				h++
