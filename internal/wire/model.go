@@ -20,6 +20,7 @@ package wire
 import (
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -129,6 +130,9 @@ type Message struct {
 	contentArr  *array
 	callsArr    *array // OpenAI tool_calls
 	hasContent  bool
+	// blocksMemo is the *blocksMemo of the last WithBlocks call (nil before one), read and
+	// written atomically.
+	blocksMemo unsafe.Pointer
 }
 
 // Block is one content block (Anthropic) or content part / tool call / tool message
@@ -162,6 +166,21 @@ type Block struct {
 	// idSumSet is 1 once idSum holds IdentitySum's value; both are read and written
 	// atomically (a parsed block is shared by the requests that reuse it and their flushes).
 	idSumSet uint32
+	// resultMemo is the *textMemo of the last WithResultText call (nil before one), read and
+	// written atomically.
+	resultMemo unsafe.Pointer
+}
+
+// textMemo remembers one WithResultText result.
+type textMemo struct {
+	text string
+	out  *Block
+}
+
+// blocksMemo remembers one WithBlocks result.
+type blocksMemo struct {
+	in  []*Block // a copy of the argument
+	out *Message
 }
 
 // Tool is one entry of the tools array.

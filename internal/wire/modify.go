@@ -1,6 +1,11 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"unsafe"
+)
 
 // NewTextBlock returns a text block {"type":"text","text":…} (the same shape is a text
 // content part in OpenAI format).
@@ -82,7 +87,20 @@ func NewTool(f Format, raw []byte) (*Tool, error) {
 // written as an array reusing the original separators. For OpenAI, KindToolUse blocks go to
 // "tool_calls" (removed when there are none) and the rest to "content"; for an OpenAI tool
 // message the single KindToolResult block supplies content and tool_call_id.
+//
+// The last result is remembered on m: a render that gives m the same blocks again (the same
+// pointers, as when the same summaries and stubs are placed on every request between two
+// flushes) gets the same message back without re-encoding it.
 func (m *Message) WithBlocks(b []*Block) *Message {
+	if p := (*blocksMemo)(atomic.LoadPointer(&m.blocksMemo)); p != nil && slices.Equal(p.in, b) {
+		return p.out
+	}
+	nm := m.withBlocks(b)
+	atomic.StorePointer(&m.blocksMemo, unsafe.Pointer(&blocksMemo{in: slices.Clone(b), out: nm}))
+	return nm
+}
+
+func (m *Message) withBlocks(b []*Block) *Message {
 	nm := &Message{Role: m.Role, Blocks: b, f: m.f, contentArr: m.contentArr, callsArr: m.callsArr, hasContent: true}
 	if m.f == OpenAI {
 		return m.openAIWithBlocks(nm, b)
@@ -159,8 +177,8 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 
 // clone returns a shallow copy of b with obj replaced.
 func (b *Block) clone(obj *object) *Block {
-	// Field by field, not *b: the cached identity sum is written atomically by other
-	// goroutines sharing b, and the copy's content may differ from b's anyway.
+	// Field by field, not *b: the cached identity sum and the WithResultText memo are
+	// written atomically by other goroutines sharing b, and belong to b's content anyway.
 	// TestBlockCloneCopiesEveryField fails when a field is added and not copied here.
 	return &Block{Kind: b.Kind, Type: b.Type, Text: b.Text, Signature: b.Signature, ID: b.ID, Name: b.Name,
 		Input: b.Input, IsError: b.IsError, Content: b.Content, ContentString: b.ContentString,
@@ -178,10 +196,22 @@ func (b *Block) objectForm() *object {
 // WithResultText returns a copy of a tool result block whose content is the string text;
 // every other member (tool_use_id, is_error, cache_control, unknown keys) keeps its bytes
 // and position. For blocks that are not KindToolResult it returns b itself.
+//
+// The last result is remembered on b, so stubbing the same result with the same text on every
+// request re-encodes it once.
 func (b *Block) WithResultText(text string) *Block {
 	if b.Kind != KindToolResult || b.obj == nil {
 		return b
 	}
+	if p := (*textMemo)(atomic.LoadPointer(&b.resultMemo)); p != nil && p.text == text {
+		return p.out
+	}
+	nb := b.withResultText(text)
+	atomic.StorePointer(&b.resultMemo, unsafe.Pointer(&textMemo{text: text, out: nb}))
+	return nb
+}
+
+func (b *Block) withResultText(text string) *Block {
 	lit, replaced := appendQuotedCheck(make([]byte, 0, quotedCap(len(text))), text)
 	nb := b.clone(b.obj.with("content", lit))
 	mi := nb.obj.find("content")

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -643,21 +644,64 @@ func TestIdentitySum(t *testing.T) {
 }
 
 // TestBlockCloneCopiesEveryField: clone copies every field but the object (replaced), the
-// string-form literal (dropped) and the cached identity sum (recomputed). Adding a field
+// string-form literal (dropped), the cached identity sum (recomputed) and the WithResultText
+// memo. Adding a field
 // to Block fails the count below until clone and this test handle it.
 func TestBlockCloneCopiesEveryField(t *testing.T) {
-	if n := reflect.TypeFor[Block]().NumField(); n != 18 {
-		t.Fatalf("Block has %d fields, this test and Block.clone know 18", n)
+	if n := reflect.TypeFor[Block]().NumField(); n != 19 {
+		t.Fatalf("Block has %d fields, this test and Block.clone know 19", n)
 	}
 	b := &Block{Kind: KindToolResult, Type: "tool_result", Text: "t", Signature: "s", ID: "i", Name: "n",
 		Input: []byte("{}"), IsError: true, Content: []*Block{{Text: "c"}}, ContentString: true,
 		CacheControl: []byte(`{"type":"ephemeral"}`), f: OpenAI, obj: &object{}, str: []byte(`"x"`),
-		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1}
+		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1, resultMemo: unsafe.Pointer(&textMemo{})}
 	obj := &object{}
 	c := b.clone(obj)
 	want := *b
-	want.obj, want.str, want.idSum, want.idSumSet = obj, nil, 0, 0
+	want.obj, want.str, want.idSum, want.idSumSet, want.resultMemo = obj, nil, 0, 0, nil
 	if !reflect.DeepEqual(*c, want) {
 		t.Fatalf("clone:\n%+v\nwant\n%+v", *c, want)
+	}
+}
+
+// TestModifierMemos: WithResultText and WithBlocks give the same value back for a repeat
+// (the same text; blocks with the same pointers in a new slice) and a fresh, correct one
+// otherwise, and the WithBlocks memo is not changed by the caller reusing its slice.
+func TestModifierMemos(t *testing.T) {
+	r, err := Parse(Anthropic, []byte(`{"model":"m","messages":[
+	  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{}},{"type":"tool_use","id":"b","name":"bash","input":{}}]},
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"long output a"},{"type":"tool_result","tool_use_id":"b","content":"long output b"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Messages[1]
+	a, b := m.Blocks[0], m.Blocks[1]
+	sa := a.WithResultText("[t1] stub")
+	if a.WithResultText("[t1] stub") != sa {
+		t.Fatal("WithResultText: a repeat re-encoded the block")
+	}
+	if got := a.WithResultText("[t2] other"); got == sa || got.ResultText() != "[t2] other" ||
+		!bytes.Equal(got.Raw(), a.withResultText("[t2] other").Raw()) {
+		t.Fatalf("WithResultText with another text: %s", got.Raw())
+	}
+	if sa.ResultText() != "[t1] stub" || !bytes.Equal(sa.Raw(), a.withResultText("[t1] stub").Raw()) {
+		t.Fatalf("the first result changed: %s", sa.Raw())
+	}
+
+	bs := []*Block{sa, b}
+	m1 := m.WithBlocks(bs)
+	if m.WithBlocks([]*Block{sa, b}) != m1 {
+		t.Fatal("WithBlocks: the same blocks in a new slice re-encoded the message")
+	}
+	bs[1] = sa // the caller reuses its slice
+	if got := m.WithBlocks([]*Block{sa, b}); got != m1 || !bytes.Equal(got.Bytes(), m.withBlocks([]*Block{sa, b}).Bytes()) {
+		t.Fatalf("the memo followed the caller's slice: %s", got.Bytes())
+	}
+	m2 := m.WithBlocks(bs)
+	if m2 == m1 || !bytes.Equal(m2.Bytes(), m.withBlocks([]*Block{sa, sa}).Bytes()) {
+		t.Fatalf("WithBlocks with other blocks: %s", m2.Bytes())
+	}
+	if !bytes.Contains(m1.Bytes(), []byte("long output b")) || bytes.Contains(m2.Bytes(), []byte("long output b")) {
+		t.Fatalf("messages: %s / %s", m1.Bytes(), m2.Bytes())
 	}
 }
