@@ -11,8 +11,10 @@
 //
 // Parsed values are immutable: change them with the copy-on-write With… methods, which
 // return new values and leave the receiver untouched, so values can be shared between
-// requests and goroutines. Assigning to a Block's or Message's fields does not change its
-// bytes. The exported fields of Request (Model, Stream, System, Tools, Messages, including
+// requests and goroutines. Blocks and messages keep internal caches of derived values
+// (IdentitySum, the last WithResultText / WithBlocks result), safe for concurrent use, which
+// never change what a value holds or serializes to. Assigning to a Block's or Message's
+// fields does not change its bytes. The exported fields of Request (Model, Stream, System, Tools, Messages, including
 // their elements) may be reassigned on a request the caller owns; serialization compares
 // them with what was parsed.
 package wire
