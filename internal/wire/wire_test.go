@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -703,5 +704,51 @@ func TestModifierMemos(t *testing.T) {
 	}
 	if !bytes.Contains(m1.Bytes(), []byte("long output b")) || bytes.Contains(m2.Bytes(), []byte("long output b")) {
 		t.Fatalf("messages: %s / %s", m1.Bytes(), m2.Bytes())
+	}
+}
+
+// TestModifierMemosConcurrent: goroutines sharing parsed blocks (as a request's render and a
+// flush's weighing do) stub them with different texts, rebuild their message and key them at
+// once; every answer is the one a fresh call gives. Run with -race to check the caches'
+// synchronisation too.
+func TestModifierMemosConcurrent(t *testing.T) {
+	r, err := Parse(Anthropic, []byte(`{"model":"m","messages":[
+	  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{"x":1}}]},
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"output a"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Messages[1]
+	res := m.Blocks[0]
+	wantSum := xxhash.Sum64String("output a")
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				text := fmt.Sprintf("[t%d] stub", (g+i)%3)
+				s := res.WithResultText(text)
+				if s.ResultText() != text {
+					errs <- "WithResultText(" + text + ") = " + s.ResultText()
+					return
+				}
+				nm := m.WithBlocks([]*Block{s})
+				if want := m.withBlocks([]*Block{s}).Bytes(); !bytes.Equal(nm.Bytes(), want) {
+					errs <- fmt.Sprintf("WithBlocks: %s, want %s", nm.Bytes(), want)
+					return
+				}
+				if res.IdentitySum() != wantSum || s.IdentitySum() != xxhash.Sum64String(text) {
+					errs <- "IdentitySum of " + text
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
