@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
@@ -127,6 +128,49 @@ func BenchmarkFlushExtractiveMemoryParsed(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		res, err := o.Flush(ctx, &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body, Request: req})
 		if err != nil || res.Outcome != OutcomeFlushed {
+			b.Fatalf("res %+v err %v", res, err)
+		}
+	}
+}
+
+// BenchmarkFlushRetryDeferred measures the flush the proxy retries on a session's requests
+// while an earlier one stays deferred: a session whose state covers 40 turns sends 2 more,
+// the plan summarizes them (the summaries come from the orchestrator's memo after the first
+// round), and the cache-aware decision — a live cache, one expected further request —
+// defers it, so nothing is committed. In the load test 70 % of flushes end this way.
+func BenchmarkFlushRetryDeferred(b *testing.B) {
+	st := store.NewMemory(0)
+	defer st.Close()
+	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "bench", Log: quiet}
+	ctx := context.Background()
+	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript("bench", 40)}); err != nil || res.Outcome != OutcomeFlushed {
+		b.Fatalf("first flush: %+v %v", res, err)
+	}
+	body := transcript("bench", 42)
+	req, err := wire.Parse(wire.Anthropic, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As the proxy hands it over: the parsed request, the state it already decoded and the
+	// request as it forwarded it.
+	snap, err := st.Load(ctx, "s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := &pruner.State{}
+	if err := state.UnmarshalBinary(snap.State); err != nil {
+		b.Fatal(err)
+	}
+	fwd := pruner.RenderView(req, state, testPolicy()).Request
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		job := &Job{Session: "s", Format: "anthropic", Request: req, State: state, StateVersion: snap.Version, Rendered: fwd,
+			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1, Horizon: 1, MaxHorizon: 1}}
+		res, err := o.Flush(ctx, job)
+		if err != nil || res.Outcome != OutcomeDeferred {
 			b.Fatalf("res %+v err %v", res, err)
 		}
 	}

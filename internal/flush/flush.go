@@ -399,7 +399,7 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 	partial, followups := false, 0
 	for res.Plans < maxPlans {
 		res.Plans++
-		snap, err := st.Load(fctx, job.Session)
+		snap, err := loadFor(fctx, st, job)
 		if err != nil {
 			return o.ctxErr(fctx, fmt.Errorf("flush: load: %w", err))
 		}
@@ -516,6 +516,17 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 	}
 	res.Outcome = OutcomeConflict
 	return fmt.Errorf("%w after %d plans", ErrConflict, res.Plans)
+}
+
+// loadFor loads the session of job. A job that carries its decoded state (an in-process job
+// from the proxy) loads without the state's bytes, from a store that can, when the stored
+// version is still the one it was decoded from: the planner takes job.State then, and
+// decompressing the bytes again was a tenth of a deferred retry.
+func loadFor(ctx context.Context, st store.Store, job *Job) (*store.Snapshot, error) {
+	if kl, ok := st.(store.KnownStateLoader); ok && job.State != nil && job.StateVersion > 0 {
+		return kl.LoadKnown(ctx, job.Session, job.StateVersion)
+	}
+	return st.Load(ctx, job.Session)
 }
 
 // ctxErr reports a lost lease as fencing; other errors pass through.

@@ -1,6 +1,7 @@
 package flush
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -416,5 +418,78 @@ func TestFlushFallsBackToSessionModel(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.SummarizerCalls.WithLabelValues("openai/gpt-5", "true")); got != 2 {
 		t.Fatalf("fallback calls %v", got)
+	}
+}
+
+// knownCounter is a store that counts LoadKnown calls answered without the state's bytes.
+type knownCounter struct {
+	store.Store
+	known atomic.Int64
+}
+
+func (k *knownCounter) LoadKnown(ctx context.Context, session string, known uint64) (*store.Snapshot, error) {
+	snap, err := k.Store.(store.KnownStateLoader).LoadKnown(ctx, session, known)
+	if err == nil && snap.StateKnown {
+		k.known.Add(1)
+	}
+	return snap, err
+}
+
+// TestFlushWithDecodedStateSkipsItsBytes: a job carrying the decoded state of the stored
+// version loads without the state's bytes and commits what a job without it commits; one
+// whose state is older than the stored version plans on the stored state.
+func TestFlushWithDecodedStateSkipsItsBytes(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMemory(0)
+	defer mem.Close()
+	st := &knownCounter{Store: mem}
+	fixed := func() time.Time { return time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC) }
+	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy(), Now: fixed}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
+	for _, s := range []string{"plain", "decoded"} {
+		if res, err := o.Flush(ctx, &Job{Session: s, Format: "anthropic", Body: transcript("k", 3)}); err != nil || res.Outcome != OutcomeFlushed {
+			t.Fatalf("%s first flush: %+v %v", s, res, err)
+		}
+	}
+	decoded := func(session string) (*pruner.State, uint64) {
+		snap, err := mem.Load(ctx, session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := &pruner.State{}
+		if err := ps.UnmarshalBinary(snap.State); err != nil {
+			t.Fatal(err)
+		}
+		return ps, snap.Version
+	}
+	body := transcript("k", 6)
+	ps, v := decoded("decoded")
+	if res, err := o.Flush(ctx, &Job{Session: "plain", Format: "anthropic", Body: body}); err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("plain: %+v %v", res, err)
+	}
+	if st.known.Load() != 0 {
+		t.Fatal("a job without a decoded state loaded without the state")
+	}
+	if res, err := o.Flush(ctx, &Job{Session: "decoded", Format: "anthropic", Body: body, State: ps, StateVersion: v}); err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("decoded: %+v %v", res, err)
+	}
+	if st.known.Load() != 1 {
+		t.Fatalf("%d loads without the state, want 1", st.known.Load())
+	}
+	a, _ := mem.Load(ctx, "plain")
+	b, _ := mem.Load(ctx, "decoded")
+	if !bytes.Equal(a.State, b.State) {
+		t.Fatal("the job with the decoded state committed another state")
+	}
+	// A stale decoded state (version v, the store now holds v+1) is not used.
+	if res, err := o.Flush(ctx, &Job{Session: "decoded", Format: "anthropic", Body: transcript("k", 9), State: ps, StateVersion: v}); err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("stale: %+v %v", res, err)
+	}
+	if res, err := o.Flush(ctx, &Job{Session: "plain", Format: "anthropic", Body: transcript("k", 9)}); err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("plain 9: %+v %v", res, err)
+	}
+	a, _ = mem.Load(ctx, "plain")
+	b, _ = mem.Load(ctx, "decoded")
+	if !bytes.Equal(a.State, b.State) {
+		t.Fatal("the job with a stale decoded state committed another state")
 	}
 }

@@ -202,6 +202,16 @@ func (s normalPriority) Load(ctx context.Context, session string) (*store.Snapsh
 	return onNormal(func() (*store.Snapshot, error) { return s.Store.Load(ctx, session) })
 }
 
+// LoadKnown implements store.KnownStateLoader on a normal-priority thread (Load for a store
+// that does not implement it).
+func (s normalPriority) LoadKnown(ctx context.Context, session string, known uint64) (*store.Snapshot, error) {
+	kl, ok := s.Store.(store.KnownStateLoader)
+	if !ok {
+		return s.Load(ctx, session)
+	}
+	return onNormal(func() (*store.Snapshot, error) { return kl.LoadKnown(ctx, session, known) })
+}
+
 // Commit implements store.Store on a normal-priority thread.
 func (s normalPriority) Commit(ctx context.Context, session string, expect uint64, state []byte, fence uint64) (uint64, error) {
 	return onNormal(func() (uint64, error) { return s.Store.Commit(ctx, session, expect, state, fence) })
