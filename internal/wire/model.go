@@ -181,7 +181,7 @@ type textMemo struct {
 
 // blocksMemo remembers one WithBlocks result.
 type blocksMemo struct {
-	in  []*Block // a copy of the argument
+	in  []*Block // a copy of the argument (also the result's Blocks)
 	out *Message
 }
 

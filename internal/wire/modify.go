@@ -95,8 +95,11 @@ func (m *Message) WithBlocks(b []*Block) *Message {
 	if p := (*blocksMemo)(atomic.LoadPointer(&m.blocksMemo)); p != nil && slices.Equal(p.in, b) {
 		return p.out
 	}
-	nm := m.withBlocks(b)
-	atomic.StorePointer(&m.blocksMemo, unsafe.Pointer(&blocksMemo{in: slices.Clone(b), out: nm}))
+	// The result owns a copy of b: it outlives this call in the memo, so it must not alias
+	// a slice the caller may reuse.
+	in := slices.Clone(b)
+	nm := m.withBlocks(in)
+	atomic.StorePointer(&m.blocksMemo, unsafe.Pointer(&blocksMemo{in: in, out: nm}))
 	return nm
 }
 

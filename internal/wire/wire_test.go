@@ -698,6 +698,9 @@ func TestModifierMemos(t *testing.T) {
 	if got := m.WithBlocks([]*Block{sa, b}); got != m1 || !bytes.Equal(got.Bytes(), m.withBlocks([]*Block{sa, b}).Bytes()) {
 		t.Fatalf("the memo followed the caller's slice: %s", got.Bytes())
 	}
+	if m1.Blocks[1] != b {
+		t.Fatal("the result's blocks alias the caller's slice")
+	}
 	m2 := m.WithBlocks(bs)
 	if m2 == m1 || !bytes.Equal(m2.Bytes(), m.withBlocks([]*Block{sa, sa}).Bytes()) {
 		t.Fatalf("WithBlocks with other blocks: %s", m2.Bytes())
