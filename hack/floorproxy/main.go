@@ -11,10 +11,9 @@
 //     before it relays it (as condense does with a JSON body and a non-streamed answer);
 //   - stream is net/http/httputil.ReverseProxy, which forwards bytes as they arrive.
 //
-// Both use an upstream transport configured like condense's (idle connections kept for 512
-// hosts' worth of concurrency). It logs one JSON line {"msg":"listening","what":"proxy",
-// "addr":...} to stderr when it accepts connections and serves Prometheus process and Go
-// runtime metrics at /metrics.
+// Both send upstream with condense's own transport (proxy.NewUpstreamTransport). It logs one
+// JSON line {"msg":"listening","what":"proxy","addr":...} to stderr when it accepts
+// connections and serves Prometheus process and Go runtime metrics at /metrics.
 package main
 
 import (
@@ -37,6 +36,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/condense-dev/condense/internal/proxy"
 )
 
 func main() {
@@ -55,9 +56,7 @@ func run(upstream, listen, mode string) error {
 	if err != nil || target.Scheme == "" || target.Host == "" {
 		return fmt.Errorf("-upstream %q is not an absolute URL", upstream)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 1024
-	tr.MaxIdleConnsPerHost = 512
+	tr := proxy.NewUpstreamTransport()
 
 	var fwd http.Handler
 	switch mode {

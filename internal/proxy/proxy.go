@@ -171,12 +171,7 @@ func New(opt Options) (*Server, error) {
 	}
 	s.met = NewMetrics(s.reg)
 	if s.client == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 1024
-		tr.MaxIdleConnsPerHost = 512
-		tr.DisableCompression = false
-		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-		s.client = &http.Client{Transport: tr}
+		s.client = &http.Client{Transport: NewUpstreamTransport()}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mux = http.NewServeMux()
@@ -347,4 +342,17 @@ func relayRaw(w http.ResponseWriter, resp *http.Response) {
 			return
 		}
 	}
+}
+
+// NewUpstreamTransport returns the HTTP transport the proxy sends upstream requests with:
+// idle connections kept for up to 512 concurrent requests per upstream host, 10 s dial
+// timeout, 30 s TCP keep-alive. hack/floorproxy uses it too, so the load test's
+// forwarding-only baseline connects upstream exactly as the proxy does.
+func NewUpstreamTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 512
+	tr.DisableCompression = false
+	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	return tr
 }

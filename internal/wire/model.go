@@ -257,17 +257,7 @@ func (b *Block) IdentitySum() uint64 {
 	var sum uint64
 	if b.Kind == KindToolResult {
 		d := xxhash.New()
-		first := true
-		for _, c := range b.Content {
-			if c.Kind != KindText {
-				continue
-			}
-			if !first {
-				_, _ = d.Write([]byte{'\n'})
-			}
-			first = false
-			_, _ = d.WriteString(c.Text)
-		}
+		b.eachResultPart(func(part string) { _, _ = d.WriteString(part) })
 		sum = d.Sum64()
 	} else {
 		sum = xxhash.Sum64(b.Input)
@@ -279,14 +269,25 @@ func (b *Block) IdentitySum() uint64 {
 
 // ResultTextLen returns len(b.ResultText()) without building the text.
 func (b *Block) ResultTextLen() int {
-	n, parts := 0, 0
+	n := 0
+	b.eachResultPart(func(part string) { n += len(part) })
+	return n
+}
+
+// eachResultPart calls fn with the pieces of ResultText in order: each text part of the
+// content, with a "\n" piece between two of them.
+func (b *Block) eachResultPart(fn func(part string)) {
+	first := true
 	for _, c := range b.Content {
-		if c.Kind == KindText {
-			n += len(c.Text)
-			parts++
+		if c.Kind != KindText {
+			continue
 		}
+		if !first {
+			fn("\n")
+		}
+		first = false
+		fn(c.Text)
 	}
-	return n + max(parts-1, 0)
 }
 
 // ResultText returns the text parts of a tool result's content joined with "\n".
@@ -300,24 +301,8 @@ func (b *Block) ResultText() string {
 		}
 		return ""
 	}
-	n := 0
-	for _, c := range b.Content {
-		if c.Kind == KindText {
-			n += len(c.Text) + 1
-		}
-	}
-	buf := make([]byte, 0, n)
-	first := true
-	for _, c := range b.Content {
-		if c.Kind != KindText {
-			continue
-		}
-		if !first {
-			buf = append(buf, '\n')
-		}
-		first = false
-		buf = append(buf, c.Text...)
-	}
+	buf := make([]byte, 0, b.ResultTextLen())
+	b.eachResultPart(func(part string) { buf = append(buf, part...) })
 	return string(buf)
 }
 
