@@ -35,6 +35,9 @@ type proxyProc struct {
 	profiling bool
 	procs     []*exec.Cmd
 	once      sync.Once
+	// started is when the proxy process was started (its runtime's clock starts about then:
+	// gctrace times are since then).
+	started time.Time
 }
 
 // buildCondense builds cmd/condense (or returns CONDENSE_LOAD_BIN).
@@ -145,6 +148,9 @@ func (p *proxyProc) start(t *testing.T, bin, name string, args ...string) <-chan
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if name == "proxy" {
+		p.started = time.Now()
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

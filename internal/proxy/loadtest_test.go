@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -169,6 +170,15 @@ type pairResult struct {
 	added                time.Duration // proxiedRm − directRm
 	modelTime, thinkTime time.Duration
 	proxStart            time.Time // when the proxied copy was sent
+	// The two sides of each end-to-end time (upstreamfake.Timing): from sending until the fake
+	// had read the body, and from the fake's answer until the client had read all of it.
+	directReq, directResp, proxiedReq, proxiedResp time.Duration
+}
+
+// addedSides returns the added time split at the fake: before it had the request, and after
+// it answered. Their sum is the added time but for the fake's own jitter in between.
+func (r pairResult) addedSides() (req, resp time.Duration) {
+	return r.proxiedReq - r.directReq, r.proxiedResp - r.directResp
 }
 
 // TestLoadTest replays corpus sessions as concurrent agent sessions against the fake upstream,
@@ -196,6 +206,13 @@ func TestLoadTest(t *testing.T) {
 	defer up.Close()
 	up.SetRecording(false)
 	up.SetLatency(m.latency)
+	var timings sync.Map // X-Load-Id → upstreamfake.Timing
+	up.SetObserver(func(r upstreamfake.Recorded, tm upstreamfake.Timing) {
+		if id := r.Header.Get("X-Load-Id"); id != "" {
+			timings.Store(id, tm)
+		}
+	})
+	var loadID atomic.Int64
 	// The fake answers as the recorded agent's model did: a final text where the session's next
 	// request starts a new user turn, a tool call otherwise (so flushes run as often as for
 	// real), with the recorded output token count (which sets the modeled answer time).
@@ -216,8 +233,10 @@ func TestLoadTest(t *testing.T) {
 	var results []pairResult
 	errs := 0
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * m.sessions, MaxIdleConns: 4 * m.sessions, DisableCompression: true}}
-	send := func(base string, sid string, st loadStep, sent *time.Time) (total, rm time.Duration, err error) {
+	send := func(base string, sid string, st loadStep, sent *time.Time, reqSide, respSide *time.Duration) (total, rm time.Duration, err error) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(st.body))
+		id := strconv.FormatInt(loadID.Add(1), 10)
+		req.Header.Set("X-Load-Id", id)
 		req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[st.final])
 		req.Header.Set("X-Load-Output-Tokens", strconv.Itoa(st.output))
 		req.Header.Set("Content-Type", "application/json")
@@ -234,10 +253,17 @@ func TestLoadTest(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		total = time.Since(start)
+		end := time.Now()
+		total = end.Sub(start)
 		if resp.StatusCode != 200 {
 			return 0, 0, fmt.Errorf("%s: status %d", base, resp.StatusCode)
 		}
+		v, ok := timings.LoadAndDelete(id)
+		if !ok {
+			return 0, 0, fmt.Errorf("%s: the fake did not time request %s", base, id)
+		}
+		tm := v.(upstreamfake.Timing)
+		*reqSide, *respSide = tm.Received.Sub(start), end.Sub(tm.Answered)
 		slept, _ := strconv.ParseInt(resp.Header.Get(upstreamfake.HeaderSlept), 10, 64)
 		return total, total - time.Duration(slept)*time.Microsecond, nil
 	}
@@ -259,11 +285,11 @@ func TestLoadTest(t *testing.T) {
 				var e1, e2 error
 				// Alternate the order so neither path always runs first.
 				if (v+k)%2 == 0 {
-					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart)
-					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart)
+					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart, &r.directReq, &r.directResp)
+					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart, &r.proxiedReq, &r.proxiedResp)
 				} else {
-					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart)
-					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart)
+					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart, &r.proxiedReq, &r.proxiedResp)
+					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart, &r.directReq, &r.directResp)
 				}
 				r.added = r.proxiedRm - r.directRm
 				mu.Lock()
@@ -291,9 +317,11 @@ func TestLoadTest(t *testing.T) {
 
 	if px.profiling {
 		var csv strings.Builder
-		csv.WriteString("at_ms,bytes,direct_ms,proxied_ms,added_ms\n")
+		csv.WriteString("at_ms,bytes,first,direct_ms,proxied_ms,added_ms,added_request_side_ms,added_response_side_ms\n")
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		for _, r := range results {
-			fmt.Fprintf(&csv, "%d,%d,%.3f,%.3f,%.3f\n", r.at.Milliseconds(), r.size, float64(r.directRm.Microseconds())/1000, float64(r.proxiedRm.Microseconds())/1000, float64(r.added.Microseconds())/1000)
+			rq, rp := r.addedSides()
+			fmt.Fprintf(&csv, "%d,%d,%t,%.3f,%.3f,%.3f,%.3f,%.3f\n", r.at.Milliseconds(), r.size, r.first, ms(r.directRm), ms(r.proxiedRm), ms(r.added), ms(rq), ms(rp))
 		}
 		_ = os.WriteFile(filepath.Join(px.dir, "requests.csv"), []byte(csv.String()), 0o644)
 	}
@@ -302,6 +330,7 @@ func TestLoadTest(t *testing.T) {
 		stalls, summary := probe.stop()
 		report += probeReport(results, stalls, summary)
 	}
+	report += gcReport(results, readGCCycles(filepath.Join(px.dir, "proxy.log"), px.started), wall)
 	report += fmt.Sprintf("\nLoad generator and fake upstream (this test process): %.1f s CPU over the run (%.2f ms per paired request).\n",
 		(selfCPU() - cpu0).Seconds(), float64((selfCPU()-cpu0).Microseconds())/1000/float64(max(1, len(results))))
 	t.Log("\n" + report)
@@ -345,8 +374,39 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 	row("added, bodies > 256 KiB", col(func(r pairResult) time.Duration { return r.added }, big))
 	row("added, a session's later requests", col(func(r pairResult) time.Duration { return r.added }, warm))
 	row("added, a session's first request", col(func(r pairResult) time.Duration { return r.added }, first))
+	row("added before the fake had the request", col(func(r pairResult) time.Duration { rq, _ := r.addedSides(); return rq }, nil))
+	row("added after the fake answered", col(func(r pairResult) time.Duration { _, rp := r.addedSides(); return rp }, nil))
+	fmt.Fprintf(&b, "\n%s\n", tailSides(rs))
 	fmt.Fprintf(&b, "\n%s\n", promSummary(before, after, len(rs)))
 	return b.String()
+}
+
+// tailSides says where the added time of the slowest 1 % of pairs was: before the fake had
+// the request (the proxy's read, own time and send, and the fake's read of the forwarded body)
+// or after it answered (the relay back).
+func tailSides(rs []pairResult) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	top := append([]pairResult(nil), rs...)
+	sort.Slice(top, func(a, b int) bool { return top[a].added > top[b].added })
+	top = top[:max(1, len(top)/100)]
+	var added, req, resp time.Duration
+	big, first := 0, 0
+	for _, r := range top {
+		rq, rp := r.addedSides()
+		added, req, resp = added+r.added, req+rq, resp+rp
+		if r.size > 256<<10 {
+			big++
+		}
+		if r.first {
+			first++
+		}
+	}
+	n := time.Duration(len(top))
+	ms := func(d time.Duration) float64 { return float64((d / n).Microseconds()) / 1000 }
+	return fmt.Sprintf("The %d pairs with the most added time (the top 1 %%): mean added %.2f ms, of which %.2f ms before the fake had the request and %.2f ms after it answered; %d with bodies > 256 KiB, %d a session's first request.",
+		len(top), ms(added), ms(req), ms(resp), big, first)
 }
 
 // selfCPU returns the CPU time (user + system) this process has used.

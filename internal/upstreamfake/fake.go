@@ -158,6 +158,16 @@ type Server struct {
 	idn       int
 	record    bool
 	latency   Latency
+	observer  func(Recorded, Timing)
+}
+
+// Timing is when the fake handled one request, by this process's clock.
+type Timing struct {
+	// Received is when the fake had read the whole request body.
+	Received time.Time
+	// Answered is when the fake had handed its whole response to the server, just before it
+	// was flushed to the connection.
+	Answered time.Time
 }
 
 // Start starts a fake upstream on a free loopback port. The default responder answers
@@ -186,6 +196,31 @@ func (s *Server) SetLatency(l Latency) {
 	s.mu.Lock()
 	s.latency = l
 	s.mu.Unlock()
+}
+
+// SetObserver sets a function the fake calls once per request it read, after it has written
+// the whole response and before flushing it (so before the client can have read all of it),
+// with the request and when it was handled. Load tests use it to split a request's end-to-end
+// time into the part before the fake had the request and the part after it answered. nil
+// removes it.
+func (s *Server) SetObserver(f func(Recorded, Timing)) {
+	s.mu.Lock()
+	s.observer = f
+	s.mu.Unlock()
+}
+
+// observe reports a handled request to the observer, if one is set.
+func (s *Server) observe(w http.ResponseWriter, rec Recorded, received time.Time) {
+	s.mu.Lock()
+	f := s.observer
+	s.mu.Unlock()
+	if f == nil {
+		return
+	}
+	f(rec, Timing{Received: received, Answered: time.Now()}) // before the client can see the end
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
 }
 
 // Enqueue appends scripted replies; each request to a model endpoint consumes the next one.
@@ -270,6 +305,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.reqs = append(s.reqs, rec)
 	}
 	s.mu.Unlock()
+	defer s.observe(w, rec, received)
 
 	if rec.Format == Anthropic && strings.HasSuffix(rec.Path, "/count_tokens") {
 		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"input_tokens":%d}`, estimateTokens(len(body))))

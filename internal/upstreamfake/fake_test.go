@@ -175,3 +175,48 @@ func TestLatencyModel(t *testing.T) {
 		t.Fatalf("err %v, message %+v", st.Err(), msg)
 	}
 }
+
+func TestObserverTimesEveryAnsweredRequest(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.SetLatency(Latency{TTFT: 30 * time.Millisecond})
+	type seen struct {
+		id  string
+		tim Timing
+	}
+	got := make(chan seen, 4)
+	s.SetObserver(func(r Recorded, tm Timing) { got <- seen{r.Header.Get("X-Id"), tm} })
+	post := func(id, body string) (sent, ended time.Time, status int) {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("X-Id", id)
+		sent = time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return sent, time.Now(), resp.StatusCode
+	}
+	sent, ended, status := post("a", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	o := <-got
+	if status != 200 || o.id != "a" {
+		t.Fatalf("status %d, observed %q", status, o.id)
+	}
+	// The modeled time lies between reading the request and answering it, and both lie within
+	// the client's round trip.
+	if !sent.Before(o.tim.Received) || o.tim.Answered.Sub(o.tim.Received) < 30*time.Millisecond || ended.Before(o.tim.Answered) {
+		t.Fatalf("sent %v, received %v, answered %v, ended %v", sent, o.tim.Received, o.tim.Answered, ended)
+	}
+	// An error reply is observed too; removing the observer stops the calls.
+	if _, _, status = post("b", `{not json`); status != 400 || (<-got).id != "b" {
+		t.Fatalf("malformed: status %d", status)
+	}
+	s.SetObserver(nil)
+	post("c", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	select {
+	case o := <-got:
+		t.Fatalf("observed %q after SetObserver(nil)", o.id)
+	default:
+	}
+}
