@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -398,5 +399,39 @@ func TestSummarizerFailingKeepsServing(t *testing.T) {
 	snap, _ := r.st.Load(context.Background(), "sess-sumfail")
 	if snap.Version != 0 {
 		t.Fatalf("a failed flush committed version %d", snap.Version)
+	}
+}
+
+// stallingLog is a log sink that holds every "request" line (the one logged after a response)
+// until released, as a stalled log pipeline would.
+type stallingLog struct{ release chan struct{} }
+
+func (l stallingLog) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("msg=request ")) {
+		<-l.release
+	}
+	return len(p), nil
+}
+
+func TestStalledLogDoesNotHoldBackResponse(t *testing.T) {
+	sink := stallingLog{release: make(chan struct{})}
+	r := newRig(t, nil, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(sink, nil)) })
+	defer close(sink.release)
+	c := r.anthropic("stalled-log")
+	got := make(chan *anthropic.Message, 1)
+	go func() {
+		m, err := c.Messages.New(context.Background(), aParams([]anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}))
+		if err != nil {
+			t.Errorf("messages.new: %v", err)
+		}
+		got <- m
+	}()
+	select {
+	case m := <-got:
+		if m == nil || len(m.Content) == 0 {
+			t.Fatalf("response %+v", m)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client got no response while the request's log line was stalled")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,12 +75,14 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Format, ep endpoint) {
 	t := &turn{f: f, ep: ep, hdr: r.Header, path: r.URL.Path, query: r.URL.RawQuery, t0: time.Now(), at: s.now(), flushWait: s.opt.FlushWaitTimeout}
 	t.clock.start(t.t0)
-	code := 0
-	defer func() {
-		if code != 0 {
-			s.met.Requests.WithLabelValues(string(ep), f.String(), fmt.Sprint(code)).Inc()
+	code, counted := 0, false
+	count := func() {
+		if code != 0 && !counted {
+			counted = true
+			s.met.Requests.WithLabelValues(string(ep), f.String(), strconv.Itoa(code)).Inc()
 		}
-	}()
+	}
+	defer count()
 	body, err := readBody(r, s.opt.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -139,6 +142,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	}
 	defer resp.Body.Close()
 	code = resp.StatusCode
+	count() // now: a JSON response reaches the client before the handler returns
 	if ep == epCountTokens || resp.StatusCode != http.StatusOK {
 		relayRaw(w, resp)
 		s.recordStats(t, usage{})

@@ -379,6 +379,9 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush() // the client has the whole response now, not after the request's bookkeeping
+	}
 	return out
 }
 
