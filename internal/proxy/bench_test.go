@@ -36,11 +36,13 @@ func benchBody(turns, resultLines int) []byte {
 func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
 	st := store.NewMemory(0)
 	b.Cleanup(func() { _ = st.Close() })
-	orch := &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	res, err := orch.Flush(context.Background(), &flush.Job{Session: "bench", Format: "anthropic", Body: body, Trigger: "bench"})
-	if err != nil || res.Version == 0 {
-		b.Fatalf("flush: %v %+v", err, res)
+	if body != nil {
+		orch := &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
+			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		res, err := orch.Flush(context.Background(), &flush.Job{Session: "bench", Format: "anthropic", Body: body, Trigger: "bench"})
+		if err != nil || res.Version == 0 {
+			b.Fatalf("flush: %v %+v", err, res)
+		}
 	}
 	px, err := New(Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -60,7 +62,8 @@ func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
 //
 // The recent variant is steady with a state that covers only the first quarter of the
 // session's turns (as inside a long tool run between flushes): most of the body is forwarded
-// as it came.
+// as it came. The new variant is cold for a session with no state yet (nothing flushed), as
+// when a proxy first sees a long session, and as a load test's first requests are.
 func BenchmarkPrepare(b *testing.B) {
 	for _, size := range []struct{ turns, lines int }{{20, 100}, {60, 150}} {
 		body := benchBody(size.turns, size.lines)
@@ -69,9 +72,11 @@ func BenchmarkPrepare(b *testing.B) {
 		}
 	}
 	benchPrepare(b, benchBody(60, 150), benchBody(15, 150), true, "/recent")
+	benchPrepare(b, benchBody(60, 150), nil, false, "/new")
 }
 
-// benchPrepare runs the request body against a session whose state is a flush of flushed.
+// benchPrepare runs the request body against a session whose state is a flush of flushed
+// (nil: no state).
 func benchPrepare(b *testing.B, body, flushed []byte, steady bool, variant string) {
 	{
 		name := fmt.Sprintf("%dKB", len(body)>>10)

@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -38,6 +39,8 @@ type proxyProc struct {
 	// started is when the proxy process was started (its runtime's clock starts about then:
 	// gctrace times are since then).
 	started time.Time
+	// pid is the proxy process's.
+	pid int
 }
 
 // buildCondense builds cmd/condense (or returns CONDENSE_LOAD_BIN).
@@ -156,6 +159,9 @@ func (p *proxyProc) start(t *testing.T, bin, name string, args ...string) <-chan
 		t.Fatal(err)
 	}
 	p.procs = append(p.procs, cmd)
+	if name == "proxy" {
+		p.pid = cmd.Process.Pid
+	}
 	addrs := make(chan [2]string, 4)
 	go func() {
 		defer logf.Close()
@@ -254,6 +260,16 @@ func (p *proxyProc) scrape(t *testing.T) promSample {
 			s[line[:i]] = v
 		}
 	}
+	// Page faults are not among the process metrics: read them from /proc (Linux).
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid)); err == nil {
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			f := strings.Fields(string(stat[i+1:])) // f[0] is field 3 (state): minflt is field 10, majflt 12
+			if len(f) > 10 {
+				s["proc_minflt"], _ = strconv.ParseFloat(f[7], 64)
+				s["proc_majflt"], _ = strconv.ParseFloat(f[9], 64)
+			}
+		}
+	}
 	return s
 }
 
@@ -274,8 +290,9 @@ func promSummary(before, after promSample, n int) string {
 	d := func(k string) float64 { return after[k] - before[k] }
 	var b strings.Builder
 	cpu := d("process_cpu_seconds_total")
-	fmt.Fprintf(&b, "Proxy process: %.1f s CPU (%.2f ms per proxied request), %.0f GCs, max RSS %.0f MB; flushes by outcome:",
-		cpu, 1000*cpu/math.Max(1, float64(n)), d("go_gc_duration_seconds_count"), after["process_resident_memory_bytes"]/1e6)
+	fmt.Fprintf(&b, "Proxy process: %.1f s CPU (%.2f ms per proxied request), %.0f GCs, max RSS %.0f MB, %.0f minor page faults (%.0f per proxied request), %.0f major; flushes by outcome:",
+		cpu, 1000*cpu/math.Max(1, float64(n)), d("go_gc_duration_seconds_count"), after["process_resident_memory_bytes"]/1e6,
+		d("proc_minflt"), d("proc_minflt")/math.Max(1, float64(n)), d("proc_majflt"))
 	var outcomes []string
 	for k := range after {
 		if strings.HasPrefix(k, "condense_flushes_total{") {
