@@ -1,8 +1,9 @@
 // Command floorproxy is the least an HTTP proxy in condense's place can do: it forwards every
 // request to one upstream and relays the response, with no parsing, no state and no pruning.
-// `make loadtest` runs it in place of `condense proxy` (CONDENSE_LOAD_FLOOR) to measure what a
-// second loopback hop alone adds on the machine at hand, so that what condense adds on top of
-// it can be told apart from what any proxy would add.
+// `make loadtest` runs it in place of `condense proxy` (CONDENSE_LOAD_FLOOR), or next to it
+// (CONDENSE_LOAD_BESIDE: every request is also sent through it), to measure what a second
+// loopback hop alone adds on the machine at hand, so that what condense adds on top of it can
+// be told apart from what any proxy would add.
 //
 //	go run ./hack/floorproxy -upstream http://127.0.0.1:8080 -mode buffer
 //

@@ -43,6 +43,10 @@ type loadModel struct {
 	// floor ("buffer" or "stream") runs hack/floorproxy, a proxy that only forwards, in
 	// place of condense: what a second hop alone adds on this machine ("": condense).
 	floor string
+	// beside ("buffer" or "stream") runs hack/floorproxy next to condense and sends every
+	// request through it too, so condense is compared with a forwarding-only proxy under the
+	// same machine conditions, request by request ("": not run).
+	beside string
 }
 
 func readLoadModel() loadModel {
@@ -59,6 +63,7 @@ func readLoadModel() loadModel {
 		outMax:     envInt("CONDENSE_LOAD_MAX_OUTPUT_TOKENS", 2000),
 		summarizer: os.Getenv("CONDENSE_LOAD_SUMMARIZER"),
 		floor:      os.Getenv("CONDENSE_LOAD_FLOOR"),
+		beside:     os.Getenv("CONDENSE_LOAD_BESIDE"),
 		duration:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_DURATION_S", 180)) * float64(time.Second)),
 		latency: upstreamfake.Latency{
 			TTFT:            time.Duration(scale * float64(envInt("CONDENSE_LOAD_TTFT_MS", 1000)) * float64(time.Millisecond)),
@@ -81,6 +86,9 @@ func (m loadModel) String() string {
 	if m.floor != "" {
 		return fmt.Sprintf("%s; proxy: hack/floorproxy -mode %s (forwarding only, no condense)", m.withoutFloor(), m.floor)
 	}
+	if m.beside != "" {
+		return fmt.Sprintf("%s; every request also sent through hack/floorproxy -mode %s (forwarding only), in rotating order", m.withoutFloor(), m.beside)
+	}
 	if m.mode == "saturate" {
 		return fmt.Sprintf("saturate: %d closed-loop sessions × ≤ %d requests, no model time, no think time, summarizer %s",
 			m.sessions, m.perSess, m.summarizer)
@@ -90,7 +98,7 @@ func (m loadModel) String() string {
 }
 
 func (m loadModel) withoutFloor() string {
-	m.floor = ""
+	m.floor, m.beside = "", ""
 	return m.String()
 }
 
@@ -173,6 +181,9 @@ type pairResult struct {
 	// The two sides of each end-to-end time (upstreamfake.Timing): from sending until the fake
 	// had read the body, and from the fake's answer until the client had read all of it.
 	directReq, directResp, proxiedReq, proxiedResp time.Duration
+	// The copy sent through the forwarding-only proxy (CONDENSE_LOAD_BESIDE), when hasFloor.
+	hasFloor                            bool
+	floor, floorRm, floorReq, floorResp time.Duration
 }
 
 // addedSides returns the added time split at the fake: before it had the request, and after
@@ -226,6 +237,11 @@ func TestLoadTest(t *testing.T) {
 
 	px := startProxyProcess(t, m, up.URL)
 	defer px.stop()
+	var fl *proxyProc
+	if m.beside != "" {
+		fl = startFloorProxy(t, loadModel{floor: m.beside}, up.URL)
+		defer fl.stop()
+	}
 	before := px.scrape(t)
 	profiled := px.profile(t, m)
 
@@ -282,29 +298,43 @@ func TestLoadTest(t *testing.T) {
 				}
 				var r pairResult
 				r.size, r.modelTime, r.thinkTime, r.at, r.first = len(st.body), m.latency.Total(st.output), st.think, time.Since(t0), k == 0
-				var e1, e2 error
-				// Alternate the order so neither path always runs first.
-				if (v+k)%2 == 0 {
-					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart, &r.directReq, &r.directResp)
-					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart, &r.proxiedReq, &r.proxiedResp)
-				} else {
-					r.proxied, r.proxiedRm, e2 = send(px.url, j.id, st, &r.proxStart, &r.proxiedReq, &r.proxiedResp)
-					r.direct, r.directRm, e1 = send(up.URL, j.id, st, &r.proxStart, &r.directReq, &r.directResp)
+				type leg struct {
+					name, base                   string
+					total, rm, reqSide, respSide *time.Duration
+				}
+				legs := []leg{
+					{"direct", up.URL, &r.direct, &r.directRm, &r.directReq, &r.directResp},
+					{"proxied", px.url, &r.proxied, &r.proxiedRm, &r.proxiedReq, &r.proxiedResp},
+				}
+				if fl != nil {
+					r.hasFloor = true
+					legs = append(legs, leg{"floor", fl.url, &r.floor, &r.floorRm, &r.floorReq, &r.floorResp})
+				}
+				// Rotate the order so no path always runs first.
+				var failed []string
+				for i := range legs {
+					l := legs[(v+k+i)%len(legs)]
+					var err error
+					*l.total, *l.rm, err = send(l.base, j.id, st, &r.proxStart, l.reqSide, l.respSide)
+					if err != nil {
+						failed = append(failed, l.name+": "+err.Error())
+					}
 				}
 				r.added = r.proxiedRm - r.directRm
 				mu.Lock()
-				if e1 != nil || e2 != nil {
+				if len(failed) > 0 {
 					errs++
 					if errs <= 5 {
-						t.Logf("error: direct %v, proxied %v", e1, e2)
+						t.Logf("error: %s", strings.Join(failed, "; "))
 					}
 				} else {
 					results = append(results, r)
 				}
 				mu.Unlock()
-				// The direct copy of the request stands in for part of the think time, so the
-				// proxied requests arrive at the recorded cadence (model time + think time).
-				time.Sleep(max(0, st.think-r.direct))
+				// The direct (and floor) copies of the request stand in for part of the think
+				// time, so the proxied requests arrive at the recorded cadence (model time +
+				// think time).
+				time.Sleep(max(0, st.think-r.direct-r.floor))
 			}
 		}(v, j)
 	}
@@ -376,6 +406,15 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 	row("added, a session's first request", col(func(r pairResult) time.Duration { return r.added }, first))
 	row("added before the fake had the request", col(func(r pairResult) time.Duration { rq, _ := r.addedSides(); return rq }, nil))
 	row("added after the fake answered", col(func(r pairResult) time.Duration { _, rp := r.addedSides(); return rp }, nil))
+	if len(rs) > 0 && rs[0].hasFloor {
+		row("floor (forwarding only): added", col(func(r pairResult) time.Duration { return r.floorRm - r.directRm }, nil))
+		row("floor: added before the fake had the request", col(func(r pairResult) time.Duration { return r.floorReq - r.directReq }, nil))
+		row("floor: added after the fake answered", col(func(r pairResult) time.Duration { return r.floorResp - r.directResp }, nil))
+		row("**condense over the floor** (proxied − floor)", col(func(r pairResult) time.Duration { return r.proxiedRm - r.floorRm }, nil))
+		row("condense over the floor, bodies > 256 KiB", col(func(r pairResult) time.Duration { return r.proxiedRm - r.floorRm }, big))
+		row("condense over the floor, before the fake had the request", col(func(r pairResult) time.Duration { return r.proxiedReq - r.floorReq }, nil))
+		row("condense over the floor, after the fake answered", col(func(r pairResult) time.Duration { return r.proxiedResp - r.floorResp }, nil))
+	}
 	fmt.Fprintf(&b, "\n%s\n", tailSides(rs))
 	fmt.Fprintf(&b, "\n%s\n", promSummary(before, after, len(rs)))
 	return b.String()
