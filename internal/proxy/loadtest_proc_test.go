@@ -342,6 +342,20 @@ func promSummary(before, after promSample, n int) string {
 		}
 		out += fmt.Sprintf("| %s | %.3f | %.2f%% | %.2f%% |\n", ph, 1000*d(pre+`sum{phase="`+ph+`"}`)/cnt, over(.001), over(.005))
 	}
+	// The relay's own time after the provider's last byte (condense_response_finish_seconds).
+	if cnt := d("condense_response_finish_seconds_count"); cnt > 0 {
+		fb := buckets(before, after, `condense_response_finish_seconds_bucket{le="`)
+		share := func(le float64) float64 {
+			for _, x := range fb {
+				if x.le == le {
+					return 100 * (cnt - x.cum) / cnt
+				}
+			}
+			return math.NaN()
+		}
+		out += fmt.Sprintf("| *after the provider's last byte* (`condense_response_finish_seconds`) | %.3f | %.2f%% | %.2f%% |\n",
+			1000*d("condense_response_finish_seconds_sum")/cnt, share(.001), share(.005))
+	}
 	return out
 }
 

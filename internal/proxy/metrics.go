@@ -15,6 +15,9 @@ type Metrics struct {
 	AddedSeconds *prometheus.HistogramVec
 	// PhaseSeconds is condense_request_phase_seconds{phase}, indexed by phase.
 	PhaseSeconds [nPhases]prometheus.Observer
+	// FinishSeconds is condense_response_finish_seconds: the proxy's own time after the
+	// provider's last byte (see Server.finished).
+	FinishSeconds prometheus.Histogram
 	// UpstreamSecs is condense_upstream_duration_seconds{endpoint}.
 	UpstreamSecs *prometheus.HistogramVec
 	// Bytes is condense_request_bytes_total{stage}.
@@ -52,6 +55,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time the pruning engine takes to render and serialize a request.", Buckets: latencyBuckets}),
 		AddedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_added_latency_seconds",
 			Help: "Latency the proxy adds before a request is sent upstream (read, parse, load, render).", Buckets: latencyBuckets}, []string{"endpoint"}),
+		FinishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "condense_response_finish_seconds",
+			Help: "Latency the proxy adds after the provider's last byte, until the client has the response's last byte (the relay's own work).", Buckets: latencyBuckets}),
 		UpstreamSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_upstream_duration_seconds",
 			Help: "Time from sending a request upstream to its response headers.", Buckets: prometheus.DefBuckets}, []string{"endpoint"}),
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_bytes_total",
@@ -84,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(phases)
-		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.UpstreamSecs, m.Bytes, m.Tokens, m.UsageTokens,
+		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.FinishSeconds, m.UpstreamSecs, m.Bytes, m.Tokens, m.UsageTokens,
 			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned)
 	}
 	return m

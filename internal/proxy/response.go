@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -255,6 +256,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	out := &outcome{}
 	hdr := resp.Header.Clone()
 	data, err := io.ReadAll(resp.Body)
+	eof := time.Now()
 	if err != nil {
 		writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
 		return out
@@ -270,6 +272,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 				w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 				w.WriteHeader(http.StatusOK)
 				_, _ = w.Write(data)
+				s.finished(w, eof)
 				return out
 			}
 			break
@@ -279,6 +282,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		query, client := splitCalls(r.calls)
 		if resp2, next, appended := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false); resp2 != nil {
 			data, err = io.ReadAll(resp2.Body)
+			eof = time.Now()
 			resp2.Body.Close()
 			if err == nil {
 				replace = append(replace, appended...)
@@ -379,10 +383,17 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
-	if fl, ok := w.(http.Flusher); ok {
-		fl.Flush() // the client has the whole response now, not after the request's bookkeeping
-	}
+	s.finished(w, eof) // the client has the whole response now, not after the request's bookkeeping
 	return out
+}
+
+// finished flushes what the handler wrote and records the proxy's own time since eof, when
+// it had read the provider's last byte (condense_response_finish_seconds).
+func (s *Server) finished(w http.ResponseWriter, eof time.Time) {
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
 }
 
 func setAnthropicUsage(b []byte, path string, u usage) []byte {
@@ -595,6 +606,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 				break
 			}
 		}
+		eof := time.Now()
 		resp.Body.Close()
 		out.usage.add(r.u)
 		var all []string
@@ -666,6 +678,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			e.emit(encodeEvent("message_delta", d))
 			e.emit(encodeEvent("message_stop", []byte(`{"type":"message_stop"}`)))
 		}
+		s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
 		return out
 	}
 }
@@ -726,6 +739,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 				break
 			}
 		}
+		eof := time.Now()
 		resp.Body.Close()
 		out.usage.add(r.u)
 		var tcs []string
@@ -797,6 +811,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		if r.done {
 			e.emit([]byte("data: [DONE]\n\n"))
 		}
+		s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
 		return out
 	}
 }

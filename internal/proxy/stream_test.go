@@ -51,6 +51,26 @@ func TestResponsesRelayedByteForByte(t *testing.T) {
 			t.Fatalf("%s: %d\n got %q\nwant %q", c.path, resp.StatusCode, b, c.raw)
 		}
 	}
+	// Each relay timed its own work after the provider's last byte.
+	if n := histogramCount(t, r.px, "condense_response_finish_seconds"); n != uint64(len(cases)) {
+		t.Fatalf("condense_response_finish_seconds has %d samples, want %d", n, len(cases))
+	}
+}
+
+// histogramCount returns the sample count of the proxy's histogram name.
+func histogramCount(t *testing.T, px *Server, name string) uint64 {
+	t.Helper()
+	mfs, err := px.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	t.Fatalf("no histogram %s", name)
+	return 0
 }
 
 // TestSSERelayedEventByEvent: the client gets the first event while the upstream stream is
