@@ -54,6 +54,18 @@ func BenchmarkParseAnthropic(b *testing.B) {
 	})
 }
 
+// BenchmarkParseSmall parses a one-message body, as the proxy parses a response's
+// assistant message (and a hidden exchange's blocks) on their own: the slabs must be sized
+// for the body, not for a transcript.
+func BenchmarkParseSmall(b *testing.B) {
+	body := []byte(`{"model":"x","messages":[{"role":"assistant","content":[{"type":"text","text":"Done."}]}]}`)
+	benchLoop(b, len(body), func() {
+		if _, err := Parse(Anthropic, body); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 // BenchmarkBytesUnmodified measures serializing an unmodified request (no copy).
 func BenchmarkBytesUnmodified(b *testing.B) {
 	body := benchRequest(b)
