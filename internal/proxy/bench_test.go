@@ -130,6 +130,7 @@ func BenchmarkProxyRoundTrip(b *testing.B) {
 	srv := httptest.NewServer(px)
 	defer srv.Close()
 	roundTrip(b, srv.URL, body)
+	reportFinish(b, px)
 }
 
 // BenchmarkDirectRoundTrip is the baseline of BenchmarkProxyRoundTrip.
