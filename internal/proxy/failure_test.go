@@ -413,25 +413,45 @@ func (l stallingLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// TestStalledLogDoesNotHoldBackResponse: a log sink that blocks (a stalled log pipeline)
+// delays neither a non-streamed answer nor the end of a streamed one.
 func TestStalledLogDoesNotHoldBackResponse(t *testing.T) {
 	sink := stallingLog{release: make(chan struct{})}
-	r := newRig(t, nil, nil, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(sink, nil)) })
+	// No flusher: a stalled sink holds every log call (the handler serializes them), so a
+	// flush would stall too and the next request would wait FlushWaitTimeout for it.
+	r := newRig(t, nil, nil, func(o *Options) { o.Logger, o.Flusher = slog.New(slog.NewTextHandler(sink, nil)), nil })
 	defer close(sink.release)
 	c := r.anthropic("stalled-log")
-	got := make(chan *anthropic.Message, 1)
-	go func() {
-		m, err := c.Messages.New(context.Background(), aParams([]anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}))
-		if err != nil {
-			t.Errorf("messages.new: %v", err)
+	for _, stream := range []bool{false, true} {
+		got := make(chan *anthropic.Message, 1)
+		go func() {
+			msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+			if !stream {
+				m, err := c.Messages.New(context.Background(), aParams(msgs))
+				if err != nil {
+					t.Errorf("messages.new: %v", err)
+				}
+				got <- m
+				return
+			}
+			// A streamed answer ends with the response's closing chunk, which the SDK reads.
+			st := c.Messages.NewStreaming(context.Background(), aParams(msgs))
+			var m anthropic.Message
+			for st.Next() {
+				_ = m.Accumulate(st.Current())
+			}
+			if err := st.Err(); err != nil {
+				t.Errorf("stream: %v", err)
+			}
+			got <- &m
+		}()
+		select {
+		case m := <-got:
+			if m == nil || len(m.Content) == 0 {
+				t.Fatalf("stream %v: response %+v", stream, m)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("stream %v: the client got no whole response while the request's log line was stalled", stream)
 		}
-		got <- m
-	}()
-	select {
-	case m := <-got:
-		if m == nil || len(m.Content) == 0 {
-			t.Fatalf("response %+v", m)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the client got no response while the request's log line was stalled")
 	}
 }

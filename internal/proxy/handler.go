@@ -154,8 +154,14 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	} else {
 		out = s.relayJSON(r.Context(), w, t, resp)
 	}
-	s.recordStats(t, out.usage)
-	s.afterResponse(t, out)
+	// The request's bookkeeping runs once the handler has returned: a streamed answer's
+	// closing chunk goes out at that return and must not wait for the stats or a log line.
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.recordStats(t, out.usage)
+		s.afterResponse(t, out)
+	}()
 }
 
 // observeOwnTime records the request's own time before it goes upstream, in total and by
