@@ -48,16 +48,7 @@ func BenchmarkProxyRoundTripFlushing(b *testing.B) {
 // reportFinish reports the mean of condense_response_finish_seconds (the relay's own time
 // after the provider's last byte) as finish-µs.
 func reportFinish(b *testing.B, px *Server) {
-	mfs, err := px.Registry().Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "condense_response_finish_seconds" && len(mf.GetMetric()) == 1 {
-			h := mf.GetMetric()[0].GetHistogram()
-			if h.GetSampleCount() > 0 {
-				b.ReportMetric(1e6*h.GetSampleSum()/float64(h.GetSampleCount()), "finish-µs")
-			}
-		}
+	if n, sum := histogramStats(b, px, "condense_response_finish_seconds"); n > 0 {
+		b.ReportMetric(1e6*sum/float64(n), "finish-µs")
 	}
 }

@@ -332,29 +332,13 @@ func promSummary(before, after promSample, n int) string {
 		if cnt == 0 || len(pb) == 0 {
 			continue
 		}
-		over := func(le float64) float64 {
-			for _, x := range pb {
-				if x.le == le {
-					return 100 * (cnt - x.cum) / cnt
-				}
-			}
-			return math.NaN()
-		}
-		out += fmt.Sprintf("| %s | %.3f | %.2f%% | %.2f%% |\n", ph, 1000*d(pre+`sum{phase="`+ph+`"}`)/cnt, over(.001), over(.005))
+		out += fmt.Sprintf("| %s | %.3f | %.2f%% | %.2f%% |\n", ph, 1000*d(pre+`sum{phase="`+ph+`"}`)/cnt, over(pb, cnt, .001), over(pb, cnt, .005))
 	}
 	// The relay's own time after the provider's last byte (condense_response_finish_seconds).
 	if cnt := d("condense_response_finish_seconds_count"); cnt > 0 {
 		fb := buckets(before, after, `condense_response_finish_seconds_bucket{le="`)
-		share := func(le float64) float64 {
-			for _, x := range fb {
-				if x.le == le {
-					return 100 * (cnt - x.cum) / cnt
-				}
-			}
-			return math.NaN()
-		}
 		out += fmt.Sprintf("| *after the provider's last byte* (`condense_response_finish_seconds`) | %.3f | %.2f%% | %.2f%% |\n",
-			1000*d("condense_response_finish_seconds_sum")/cnt, share(.001), share(.005))
+			1000*d("condense_response_finish_seconds_sum")/cnt, over(fb, cnt, .001), over(fb, cnt, .005))
 	}
 	return out
 }
@@ -363,6 +347,16 @@ func promSummary(before, after promSample, n int) string {
 type bucket struct {
 	le  float64
 	cum float64
+}
+
+// over returns the share (%) of a histogram's cnt samples above the bucket bound le.
+func over(bs []bucket, cnt, le float64) float64 {
+	for _, x := range bs {
+		if x.le == le {
+			return 100 * (cnt - x.cum) / cnt
+		}
+	}
+	return math.NaN()
 }
 
 // buckets returns the histogram buckets whose keys start with prefix (up to the le value),

@@ -67,18 +67,25 @@ func TestResponsesRelayedByteForByte(t *testing.T) {
 
 // histogramCount returns the sample count of the proxy's histogram name.
 func histogramCount(t *testing.T, px *Server, name string) uint64 {
-	t.Helper()
+	n, _ := histogramStats(t, px, name)
+	return n
+}
+
+// histogramStats returns the sample count and sum of the proxy's (unlabelled) histogram name.
+func histogramStats(tb testing.TB, px *Server, name string) (count uint64, sum float64) {
+	tb.Helper()
 	mfs, err := px.Registry().Gather()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
 		}
 	}
-	t.Fatalf("no histogram %s", name)
-	return 0
+	tb.Fatalf("no histogram %s", name)
+	return 0, 0
 }
 
 // TestSSERelayedEventByEvent: the client gets the first event while the upstream stream is
