@@ -156,12 +156,12 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	}
 	// The request's bookkeeping runs once the handler has returned: a streamed answer's
 	// closing chunk goes out at that return and must not wait for the stats or a log line.
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.recordStats(t, out.usage)
+	s.background(func(ctx context.Context) {
+		if delta := s.statsDelta(t, out.usage); delta != nil {
+			s.storeStats(ctx, t, delta)
+		}
 		s.afterResponse(t, out)
-	}()
+	})
 }
 
 // observeOwnTime records the request's own time before it goes upstream, in total and by
@@ -717,12 +717,20 @@ func (s *Server) background(f func(ctx context.Context)) {
 
 // recordStats adds the request's counters to the session (one store write, in the background).
 func (s *Server) recordStats(t *turn, u usage) {
+	if delta := s.statsDelta(t, u); delta != nil {
+		s.background(func(ctx context.Context) { s.storeStats(ctx, t, delta) })
+	}
+}
+
+// statsDelta counts the request's usage in the metrics and returns its session counters (nil
+// when the request is not recorded in the session).
+func (s *Server) statsDelta(t *turn, u usage) map[string]int64 {
 	s.met.UsageTokens.WithLabelValues("input").Add(float64(u.input))
 	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
 	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
 	s.met.UsageTokens.WithLabelValues("cache_creation").Add(float64(u.cacheCreation))
 	if s.opt.Store == nil || t.ep == epCountTokens || t.open == "session-id" {
-		return
+		return nil
 	}
 	before, after := len(t.client.Raw()), t.body.Len()
 	delta := map[string]int64{
@@ -745,15 +753,18 @@ func (s *Server) recordStats(t *turn, u usage) {
 		delta[statLastMessages] = int64(len(t.client.Messages)) - t.snap.Stats[statLastMessages]
 		delta[statContextReqs] = int64(s.contextRequests(t)) - t.snap.Stats[statContextReqs]
 	}
-	s.background(func(ctx context.Context) {
-		start := time.Now()
-		err := s.opt.Store.IncrStats(ctx, t.sid, delta)
-		s.met.StoreSeconds.WithLabelValues("incr_stats").Observe(time.Since(start).Seconds())
-		if err != nil {
-			s.met.StoreErrors.WithLabelValues("incr_stats").Inc()
-			t.log.Warn("recording stats failed", "err", err)
-		}
-	})
+	return delta
+}
+
+// storeStats adds delta to the session's counters.
+func (s *Server) storeStats(ctx context.Context, t *turn, delta map[string]int64) {
+	start := time.Now()
+	err := s.opt.Store.IncrStats(ctx, t.sid, delta)
+	s.met.StoreSeconds.WithLabelValues("incr_stats").Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.met.StoreErrors.WithLabelValues("incr_stats").Inc()
+		t.log.Warn("recording stats failed", "err", err)
+	}
 }
 
 // persistSplice stores a hidden exchange before the response completes, so the client's
