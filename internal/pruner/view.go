@@ -163,58 +163,10 @@ func isSynthetic(m *wire.Message) bool {
 	return false
 }
 
-// msgSig is a structural signature of a message computed from decoded fields only: role,
-// and per block its kind, type, id, name, error flag, content shape, and the length plus the
-// first and last 32 bytes of its text and thinking signature. Messages with equal
-// identity.MessageHash have equal signatures, so resolution only hashes messages whose
-// signature matches. It costs O(blocks), not O(bytes).
-func msgSig(m *wire.Message) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037)
-	num := func(n int) {
-		for i := 0; i < 8; i++ {
-			h ^= uint64(byte(n >> (8 * i)))
-			h *= prime
-		}
-	}
-	bytes := func(s string) {
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= prime
-		}
-	}
-	str := func(s string) {
-		num(len(s))
-		if len(s) > 64 {
-			bytes(s[:32])
-			bytes(s[len(s)-32:])
-			return
-		}
-		bytes(s)
-	}
-	str(string(m.Role))
-	num(len(m.Blocks))
-	for _, b := range m.Blocks {
-		num(int(b.Kind))
-		str(b.Type)
-		str(b.Text)
-		str(b.Signature)
-		str(b.ID)
-		str(b.Name)
-		if b.IsError {
-			num(1)
-		}
-		num(len(b.Content))
-		for _, c := range b.Content {
-			num(int(c.Kind))
-			str(c.Text)
-		}
-	}
-	if h == 0 {
-		h = 1
-	}
-	return h
-}
+// msgSig is a structural signature of a message (wire.Message.ShapeSum, computed once per
+// message). Messages with equal identity.MessageHash have equal signatures, so resolution
+// only hashes messages whose signature matches. It costs O(blocks), not O(bytes).
+func msgSig(m *wire.Message) uint64 { return m.ShapeSum() }
 
 // fingerprints computes full fingerprints (with signatures) of the messages at idx.
 func (v *view) fingerprints(idx []int) []Fingerprint {

@@ -12,7 +12,7 @@
 // Parsed values are immutable: change them with the copy-on-write With… methods, which
 // return new values and leave the receiver untouched, so values can be shared between
 // requests and goroutines. Blocks and messages keep internal caches of derived values
-// (IdentitySum, the last WithResultText / WithBlocks result), safe for concurrent use, which
+// (IdentitySum, ShapeSum, the last WithResultText / WithBlocks result), safe for concurrent use, which
 // never change what a value holds or serializes to. Assigning to a Block's or Message's
 // fields does not change its bytes. The exported fields of Request (Model, Stream, System, Tools, Messages, including
 // their elements) may be reassigned on a request the caller owns; serialization compares
@@ -117,6 +117,10 @@ type Request struct {
 
 // Message is one entry of the messages array.
 type Message struct {
+	// shapeSum caches ShapeSum (0: not computed yet; the sum is never 0), read and written
+	// atomically; first, so 64-bit aligned on 32-bit platforms.
+	shapeSum uint64
+
 	Role Role
 	// Blocks is the content. OpenAI assistant: text parts then one KindToolUse block per
 	// tool_calls entry; OpenAI tool message: exactly one KindToolResult block (ID =
@@ -265,6 +269,65 @@ func (b *Block) IdentitySum() uint64 {
 	atomic.StoreUint64(&b.idSum, sum) // racing callers store the same value
 	atomic.StoreUint32(&b.idSumSet, 1)
 	return sum
+}
+
+// ShapeSum is a structural fingerprint of the message computed from decoded fields only:
+// the role, and per block its kind, type, id, name, error flag, content shape, and the
+// length plus the first and last 32 bytes of its text and thinking signature (64-bit FNV-1a
+// over those, never 0). It costs O(blocks), not O(bytes), and is computed once per message:
+// a message ParseReusing shares between requests keeps it. The pruner's view resolution
+// compares it before hashing a message's bytes; its values are stored in session states, so
+// the definition must not change.
+func (m *Message) ShapeSum() uint64 {
+	if h := atomic.LoadUint64(&m.shapeSum); h != 0 {
+		return h
+	}
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	num := func(n int) {
+		for i := 0; i < 8; i++ {
+			h ^= uint64(byte(n >> (8 * i)))
+			h *= prime
+		}
+	}
+	bytes := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime
+		}
+	}
+	str := func(s string) {
+		num(len(s))
+		if len(s) > 64 {
+			bytes(s[:32])
+			bytes(s[len(s)-32:])
+			return
+		}
+		bytes(s)
+	}
+	str(string(m.Role))
+	num(len(m.Blocks))
+	for _, b := range m.Blocks {
+		num(int(b.Kind))
+		str(b.Type)
+		str(b.Text)
+		str(b.Signature)
+		str(b.ID)
+		str(b.Name)
+		if b.IsError {
+			num(1)
+		}
+		num(len(b.Content))
+		for _, c := range b.Content {
+			num(int(c.Kind))
+			str(c.Text)
+		}
+	}
+	if h == 0 {
+		h = 1
+	}
+	atomic.StoreUint64(&m.shapeSum, h) // racing callers store the same value
+	return h
 }
 
 // ResultTextLen returns len(b.ResultText()) without building the text.

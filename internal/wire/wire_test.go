@@ -755,3 +755,41 @@ func TestModifierMemosConcurrent(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// shapeSumBodies are the messages TestShapeSum pins: every block field the sum covers, a text
+// over 64 bytes (only its ends count), both formats.
+var shapeSumBodies = []struct {
+	f    Format
+	body string
+}{
+	{Anthropic, `{"model":"m","messages":[{"role":"user","content":"hi"},
+	  {"role":"assistant","content":[{"type":"thinking","thinking":"` + strings.Repeat("x", 40) + strings.Repeat("y", 40) + `","signature":"sig"},{"type":"text","text":"t"},{"type":"tool_use","id":"a","name":"bash","input":{}}]},
+	  {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","is_error":true,"content":[{"type":"text","text":"` + strings.Repeat("z", 70) + `"},{"type":"image","source":{}}]}]}]}`},
+	{OpenAI, `{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"q","type":"function","function":{"name":"bash","arguments":"{}"}}]},
+	  {"role":"tool","tool_call_id":"q","content":"out"}]}`},
+}
+
+func TestShapeSum(t *testing.T) {
+	// The values pruner.msgSig gave before the sum moved here: stored session states hold
+	// them, so a changed definition would no longer resolve their fingerprints.
+	want := []uint64{0xc7b6bc476eac26c8, 0xe7c6f15bfbdd10bc, 0x14d93a70d3523045, 0xd304f5233f693a87, 0x461078249b95c398}
+	k := 0
+	for _, c := range shapeSumBodies {
+		r := mustParse(t, c.f, c.body)
+		for i, m := range r.Messages {
+			for range 2 { // computed, then cached
+				if got := m.ShapeSum(); got != want[k] {
+					t.Fatalf("%v message %d: ShapeSum %#x, want %#x", c.f, i, got, want[k])
+				}
+			}
+			k++
+			// A rebuilt message has its own sum, not its source's cached one: the same as an
+			// uncached message with its fields.
+			nm := m.WithBlocks(m.Blocks[:len(m.Blocks)-1])
+			fresh := &Message{Role: nm.Role, Blocks: nm.Blocks}
+			if got := nm.ShapeSum(); got != fresh.ShapeSum() || got == m.ShapeSum() {
+				t.Fatalf("%v message %d: rebuilt ShapeSum %#x, fresh %#x, source %#x", c.f, i, got, fresh.ShapeSum(), m.ShapeSum())
+			}
+		}
+	}
+}
