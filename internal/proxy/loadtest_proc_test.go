@@ -273,6 +273,48 @@ func (p *proxyProc) scrape(t *testing.T) promSample {
 	return s
 }
 
+// cpuTicks returns the process's CPU time (user + system) in clock ticks, from /proc.
+func (p *proxyProc) cpuTicks() (int64, bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:])) // f[0] is field 3: utime is field 14, stime 15
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s, true
+}
+
+// waitIdle waits until the proxy process has used under 2 % of a CPU over each of two
+// consecutive windows of length win (at most max), and returns how long it waited.
+func (p *proxyProc) waitIdle(win, max time.Duration) time.Duration {
+	t0 := time.Now()
+	prev, ok := p.cpuTicks()
+	if !ok {
+		return 0
+	}
+	quiet := 0
+	for quiet < 2 && time.Since(t0) < max {
+		time.Sleep(win)
+		cur, _ := p.cpuTicks()
+		// Clock ticks are 10 ms (USER_HZ 100): 2 % of win.
+		if float64(cur-prev)*10e6 < 0.02*float64(win) {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		prev = cur
+	}
+	return time.Since(t0)
+}
+
 // sum adds the values of every series whose key starts with prefix.
 func (s promSample) sum(prefix string) float64 {
 	total := 0.0
@@ -302,6 +344,10 @@ func promSummary(before, after promSample, n int) string {
 	sort.Strings(outcomes)
 	for _, k := range outcomes {
 		fmt.Fprintf(&b, " %s %.0f", strings.TrimSuffix(strings.TrimPrefix(k, "condense_flushes_total{"), "}"), d(k))
+	}
+	if in := d(`condense_request_bytes_total{stage="before"}`); in > 0 {
+		fmt.Fprintf(&b, "; forwarded %.0f of %.0f MB received (%.1f %%)", d(`condense_request_bytes_total{stage="after"}`)/1e6, in/1e6,
+			100*d(`condense_request_bytes_total{stage="after"}`)/in)
 	}
 	bs := buckets(before, after, `condense_added_latency_seconds_bucket{endpoint="messages",le="`)
 	if len(bs) == 0 || bs[len(bs)-1].cum == 0 {

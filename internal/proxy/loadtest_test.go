@@ -47,6 +47,12 @@ type loadModel struct {
 	// request through it too, so condense is compared with a forwarding-only proxy under the
 	// same machine conditions, request by request ("": not run).
 	beside string
+	// history is how many of the recorded requests before each session's window are sent
+	// through the proxy, unmeasured and without model time, before the measured run: a
+	// deployed proxy has followed a session from its start, so its first measured request
+	// finds the session parsed, its state flushed and its requests pruned (0: each window
+	// starts cold, as before session 8).
+	history int
 }
 
 func readLoadModel() loadModel {
@@ -64,6 +70,7 @@ func readLoadModel() loadModel {
 		summarizer: os.Getenv("CONDENSE_LOAD_SUMMARIZER"),
 		floor:      os.Getenv("CONDENSE_LOAD_FLOOR"),
 		beside:     os.Getenv("CONDENSE_LOAD_BESIDE"),
+		history:    envInt("CONDENSE_LOAD_HISTORY", 20),
 		duration:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_DURATION_S", 180)) * float64(time.Second)),
 		latency: upstreamfake.Latency{
 			TTFT:            time.Duration(scale * float64(envInt("CONDENSE_LOAD_TTFT_MS", 1000)) * float64(time.Millisecond)),
@@ -93,8 +100,15 @@ func (m loadModel) String() string {
 		return fmt.Sprintf("saturate: %d closed-loop sessions × ≤ %d requests, no model time, no think time, summarizer %s",
 			m.sessions, m.perSess, m.summarizer)
 	}
-	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens (≤ %d) at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, no request starts after %v, summarizer %s",
-		m.sessions, m.perSess, m.latency.TTFT, m.outMax, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration, m.summarizer)
+	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens (≤ %d) at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, no request starts after %v, summarizer %s, %s",
+		m.sessions, m.perSess, m.latency.TTFT, m.outMax, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration, m.summarizer, m.historyString())
+}
+
+func (m loadModel) historyString() string {
+	if m.history == 0 {
+		return "no history (each session's window starts cold)"
+	}
+	return fmt.Sprintf("the proxy first followed each session through up to %d recorded requests before its window (unmeasured)", m.history)
 }
 
 func (m loadModel) withoutFloor() string {
@@ -114,6 +128,10 @@ type loadStep struct {
 type loadSession struct {
 	id    string
 	steps []loadStep
+	// src and history are the recorded session and the indexes of its requests before the
+	// window that the proxy follows before the measured run (loadModel.history).
+	src     *sessions.Session
+	history []int
 }
 
 // loadSessions builds the virtual sessions: each replays a window of one corpus session's
@@ -140,6 +158,10 @@ func loadSessions(t *testing.T, m loadModel) []loadSession {
 			start = (v * 7919) % (n - m.perSess)
 		}
 		out[v].id = fmt.Sprintf("load-%03d", v)
+		out[v].src = s
+		for k := max(0, start-m.history); k < start; k++ {
+			out[v].history = append(out[v].history, k)
+		}
 		for k := start; k < n && len(out[v].steps) < m.perSess; k++ {
 			b, err := s.Request(k, sessions.Anthropic)
 			if err != nil || len(b) > 1<<20 {
@@ -172,7 +194,7 @@ func loadSessions(t *testing.T, m loadModel) []loadSession {
 type pairResult struct {
 	size                 int
 	at                   time.Duration // when the pair started, since the run began
-	first                bool          // the session's first request (cold: nothing parsed or cached yet)
+	first                bool          // the session's first measured request (cold, unless the proxy followed its history)
 	direct, proxied      time.Duration // end to end
 	directRm, proxiedRm  time.Duration // end to end minus the fake's modeled provider time
 	added                time.Duration // proxiedRm − directRm
@@ -242,23 +264,21 @@ func TestLoadTest(t *testing.T) {
 		fl = startFloorProxy(t, loadModel{floor: m.beside}, up.URL)
 		defer fl.stop()
 	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * m.sessions, MaxIdleConns: 4 * m.sessions, DisableCompression: true}}
+	var history string
+	if m.history > 0 && m.floor == "" {
+		history = followHistory(t, m, jobs, px, up, client)
+	}
 	before := px.scrape(t)
 	profiled := px.profile(t, m)
 
 	var mu sync.Mutex
 	var results []pairResult
 	errs := 0
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * m.sessions, MaxIdleConns: 4 * m.sessions, DisableCompression: true}}
 	send := func(base string, sid string, st loadStep, sent *time.Time, reqSide, respSide *time.Duration) (total, rm time.Duration, err error) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(st.body))
+		req := loadRequest(base, sid, st)
 		id := strconv.FormatInt(loadID.Add(1), 10)
 		req.Header.Set("X-Load-Id", id)
-		req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[st.final])
-		req.Header.Set("X-Load-Output-Tokens", strconv.Itoa(st.output))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Anthropic-Version", "2023-06-01")
-		req.Header.Set(HeaderSession, sid)
-		req.Header.Set("x-api-key", "load")
 		start := time.Now()
 		if base == px.url {
 			*sent = start
@@ -355,7 +375,7 @@ func TestLoadTest(t *testing.T) {
 		}
 		_ = os.WriteFile(filepath.Join(px.dir, "requests.csv"), []byte(csv.String()), 0o644)
 	}
-	report := loadReport(m, results, errs, wall, before, after)
+	report := history + loadReport(m, results, errs, wall, before, after)
 	if probe != nil {
 		stalls, summary := probe.stop()
 		report += probeReport(results, stalls, summary)
@@ -370,6 +390,76 @@ func TestLoadTest(t *testing.T) {
 	if errs > 0 {
 		t.Fatalf("%d of %d paired requests failed", errs, total)
 	}
+}
+
+// loadRequest builds the request of one step of session sid to base: the fake answers it
+// as the recorded model did (X-Load-Final, X-Load-Output-Tokens).
+func loadRequest(base, sid string, st loadStep) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(st.body))
+	req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[st.final])
+	req.Header.Set("X-Load-Output-Tokens", strconv.Itoa(st.output))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set(HeaderSession, sid)
+	req.Header.Set("x-api-key", "load")
+	return req
+}
+
+// followHistory sends each session's recorded requests before its window through the proxy,
+// unmeasured and with no model time, a few sessions at a time, so that the measured run
+// starts where a deployed proxy would be: every session parsed, its state flushed, its
+// requests pruned. It then waits for the proxy's background flushes to finish (its CPU use
+// under 2 % for two seconds in a row) and returns a line for the report.
+func followHistory(t *testing.T, m loadModel, jobs []loadSession, px *proxyProc, up *upstreamfake.Server, client *http.Client) string {
+	up.SetLatency(upstreamfake.Latency{})
+	defer up.SetLatency(m.latency)
+	t0 := time.Now()
+	var n, size atomic.Int64
+	var errs atomic.Int64
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		go func(j loadSession) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for i, k := range j.history {
+				body, err := j.src.Request(k, sessions.Anthropic)
+				if err != nil {
+					continue
+				}
+				next, err := j.src.Request(k+1, sessions.Anthropic)
+				st := loadStep{body: body, final: err != nil || !endsWithToolResult(next), output: m.outDef}
+				resp, err := client.Do(loadRequest(px.url, j.id, st))
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					if errs.Add(1) <= 5 {
+						t.Logf("history request %d of %s: %v", i, j.id, err)
+					}
+					continue
+				}
+				n.Add(1)
+				size.Add(int64(len(body)))
+			}
+		}(j)
+	}
+	wg.Wait()
+	sent := time.Since(t0)
+	settled := px.waitIdle(2*time.Second, 2*time.Minute)
+	if e := errs.Load(); e > 0 {
+		t.Fatalf("%d history requests failed", e)
+	}
+	line := fmt.Sprintf("History: the proxy followed the sessions through %d earlier requests (%.0f MB) in %v; its flushes settled %v later.\n\n",
+		n.Load(), float64(size.Load())/1e6, sent.Round(time.Second), settled.Round(time.Second))
+	t.Log(line)
+	return line
 }
 
 // loadReport renders a run as markdown.
@@ -403,7 +493,7 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 	row("**added** (paired difference)", col(func(r pairResult) time.Duration { return r.added }, nil))
 	row("added, bodies > 256 KiB", col(func(r pairResult) time.Duration { return r.added }, big))
 	row("added, a session's later requests", col(func(r pairResult) time.Duration { return r.added }, warm))
-	row("added, a session's first request", col(func(r pairResult) time.Duration { return r.added }, first))
+	row("added, a session's first measured request", col(func(r pairResult) time.Duration { return r.added }, first))
 	row("added before the fake had the request", col(func(r pairResult) time.Duration { rq, _ := r.addedSides(); return rq }, nil))
 	row("added after the fake answered", col(func(r pairResult) time.Duration { _, rp := r.addedSides(); return rp }, nil))
 	if len(rs) > 0 && rs[0].hasFloor {
@@ -444,7 +534,7 @@ func tailSides(rs []pairResult) string {
 	}
 	n := time.Duration(len(top))
 	ms := func(d time.Duration) float64 { return float64((d / n).Microseconds()) / 1000 }
-	return fmt.Sprintf("The %d pairs with the most added time (the top 1 %%): mean added %.2f ms, of which %.2f ms before the fake had the request and %.2f ms after it answered; %d with bodies > 256 KiB, %d a session's first request.",
+	return fmt.Sprintf("The %d pairs with the most added time (the top 1 %%): mean added %.2f ms, of which %.2f ms before the fake had the request and %.2f ms after it answered; %d with bodies > 256 KiB, %d a session's first measured request.",
 		len(top), ms(added), ms(req), ms(resp), big, first)
 }
 
