@@ -449,7 +449,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 		v := newView(req.Format, req.Messages)
 		var finals []int
 		for _, ai := range v.assistants {
-			if !v.toolUsing[ai] {
+			if !v.toolUsing(ai) {
 				finals = append(finals, ai)
 			}
 		}

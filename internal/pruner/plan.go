@@ -131,11 +131,11 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 			pi++
 		}
 		promptsBefore = pi
-		if !v.toolUsing[ai] {
+		if !v.toolUsing(ai) {
 			continue
 		}
 		var calls []pendingCall
-		for _, c := range v.callsOf[ai] {
+		for _, c := range v.callsOf(ai) {
 			if c.res == nil {
 				continue
 			}
@@ -272,7 +272,7 @@ func (p *Plan) planChains(v *view) {
 	}
 	var finals []int
 	for _, ai := range v.assistants {
-		if !v.toolUsing[ai] {
+		if !v.toolUsing(ai) {
 			finals = append(finals, ai)
 		}
 	}

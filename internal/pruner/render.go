@@ -263,7 +263,7 @@ func (r *renderer) resolveChains() []acceptedRange {
 	v := r.v
 	var finals []int
 	for _, ai := range v.assistants {
-		if !v.toolUsing[ai] {
+		if !v.toolUsing(ai) {
 			finals = append(finals, ai)
 		}
 	}
@@ -474,7 +474,7 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 					}
 					if protKey != nil {
 						// Phase 1 never touches in-range results, so block j is the original.
-						if res := v.resultAt[[2]int{i, j}]; res == nil || !protKey[res.occKey()] {
+						if res := v.resultAt(i, j); res == nil || !protKey[res.occKey()] {
 							continue
 						}
 					}

@@ -55,24 +55,75 @@ type result struct {
 	prompts  int // user prompts seen before it (for grace)
 }
 
-// view is the analysed transcript shared by planning and render.
+// view is the analysed transcript shared by planning and render. Its per-message indexes
+// are slices by message index, not maps: a view is built for every request, over every
+// message of the transcript.
 type view struct {
 	f          wire.Format
 	msgs       []*wire.Message
 	cls        []class
-	calls      []*call
-	results    []*result
-	assistants []int // indices of assistant messages
-	prompts    []int // indices of prompt messages
-	toolUsing  map[int]bool
-	turnOf     map[int]int     // assistant index -> 1-based ordinal
-	callsOf    map[int][]*call // assistant index -> its calls in block order
-	resultAt   map[[2]int]*result
+	calls      []*call   // in message and block order
+	results    []*result // in message and block order
+	assistants []int     // indices of assistant messages
+	prompts    []int     // indices of prompt messages
+	turnOf     []int     // message index -> 1-based assistant ordinal (0: not an assistant message)
+	// callSpan and resultSpan are, by message index, the ranges of calls and results that
+	// belong to the message.
+	callSpan, resultSpan []span
+}
+
+// span is a half-open range [lo, hi) of a view's calls or results.
+type span struct{ lo, hi int32 }
+
+// callsOf returns the tool calls of message i in block order.
+func (v *view) callsOf(i int) []*call {
+	s := v.callSpan[i]
+	return v.calls[s.lo:s.hi:s.hi]
+}
+
+// toolUsing reports whether message i is an assistant message with tool calls.
+func (v *view) toolUsing(i int) bool { s := v.callSpan[i]; return s.hi > s.lo }
+
+// resultAt returns the result of block j of message i, or nil.
+func (v *view) resultAt(i, j int) *result {
+	s := v.resultSpan[i]
+	for _, r := range v.results[s.lo:s.hi] {
+		if r.blk == j {
+			return r
+		}
+	}
+	return nil
+}
+
+// viewSlab hands out a view's calls and results from a few allocations.
+type viewSlab struct {
+	calls   []call
+	results []result
+}
+
+func (s *viewSlab) call(c call) *call {
+	if len(s.calls) == 0 {
+		s.calls = make([]call, 64)
+	}
+	p := &s.calls[0]
+	*p, s.calls = c, s.calls[1:]
+	return p
+}
+
+func (s *viewSlab) result(r result) *result {
+	if len(s.results) == 0 {
+		s.results = make([]result, 64)
+	}
+	p := &s.results[0]
+	*p, s.results = r, s.results[1:]
+	return p
 }
 
 func newView(f wire.Format, msgs []*wire.Message) *view {
-	n := len(msgs)/2 + 1 // about one assistant turn and one result message per two messages
-	v := &view{f: f, msgs: msgs, cls: make([]class, len(msgs)), turnOf: make(map[int]int, n), toolUsing: make(map[int]bool, n), callsOf: make(map[int][]*call, n), resultAt: make(map[[2]int]*result, n)}
+	n := len(msgs)
+	v := &view{f: f, msgs: msgs, cls: make([]class, n), turnOf: make([]int, n), callSpan: make([]span, n), resultSpan: make([]span, n),
+		calls: make([]*call, 0, n/2+1), results: make([]*result, 0, n/2+1)}
+	var slab viewSlab
 	var open map[string]*call // current turn's calls by id, unmatched
 	prompts := 0
 	for i, m := range msgs {
@@ -87,32 +138,33 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 			} else {
 				clear(open) // a new turn: only its own calls are open
 			}
+			lo := len(v.calls)
 			for j, b := range m.Blocks {
 				if b.Kind != wire.KindToolUse || b.ID == "" {
 					continue
 				}
-				c := &call{msg: i, blk: j, b: b, turn: turn}
+				c := slab.call(call{msg: i, blk: j, b: b, turn: turn})
 				v.calls = append(v.calls, c)
-				v.callsOf[i] = append(v.callsOf[i], c)
-				v.toolUsing[i] = true
 				if _, dup := open[b.ID]; !dup {
 					open[b.ID] = c
 				}
 			}
+			v.callSpan[i] = span{int32(lo), int32(len(v.calls))}
 		case hasToolResult(m):
 			v.cls[i] = clsResults
+			lo := len(v.results)
 			for j, b := range m.Blocks {
 				if b.Kind != wire.KindToolResult {
 					continue
 				}
-				r := &result{msg: i, blk: j, b: b, prompts: prompts}
+				r := slab.result(result{msg: i, blk: j, b: b, prompts: prompts})
 				if c, ok := open[b.ID]; ok && c.res == nil {
 					c.res = r
 					r.call = c
 				}
 				v.results = append(v.results, r)
-				v.resultAt[[2]int{i, j}] = r
 			}
+			v.resultSpan[i] = span{int32(lo), int32(len(v.results))}
 		case m.Role == wire.RoleUser:
 			v.cls[i] = clsPrompt
 			v.prompts = append(v.prompts, i)
@@ -149,7 +201,7 @@ func (r *result) occKey() string {
 
 // isFinalAssistant reports an assistant message without tool calls.
 func (v *view) isFinalAssistant(i int) bool {
-	return v.cls[i] == clsAssistant && !v.toolUsing[i]
+	return v.cls[i] == clsAssistant && !v.toolUsing(i)
 }
 
 // isSynthetic reports a prompt that is one of our own <compressed-chain> messages.
@@ -315,7 +367,7 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 			if cur == nil {
 				continue
 			}
-			if !v.toolUsing[i] {
+			if !v.toolUsing(i) {
 				cur.end = i
 				out = append(out, cur)
 				cur = nil
