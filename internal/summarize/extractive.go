@@ -74,15 +74,62 @@ func (x Extractive) maxErr() int {
 	return 3
 }
 
-// errorWords are the words (case-insensitive, whole words) that make a line error evidence.
-var errorWords = []string{"error", "errors", "exception", "fatal", "panic", "fail", "failed", "failure", "fails",
-	"traceback", "denied", "cannot", "undefined"}
+// wordKind classifies a word for isErrorLine: an error word, a word of one of its phrases, or
+// any other word.
+type wordKind uint8
 
-// isErrorLine reports whether line holds error evidence: one of errorWords as a whole word,
+const (
+	wordOther wordKind = iota
+	wordError
+	wordNot
+	wordFound
+	wordNo
+	wordSuch
+	wordSegmentation
+	wordFault
+	wordExit
+	wordCode
+	wordStatus
+)
+
+// longestWord is the length of the longest word classifyWord knows ("segmentation").
+const longestWord = 12
+
+// classifyWord returns the kind of a word already lowercased.
+func classifyWord(w []byte) wordKind {
+	switch string(w) {
+	case "error", "errors", "exception", "fatal", "panic", "fail", "failed", "failure", "fails",
+		"traceback", "denied", "cannot", "undefined":
+		return wordError
+	case "not":
+		return wordNot
+	case "found":
+		return wordFound
+	case "no":
+		return wordNo
+	case "such":
+		return wordSuch
+	case "segmentation":
+		return wordSegmentation
+	case "fault":
+		return wordFault
+	case "exit":
+		return wordExit
+	case "code":
+		return wordCode
+	case "status":
+		return wordStatus
+	}
+	return wordOther
+}
+
+// isErrorLine reports whether line holds error evidence: an error word (classifyWord) as a whole word,
 // or the phrases "not found", "no such (file)", "segmentation fault", "exit code|status N"
-// with N non-zero. Words are maximal runs of [A-Za-z0-9_]. It does not allocate.
+// with N non-zero. Words are maximal runs of [A-Za-z0-9_], compared case-insensitively. Each
+// word is lowercased and classified once. It does not allocate.
 func isErrorLine(line string) bool {
-	var prev, prev2 string
+	var prev, prev2 wordKind
+	var buf [longestWord]byte
 	for i := 0; i < len(line); {
 		for i < len(line) && !isWordByte(line[i]) {
 			i++
@@ -96,21 +143,27 @@ func isErrorLine(line string) bool {
 		}
 		w := line[i:j]
 		i = j
-		if len(w) >= 4 && len(w) <= 9 {
-			for _, e := range errorWords {
-				if strings.EqualFold(w, e) {
-					return true
+		k := wordOther
+		if len(w) <= longestWord {
+			lw := buf[:len(w)]
+			for n := 0; n < len(w); n++ {
+				c := w[n]
+				if c >= 'A' && c <= 'Z' {
+					c += 'a' - 'A'
 				}
+				lw[n] = c
 			}
+			k = classifyWord(lw)
 		}
 		switch {
-		case strings.EqualFold(prev, "not") && strings.EqualFold(w, "found"),
-			strings.EqualFold(prev, "no") && strings.EqualFold(w, "such"),
-			strings.EqualFold(prev, "segmentation") && strings.EqualFold(w, "fault"),
-			strings.EqualFold(prev2, "exit") && (strings.EqualFold(prev, "code") || strings.EqualFold(prev, "status")) && w[0] >= '1' && w[0] <= '9':
+		case k == wordError,
+			prev == wordNot && k == wordFound,
+			prev == wordNo && k == wordSuch,
+			prev == wordSegmentation && k == wordFault,
+			prev2 == wordExit && (prev == wordCode || prev == wordStatus) && w[0] >= '1' && w[0] <= '9':
 			return true
 		}
-		prev2, prev = prev, w
+		prev2, prev = prev, k
 	}
 	return false
 }
