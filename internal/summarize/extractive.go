@@ -130,19 +130,7 @@ func classifyWord(w []byte) wordKind {
 func isErrorLine(line string) bool {
 	var prev, prev2 wordKind
 	var buf [longestWord]byte
-	for i := 0; i < len(line); {
-		for i < len(line) && !isWordByte(line[i]) {
-			i++
-		}
-		j := i
-		for j < len(line) && isWordByte(line[j]) {
-			j++
-		}
-		if j == i {
-			break
-		}
-		w := line[i:j]
-		i = j
+	for w, rest := nextWord(line); w != ""; w, rest = nextWord(rest) {
 		k := wordOther
 		if len(w) <= longestWord {
 			lw := buf[:len(w)]
@@ -166,6 +154,20 @@ func isErrorLine(line string) bool {
 		prev2, prev = prev, k
 	}
 	return false
+}
+
+// nextWord returns the first word of s (a maximal run of [A-Za-z0-9_]; "" when there is none)
+// and what follows it.
+func nextWord(s string) (w, rest string) {
+	i := 0
+	for i < len(s) && !isWordByte(s[i]) {
+		i++
+	}
+	j := i
+	for j < len(s) && isWordByte(s[j]) {
+		j++
+	}
+	return s[i:j], s[j:]
 }
 
 func isWordByte(c byte) bool {

@@ -322,19 +322,7 @@ func isErrorLineRef(line string) bool {
 	errorWords := []string{"error", "errors", "exception", "fatal", "panic", "fail", "failed", "failure", "fails",
 		"traceback", "denied", "cannot", "undefined"}
 	var prev, prev2 string
-	for i := 0; i < len(line); {
-		for i < len(line) && !isWordByte(line[i]) {
-			i++
-		}
-		j := i
-		for j < len(line) && isWordByte(line[j]) {
-			j++
-		}
-		if j == i {
-			break
-		}
-		w := line[i:j]
-		i = j
+	for w, rest := nextWord(line); w != ""; w, rest = nextWord(rest) {
 		for _, e := range errorWords {
 			if strings.EqualFold(w, e) {
 				return true
