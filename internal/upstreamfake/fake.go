@@ -315,7 +315,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, fmt.Sprintf(`{"type":"error","error":{"type":"not_found_error","message":"fake upstream: no route for %s %s"}}`, r.Method, jsonEscape(r.URL.Path)))
 		return
 	}
-	if !json.Valid(body) {
+	// gjson's validator takes the same grammar as encoding/json's at about three times the
+	// speed (TestValidatorMatchesEncodingJSON, FuzzValidatorMatchesEncodingJSON): the fake shares
+	// the machine with what it measures, and checks every body it receives.
+	if !gjson.ValidBytes(body) {
 		s.writeError(w, rec.Format, Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "fake upstream: request body is not valid JSON"})
 		return
 	}

@@ -2,6 +2,7 @@ package upstreamfake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
 )
 
 func anthropicClient(s *Server) anthropic.Client {
@@ -219,4 +221,46 @@ func TestObserverTimesEveryAnsweredRequest(t *testing.T) {
 		t.Fatalf("observed %q after SetObserver(nil)", o.id)
 	default:
 	}
+}
+
+// validatorCases are bodies on the edges of the JSON grammar.
+var validatorCases = []string{
+	`{}`, ` {"a":1} `, `[]`, `"x"`, `0`, `-0`, `-0.5e+10`, `1E-2`, `true`, `null`, "{\"a\":\"\\u00e9\\n\"}",
+	``, ` `, `{`, `{"a":1,}`, `[1,]`, `{} {}`, `01`, `1.`, `.5`, `-`, `1e`, `+1`, `tru`, `nul`, `NaN`,
+	"\"a\tb\"", "\"\x01\"", `"\x"`, `"\u12"`, `"\u12G4"`, `{"a" 1}`, `{1:2}`, `{"a":1 "b":2}`, `[1 2]`,
+	"\"\xff\xfe\"", "{\"\xc3\x28\":1}", `"\ud800"`, "[1]\x00",
+}
+
+// TestValidatorMatchesEncodingJSON checks the fake's body check against encoding/json.Valid on
+// the edges of the grammar, and that a body failing it gets a provider-shaped 400.
+func TestValidatorMatchesEncodingJSON(t *testing.T) {
+	for _, c := range validatorCases {
+		if got, want := gjson.ValidBytes([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("gjson.ValidBytes(%q) = %v, encoding/json says %v", c, got, want)
+		}
+	}
+	s := Start()
+	defer s.Close()
+	resp, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(`{"model":"m","messages":[1,]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || gjson.GetBytes(body, "error.type").String() != "invalid_request_error" {
+		t.Fatalf("invalid body: %d %s", resp.StatusCode, body)
+	}
+}
+
+// FuzzValidatorMatchesEncodingJSON checks the fake's body check against encoding/json.Valid
+// on arbitrary bytes.
+func FuzzValidatorMatchesEncodingJSON(f *testing.F) {
+	for _, c := range validatorCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := gjson.ValidBytes(b), json.Valid(b); got != want {
+			t.Fatalf("gjson.ValidBytes(%q) = %v, encoding/json says %v", b, got, want)
+		}
+	})
 }
