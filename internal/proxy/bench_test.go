@@ -87,23 +87,7 @@ func benchPrepareMany(b *testing.B, body []byte, sessions int) {
 		up := upstreamfake.Start()
 		defer up.Close()
 		px := benchServer(b, up, nil)
-		orch := &flush.Orchestrator{Store: px.opt.Store, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		bodies := make([][2][]byte, sessions)
-		hdrs := make([]http.Header, sessions)
-		for i := range bodies {
-			bodies[i] = [2][]byte{bytes.Clone(body), bytes.Clone(body)}
-			sid := fmt.Sprintf("bench-%03d", i)
-			hdrs[i] = http.Header{HeaderSession: []string{sid}}
-			if res, err := orch.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: bodies[i][0], Trigger: "bench"}); err != nil || res.Version == 0 {
-				b.Fatalf("flush: %v %+v", err, res)
-			}
-			req, err := px.parses.parse(wire.Anthropic, sid, bodies[i][0])
-			if err != nil {
-				b.Fatal(err)
-			}
-			px.parses.put(wire.Anthropic, sid, req)
-		}
+		bodies, hdrs := manySessions(b, px, body, sessions)
 		b.SetBytes(int64(len(body)))
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -122,6 +106,30 @@ func benchPrepareMany(b *testing.B, body []byte, sessions int) {
 			}
 		}
 	})
+}
+
+// manySessions gives px sessions "bench-000"… each with a committed state covering body and
+// its parse remembered, and returns two copies of body per session (to be sent in turn) and
+// each session's request header.
+func manySessions(b *testing.B, px *Server, body []byte, sessions int) ([][2][]byte, []http.Header) {
+	orch := &flush.Orchestrator{Store: px.opt.Store, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	bodies := make([][2][]byte, sessions)
+	hdrs := make([]http.Header, sessions)
+	for i := range bodies {
+		bodies[i] = [2][]byte{bytes.Clone(body), bytes.Clone(body)}
+		sid := fmt.Sprintf("bench-%03d", i)
+		hdrs[i] = http.Header{HeaderSession: []string{sid}}
+		if res, err := orch.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: bodies[i][0], Trigger: "bench"}); err != nil || res.Version == 0 {
+			b.Fatalf("flush: %v %+v", err, res)
+		}
+		req, err := px.parses.parse(wire.Anthropic, sid, bodies[i][0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		px.parses.put(wire.Anthropic, sid, req)
+	}
+	return bodies, hdrs
 }
 
 // benchPrepare runs the request body against a session whose state is a flush of flushed
@@ -165,6 +173,40 @@ func benchPrepare(b *testing.B, body, flushed []byte, steady bool, variant strin
 			}
 			b.ReportMetric(float64(out), "bytes-out")
 		})
+	}
+}
+
+// BenchmarkProxyRoundTripSessions is a whole non-streaming round trip of an 812 KB steady
+// request through the proxy, over loopback, for 200 sessions in turn (as
+// BenchmarkPrepare/812KB/steady/200sessions): the client's bytes arrive in pieces while the
+// proxy reads them.
+func BenchmarkProxyRoundTripSessions(b *testing.B) {
+	body := benchBody(60, 150)
+	up := upstreamfake.Start()
+	defer up.Close()
+	up.SetRecording(false)
+	px := benchServer(b, up, nil)
+	bodies, hdrs := manySessions(b, px, body, 200)
+	srv := httptest.NewServer(px)
+	defer srv.Close()
+	client := &http.Client{}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := i % len(bodies)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(bodies[k][(1+i/len(bodies))%2]))
+		req.Header.Set(HeaderSession, hdrs[k].Get(HeaderSession))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
 	}
 }
 
