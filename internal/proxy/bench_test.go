@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/store"
@@ -73,17 +74,27 @@ func BenchmarkPrepare(b *testing.B) {
 	}
 	benchPrepare(b, benchBody(60, 150), benchBody(15, 150), true, "/recent")
 	benchPrepare(b, benchBody(60, 150), nil, false, "/new")
-	benchPrepareMany(b, benchBody(60, 150), 200)
+	benchPrepareMany(b, benchBody(60, 150), 200, 0)
+	benchPrepareMany(b, benchBody(60, 150), 200, 5*time.Millisecond)
 }
 
 // benchPrepareMany is the steady variant over many sessions in turn, each with its own state
-// and two copies of the body used in turn (a server reads every request into a new buffer, so
-// the parse reuse compares the bytes with those of the previous request), as a loaded proxy
+// and its requests in another buffer than the one its remembered parse came from (a server
+// reads every request into a new buffer, so the parse reuse compares the bytes with those of
+// the previous request), as a loaded proxy
 // sees them: each request finds its session's parse, state and bytes out of the CPU caches
 // (200 sessions of 812 KB are about 500 MB of bodies and parses), where the plain steady
 // variant runs one session from cache.
-func benchPrepareMany(b *testing.B, body []byte, sessions int) {
-	b.Run(fmt.Sprintf("%dKB/steady/%dsessions", len(body)>>10, sessions), func(b *testing.B) {
+//
+// A pause > 0 sleeps that long before each request, outside the timing, as requests arrive
+// one by one under a realistic load: what else the machine runs meanwhile evicts the
+// proxy's code and data from the caches too.
+func benchPrepareMany(b *testing.B, body []byte, sessions int, pause time.Duration) {
+	name := fmt.Sprintf("%dKB/steady/%dsessions", len(body)>>10, sessions)
+	if pause > 0 {
+		name += fmt.Sprintf("/paced%v", pause)
+	}
+	b.Run(name, func(b *testing.B) {
 		up := upstreamfake.Start()
 		defer up.Close()
 		px := benchServer(b, up, nil)
@@ -92,9 +103,14 @@ func benchPrepareMany(b *testing.B, body []byte, sessions int) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
+			if pause > 0 {
+				b.StopTimer()
+				time.Sleep(pause)
+				b.StartTimer()
+			}
 			k := i % sessions
 			sid := hdrs[k].Get(HeaderSession)
-			req, err := px.parses.parse(wire.Anthropic, sid, bodies[k][(1+i/sessions)%2])
+			req, err := px.parses.parse(wire.Anthropic, sid, bodies[k][1])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -109,8 +125,8 @@ func benchPrepareMany(b *testing.B, body []byte, sessions int) {
 }
 
 // manySessions gives px sessions "bench-000"… each with a committed state covering body and
-// its parse remembered, and returns two copies of body per session (to be sent in turn) and
-// each session's request header.
+// its parse remembered, and returns two copies of body per session (the parse is of the
+// first; send the second) and each session's request header.
 func manySessions(b *testing.B, px *Server, body []byte, sessions int) ([][2][]byte, []http.Header) {
 	orch := &flush.Orchestrator{Store: px.opt.Store, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -195,7 +211,7 @@ func BenchmarkProxyRoundTripSessions(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		k := i % len(bodies)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(bodies[k][(1+i/len(bodies))%2]))
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(bodies[k][1]))
 		req.Header.Set(HeaderSession, hdrs[k].Get(HeaderSession))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
