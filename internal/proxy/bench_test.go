@@ -64,7 +64,9 @@ func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
 // The recent variant is steady with a state that covers only the first quarter of the
 // session's turns (as inside a long tool run between flushes): most of the body is forwarded
 // as it came. The new variant is cold for a session with no state yet (nothing flushed), as
-// when a proxy first sees a long session, and as a load test's first requests are.
+// when a proxy first sees a long session, and as a load test's first requests are. The
+// 200sessions variants are steady over many sessions whose data is out of the CPU caches, as
+// under load (benchPrepareMany).
 func BenchmarkPrepare(b *testing.B) {
 	for _, size := range []struct{ turns, lines int }{{20, 100}, {60, 150}} {
 		body := benchBody(size.turns, size.lines)
