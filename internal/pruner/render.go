@@ -710,25 +710,30 @@ func (r *renderer) sweep(msgs []*wire.Message) ([]*wire.Message, bool) {
 			}
 			continue
 		}
+		// keep is made at the first dropped block (almost every message keeps all of its
+		// blocks, and this runs over every message on every request).
 		var keep []*wire.Block
 		var cc []byte
 		barrier := false
 		dropped := false
-		for _, b := range m.Blocks {
+		for j, b := range m.Blocks {
 			if b.Kind != wire.KindToolResult {
 				barrier = true
-				keep = append(keep, b)
-				continue
-			}
-			if open[b.ID] {
+			} else if open[b.ID] {
 				delete(open, b.ID)
-				keep = append(keep, b)
+			} else {
+				if !dropped {
+					keep = append(make([]*wire.Block, 0, len(m.Blocks)-1), m.Blocks[:j]...)
+					dropped = true
+				}
+				swept = append(swept, b.ID)
+				if x := blockCC(b); x != nil {
+					cc = x
+				}
 				continue
 			}
-			swept = append(swept, b.ID)
-			dropped = true
-			if x := blockCC(b); x != nil {
-				cc = x
+			if dropped {
+				keep = append(keep, b)
 			}
 		}
 		if barrier {
