@@ -409,7 +409,8 @@ func loadRequest(base, sid string, st loadStep) *http.Request {
 // unmeasured and with no model time, a few sessions at a time, so that the measured run
 // starts where a deployed proxy would be: every session parsed, its state flushed, its
 // requests pruned. It then waits for the proxy's background flushes to finish (its CPU use
-// under 2 % for two seconds in a row) and returns a line for the report.
+// under 2 % over two 2-second windows in a row; in jobs mode the workers' flushes are not
+// waited for) and returns a line for the report.
 func followHistory(t *testing.T, m loadModel, jobs []loadSession, px *proxyProc, up *upstreamfake.Server, client *http.Client) string {
 	up.SetLatency(upstreamfake.Latency{})
 	defer up.SetLatency(m.latency)
