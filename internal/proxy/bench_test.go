@@ -207,25 +207,10 @@ func BenchmarkProxyRoundTripSessions(b *testing.B) {
 	bodies, hdrs := manySessions(b, px, body, 200)
 	srv := httptest.NewServer(px)
 	defer srv.Close()
-	client := &http.Client{}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	roundTripEach(b, srv.URL, len(body), func(i int) ([]byte, string) {
 		k := i % len(bodies)
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", bytes.NewReader(bodies[k][1]))
-		req.Header.Set(HeaderSession, hdrs[k].Get(HeaderSession))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
+		return bodies[k][1], hdrs[k].Get(HeaderSession)
+	})
 }
 
 // BenchmarkProxyRoundTrip measures a whole non-streaming request through the proxy to the
@@ -252,13 +237,20 @@ func BenchmarkDirectRoundTrip(b *testing.B) {
 }
 
 func roundTrip(b *testing.B, base string, body []byte) {
+	roundTripEach(b, base, len(body), func(int) ([]byte, string) { return body, "bench" })
+}
+
+// roundTripEach sends b.N requests to base, the i-th with the body and session next(i)
+// returns, and checks each answer.
+func roundTripEach(b *testing.B, base string, size int, next func(i int) (body []byte, sid string)) {
 	client := &http.Client{}
-	b.SetBytes(int64(len(body)))
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		body, sid := next(i)
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(body))
-		req.Header.Set(HeaderSession, "bench")
+		req.Header.Set(HeaderSession, sid)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := client.Do(req)
 		if err != nil {
