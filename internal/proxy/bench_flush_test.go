@@ -12,7 +12,6 @@ import (
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
-	"github.com/condense-dev/condense/internal/upstreamfake"
 )
 
 // BenchmarkProxyRoundTripFlushing is BenchmarkProxyRoundTrip with in-process flushes: every
@@ -21,9 +20,7 @@ import (
 // BenchmarkProxyRoundTrip is what starting flushes costs a request.
 func BenchmarkProxyRoundTripFlushing(b *testing.B) {
 	body := benchBody(20, 100)
-	up := upstreamfake.Start()
-	defer up.Close()
-	up.SetRecording(false)
+	up := quietUpstream(b)
 	st := store.NewMemory(0)
 	defer st.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -200,14 +200,10 @@ func benchPrepare(b *testing.B, body, flushed []byte, steady bool, variant strin
 // proxy reads them.
 func BenchmarkProxyRoundTripSessions(b *testing.B) {
 	body := benchBody(60, 150)
-	up := upstreamfake.Start()
-	defer up.Close()
-	up.SetRecording(false)
+	up := quietUpstream(b)
 	px := benchServer(b, up, nil)
 	bodies, hdrs := manySessions(b, px, body, 200)
-	srv := httptest.NewServer(px)
-	defer srv.Close()
-	roundTripEach(b, srv.URL, len(body), func(i int) ([]byte, string) {
+	roundTripEach(b, serve(b, px), len(body), func(i int) ([]byte, string) {
 		k := i % len(bodies)
 		return bodies[k][1], hdrs[k].Get(HeaderSession)
 	})
@@ -217,23 +213,32 @@ func BenchmarkProxyRoundTripSessions(b *testing.B) {
 // fake upstream over loopback, against BenchmarkDirectRoundTrip (same request, no proxy).
 func BenchmarkProxyRoundTrip(b *testing.B) {
 	body := benchBody(20, 100)
-	up := upstreamfake.Start()
-	defer up.Close()
-	up.SetRecording(false)
+	up := quietUpstream(b)
 	px := benchServer(b, up, body)
-	srv := httptest.NewServer(px)
-	defer srv.Close()
-	roundTrip(b, srv.URL, body)
+	roundTrip(b, serve(b, px), body)
 	reportFinish(b, px)
 }
 
 // BenchmarkDirectRoundTrip is the baseline of BenchmarkProxyRoundTrip.
 func BenchmarkDirectRoundTrip(b *testing.B) {
 	body := benchBody(20, 100)
-	up := upstreamfake.Start()
-	defer up.Close()
-	up.SetRecording(false)
+	up := quietUpstream(b)
 	roundTrip(b, up.URL, body)
+}
+
+// quietUpstream starts a fake upstream that keeps no record of requests, closed when b ends.
+func quietUpstream(b *testing.B) *upstreamfake.Server {
+	up := upstreamfake.Start()
+	b.Cleanup(up.Close)
+	up.SetRecording(false)
+	return up
+}
+
+// serve serves px over loopback until b ends and returns its base URL.
+func serve(b *testing.B, px *Server) string {
+	srv := httptest.NewServer(px)
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func roundTrip(b *testing.B, base string, body []byte) {
