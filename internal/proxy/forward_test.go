@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/condense-dev/condense/internal/upstreamfake"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -55,5 +56,25 @@ func TestForwardSendsSegmentsAsOneBody(t *testing.T) {
 	empty, err := r.px.upstreamRequest(context.Background(), tn, nil)
 	if err != nil || empty.Body != http.NoBody || empty.ContentLength != 0 {
 		t.Fatalf("an empty body must be sent as http.NoBody: %v %v %d", err, empty.Body, empty.ContentLength)
+	}
+}
+
+// TestConnectionNamedHeadersNotForwarded: headers a Connection header names are hop-by-hop
+// (RFC 9110 §7.6.1) and are dropped in both directions, like the fixed hop-by-hop list;
+// everything else still passes.
+func TestConnectionNamedHeadersNotForwarded(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	r.up.Enqueue(upstreamfake.Reply{Text: "ok", Header: http.Header{"Connection": {"X-Up-Hop"}, "X-Up-Hop": {"secret"}, "X-Up-Kept": {"yes"}}})
+	resp, _ := post(t, r.http.URL+"/v1/messages", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
+		map[string]string{"Connection": "X-Client-Hop, keep-alive", "X-Client-Hop": "secret", "X-Client-Kept": "yes"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	rec, _ := r.up.Last()
+	if rec.Header.Get("X-Client-Hop") != "" || rec.Header.Get("X-Client-Kept") != "yes" {
+		t.Fatalf("upstream got headers %v", rec.Header)
+	}
+	if resp.Header.Get("X-Up-Hop") != "" || resp.Header.Get("X-Up-Kept") != "yes" {
+		t.Fatalf("client got headers %v", resp.Header)
 	}
 }

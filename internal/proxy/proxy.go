@@ -275,22 +275,43 @@ var hopHeaders = map[string]bool{
 	"Content-Length": true, "Host": true,
 }
 
+// connectionNamed reports whether the Connection header of h names header k, which makes k
+// hop-by-hop too (RFC 9110 §7.6.1).
+func connectionNamed(h http.Header, k string) bool {
+	for _, v := range h["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if http.CanonicalHeaderKey(strings.TrimSpace(tok)) == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hopByHop reports whether header k of h is not forwarded: a fixed hop-by-hop header, one
+// the proxy computes itself, or one h's Connection header names.
+func hopByHop(h http.Header, k string) bool {
+	return hopHeaders[k] || len(h["Connection"]) > 0 && connectionNamed(h, k)
+}
+
 // copyRequestHeaders copies client headers to the upstream request: everything as sent
 // (anthropic-version, anthropic-beta, authorization, x-api-key, unknown ones) except hop-by-hop
 // headers, the proxy's own X-Condense-* headers and Accept-Encoding (the transport negotiates
 // compression itself so the proxy can read responses).
 func copyRequestHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		if hopHeaders[k] || k == "Accept-Encoding" || strings.HasPrefix(k, "X-Condense-") {
+		if hopByHop(src, k) || k == "Accept-Encoding" || strings.HasPrefix(k, "X-Condense-") {
 			continue
 		}
 		dst[k] = append([]string(nil), vs...)
 	}
 }
 
+// copyResponseHeaders copies provider response headers to the client's response, except
+// hop-by-hop headers.
 func copyResponseHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		if hopHeaders[k] {
+		if hopByHop(src, k) {
 			continue
 		}
 		dst[k] = append([]string(nil), vs...)
