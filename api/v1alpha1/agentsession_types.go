@@ -132,6 +132,10 @@ type AgentSessionStatus struct {
 
 // AgentSession is one agent session served by a PruningPolicy's proxy, with its savings and
 // diagnostics.
+//
+// Its name has at most 247 characters, so that its session-token Secret <name>-token fits the
+// 253-character limit of object names. Checked on create only (names are immutable).
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.size() <= 247",optionalOldSelf=true,message="metadata.name must have at most 247 characters: the session-token Secret is named <name>-token"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ags;asess,categories=condense

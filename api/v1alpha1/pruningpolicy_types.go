@@ -570,6 +570,13 @@ type PruningPolicyStatus struct {
 }
 
 // PruningPolicy runs a pruning proxy for coding agents and holds the policy it enforces.
+//
+// Its name must be a DNS-1035 label of at most 46 characters, because the children are named
+// after it: the Service <name>-proxy must be a DNS-1035 label, and the managed Redis
+// StatefulSet <name>-redis labels its pods controller-revision-hash=<name>-redis-<hash> (a hash
+// of up to 10 digits) within the 63-character limit of label values. Checked on create only
+// (names are immutable), so a policy created before the rule existed can still be updated.
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 46 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1035 label of at most 46 characters (lowercase letters, digits and '-', starting with a letter and ending with a letter or digit): the Service <name>-proxy must be a DNS-1035 label, and the Redis StatefulSet <name>-redis labels its pods <name>-redis-<revision hash of up to 10 digits>, which must fit in 63 characters"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=pp;prunepol,categories=condense
