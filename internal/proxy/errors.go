@@ -12,12 +12,8 @@ import (
 func errorType(f wire.Format, status int) string {
 	if f == wire.OpenAI {
 		switch status {
-		case http.StatusUnauthorized:
-			return "authentication_error"
-		case http.StatusRequestEntityTooLarge, http.StatusBadRequest:
-			return "invalid_request_error"
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return "server_error"
+		case http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusBadRequest:
+			return "invalid_request_error" // OpenAI's 401 too (code invalid_api_key)
 		}
 		return "server_error"
 	}
@@ -40,13 +36,17 @@ func errorType(f wire.Format, status int) string {
 
 // ErrorBody returns a provider-shaped error body: for Anthropic
 // {"type":"error","error":{"type":…,"message":…}}, for OpenAI
-// {"error":{"message":…,"type":…,"param":null,"code":…}}.
+// {"error":{"message":…,"type":…,"param":null,"code":…}} (a 401 has OpenAI's code
+// invalid_api_key instead of code).
 func ErrorBody(f wire.Format, status int, code, msg string) []byte {
 	typ := errorType(f, status)
 	if f == wire.OpenAI {
 		var c any
 		if code != "" {
 			c = code
+		}
+		if status == http.StatusUnauthorized {
+			c = "invalid_api_key"
 		}
 		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
 		return b

@@ -164,6 +164,18 @@ func TestSessionTokens(t *testing.T) {
 	}
 }
 
+// TestOpenAISessionTokenErrorIsOpenAIShaped: the proxy's own 401 for an OpenAI client looks
+// like OpenAI's (type invalid_request_error, code invalid_api_key).
+func TestOpenAISessionTokenErrorIsOpenAIShaped(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.SessionSecret = []byte("policy-secret") })
+	_, err := r.openai("alice").Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	var oErr *openai.Error
+	if !errors.As(err, &oErr) || oErr.StatusCode != 401 || oErr.Type != "invalid_request_error" || oErr.Code != "invalid_api_key" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestSessionIDDerivation(t *testing.T) {
 	h := http.Header{}
 	a := []byte(`{"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"first"}]}`)
