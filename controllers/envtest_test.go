@@ -91,6 +91,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("StatusConflictRetry", func(t *testing.T) { testStatusConflictRetry(t, c) })
 	t.Run("StoreOutage", func(t *testing.T) { testStoreOutage(t, c) })
 	t.Run("UserMistakes", func(t *testing.T) { testUserMistakes(t, c, rds) })
+	t.Run("ApplyFailureInStatus", func(t *testing.T) { testApplyFailureInStatus(t, c) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -767,4 +768,50 @@ func testUserMistakes(t *testing.T, c client.Client, rds *redistest.Server) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "reachable once the Secret is right", storeCond(ReasonStoreReachable, metav1.ConditionTrue))
+}
+
+// testApplyFailureInStatus makes applying a child fail (its name is taken by an object another
+// controller owns): the failure is reported in status for the current generation, and the
+// policy recovers once the name is free.
+func testApplyFailureInStatus(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "someone-else", Namespace: ns}}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	taken := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "clash-proxy", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: other.Name, UID: other.UID, Controller: new(true)}}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 1}}},
+	}
+	if err := c.Create(ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "clash", Namespace: ns}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "Ready=False ApplyFailed", func() (bool, string) {
+		cur, cd := policyCondition(ctx, c, ns, "clash", condensev1.ConditionReady)
+		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == ReasonApplyFailed &&
+			strings.Contains(cd.Message, "clash-proxy") && cd.ObservedGeneration == cur.Generation &&
+			cur.Status.ObservedGeneration == cur.Generation, fmt.Sprintf("%+v", cur.Status)
+	})
+	if err := c.Delete(ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "recovered once the name is free", func() (bool, string) {
+		cur, cd := policyCondition(ctx, c, ns, "clash", condensev1.ConditionReady)
+		var svc corev1.Service
+		err := get(ctx, c, ns, "clash-proxy", &svc)
+		return cd != nil && cd.Reason != ReasonApplyFailed && err == nil && isControlledBy(&svc, cur), fmt.Sprintf("%+v %v", cd, err)
+	})
+}
+
+// policyCondition reads a policy and returns it with its condition of type typ (nil when unset).
+func policyCondition(ctx context.Context, c client.Client, ns, name, typ string) (*condensev1.PruningPolicy, *metav1.Condition) {
+	var cur condensev1.PruningPolicy
+	_ = get(ctx, c, ns, name, &cur)
+	return &cur, apimeta.FindStatusCondition(cur.Status.Conditions, typ)
 }

@@ -49,6 +49,8 @@ const (
 	ReasonDeploymentReady = "MinimumReplicasAvailable"
 	// ReasonDeploymentNotReady: the proxy Deployment is not Available (yet).
 	ReasonDeploymentNotReady = "MinimumReplicasUnavailable"
+	// ReasonApplyFailed: a child object could not be applied or deleted.
+	ReasonApplyFailed = "ApplyFailed"
 	// ReasonNotReady: Ready is False because another condition is False.
 	ReasonNotReady = "NotReady"
 	// ReasonPolicyNotFound: the AgentSession's PruningPolicy does not exist.
@@ -171,6 +173,12 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	status.ConfigHash = cfg.Hash()
 	if err := r.applyChildren(ctx, &p, cfg); err != nil {
+		// Reported for this generation, then retried with backoff (a conflict over a name or
+		// an API error may clear up without the policy changing).
+		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonApplyFailed, err.Error())
+		if werr := r.writeStatus(ctx, &p, status); werr != nil {
+			logger.Error(werr, "writing status after a failed apply")
+		}
 		return ctrl.Result{}, err
 	}
 
@@ -290,7 +298,7 @@ func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condense
 			c.empty.SetNamespace(p.Namespace)
 			c.empty.SetName(names[i])
 			if err := r.deleteOwned(ctx, p, c.empty); err != nil {
-				return err
+				return fmt.Errorf("delete %T %s: %w", c.empty, names[i], err)
 			}
 			continue
 		}
