@@ -23,6 +23,7 @@ func TestAPIValidation(t *testing.T) {
 	_, _, c := startEnv(t)
 	t.Run("PolicyNames", func(t *testing.T) { testPolicyNames(t, c) })
 	t.Run("SessionNames", func(t *testing.T) { testSessionNames(t, c) })
+	t.Run("RedisSwitchToExternal", func(t *testing.T) { testRedisSwitchToExternal(t, c) })
 }
 
 // policyObject is a PruningPolicy as kubectl sends it: exactly the given spec, nothing the Go
@@ -153,4 +154,64 @@ func testSessionNames(t *testing.T, c client.Client) {
 	if err := c.Update(ctx, s); err != nil {
 		t.Errorf("update of a valid session: %v", err)
 	}
+}
+
+// testRedisSwitchToExternal: a policy created with every default (a managed Redis) can be
+// switched to an external Redis the way kubectl does it, by sending only redis.external.
+func testRedisSwitchToExternal(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	external := condensev1.ExternalRedisSpec{Mode: "standalone", URLSecretRef: corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "redis-url"}, Key: "url"}}
+	for _, name := range []string{"by-update", "by-patch"} {
+		if err := c.Create(ctx, policyObject(ns, name, map[string]any{})); err != nil {
+			t.Fatal(err)
+		}
+		p := &condensev1.PruningPolicy{}
+		if err := get(ctx, c, ns, name, p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.Redis.ManagedOrDefault() == nil || BuildRedisStatefulSet(p) == nil {
+			t.Fatalf("%s: spec {} must mean a managed Redis, got %+v", name, p.Spec.Redis)
+		}
+	}
+
+	// Read, modify, write: the object read back holds what the defaults stored.
+	p := &condensev1.PruningPolicy{}
+	if err := get(ctx, c, ns, "by-update", p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Redis.External = external.DeepCopy()
+	if err := c.Update(ctx, p); err != nil {
+		t.Errorf("update to redis.external rejected: %v", err)
+	}
+	// A merge patch, as kubectl apply sends when redis.external is added to the manifest.
+	patch := []byte(`{"spec":{"redis":{"external":{"urlSecretRef":{"name":"redis-url","key":"url"}}}}}`)
+	q := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "by-patch", Namespace: ns}}
+	if err := c.Patch(ctx, q, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Errorf("merge patch to redis.external rejected: %v", err)
+	}
+	for _, name := range []string{"by-update", "by-patch"} {
+		p := &condensev1.PruningPolicy{}
+		if err := get(ctx, c, ns, name, p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.Redis.Managed != nil || p.Spec.Redis.External == nil || p.Spec.Redis.ManagedOrDefault() != nil {
+			t.Errorf("%s: want only redis.external, got %+v", name, p.Spec.Redis)
+		}
+	}
+	// A policy that stores redis.managed (as every policy created while the default was
+	// {managed: {}} does) switches when the same patch clears it, as docs/operator.md says.
+	if err := c.Create(ctx, policyObject(ns, "old-default", map[string]any{"redis": map[string]any{"managed": map[string]any{}}})); err != nil {
+		t.Fatal(err)
+	}
+	q = &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "old-default", Namespace: ns}}
+	patch = []byte(`{"spec":{"redis":{"managed":null,"external":{"urlSecretRef":{"name":"redis-url","key":"url"}}}}}`)
+	if err := c.Patch(ctx, q, client.RawPatch(types.MergePatchType, patch)); err != nil || q.Spec.Redis.Managed != nil {
+		t.Errorf("merge patch clearing redis.managed: %v, %+v", err, q.Spec.Redis)
+	}
+	// Setting both explicitly is still refused.
+	wantInvalid(t, "both managed and external", c.Create(ctx, policyObject(ns, "both", map[string]any{"redis": map[string]any{
+		"managed": map[string]any{}, "external": map[string]any{"urlSecretRef": map[string]any{"name": "r", "key": "url"}}}})),
+		"set at most one of redis.managed and redis.external")
 }

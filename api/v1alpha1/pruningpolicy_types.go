@@ -137,8 +137,11 @@ type PruningPolicySpec struct {
 	Pruner PrunerSpec `json:"pruner,omitempty"`
 
 	// Redis says where session state lives: a Redis the operator runs (managed, the default) or
-	// one you run (external). At most one of the two may be set.
-	// +kubebuilder:default={managed:{}}
+	// one you run (external). At most one of the two may be set; setting neither means a managed
+	// Redis with default settings. The default is {} rather than {managed: {}} so that adding
+	// redis.external to a policy that never set redis.managed (kubectl apply, a merge patch)
+	// switches it to the external Redis instead of setting both.
+	// +kubebuilder:default={}
 	// +optional
 	Redis RedisSpec `json:"redis,omitempty"`
 }
