@@ -124,6 +124,28 @@ func TestUnknownPathAndFieldsPassThrough(t *testing.T) {
 	}
 }
 
+// TestOpenAINullOptionalFieldsAccepted: OpenAI documents stream (and stream_options) as
+// "boolean or null" / "object or null"; a null is treated as absent, the request is served
+// (JSON, not streamed) and the fields reach the provider as sent, unknown ones byte for byte.
+func TestOpenAINullOptionalFieldsAccepted(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	r.up.Enqueue(upstreamfake.Reply{Text: "fine"})
+	body := `{"model":"gpt-4o","stream":null,"stream_options":null,"n":null,"zzz":{"k": [1, 2]},"messages":[{"role":"user","content":"hi"}]}`
+	resp, b := post(t, r.http.URL+"/v1/chat/completions", body, map[string]string{HeaderSession: "nulls"})
+	if resp.StatusCode != 200 || gjson.GetBytes(b, "choices.0.message.content").Str != "fine" {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	rec, req := lastModelRequest(t, r.up, wire.OpenAI)
+	for _, k := range []string{"stream", "stream_options", "n"} {
+		if v := gjson.GetBytes(rec.Body, k); v.Raw != "null" {
+			t.Fatalf("%s reached the provider as %q", k, v.Raw)
+		}
+	}
+	if gjson.GetBytes(rec.Body, "zzz").Raw != `{"k": [1, 2]}` || req.Stream {
+		t.Fatalf("upstream got %s", rec.Body)
+	}
+}
+
 func TestSessionTokens(t *testing.T) {
 	secret := []byte("policy-secret")
 	r := newRig(t, nil, nil, func(o *Options) { o.SessionSecret = secret })

@@ -428,13 +428,18 @@ func (p *parser) request() (*Request, error) {
 			}
 			return 0, p.wrongType(vs, 1, root("model"), "string")
 		case keyIs(d, ks, ke, "stream"):
-			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f') {
+			// OpenAI documents stream as "boolean or null" (null: the default, false);
+			// Anthropic as a boolean.
+			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f == OpenAI) {
 				e, err := scanValue(d, vs, 1)
 				if err != nil {
 					return 0, err
 				}
 				r.Stream = d[vs] == 't'
 				return e, nil
+			}
+			if p.f == OpenAI {
+				return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
 			}
 			return 0, p.wrongType(vs, 1, root("stream"), "boolean")
 		case keyIs(d, ks, ke, "messages"):

@@ -321,6 +321,27 @@ func TestTopLevelModifications(t *testing.T) {
 	}
 }
 
+// TestOpenAIStreamNull: OpenAI's stream is "boolean or null"; null parses as not streamed and
+// is re-encoded as it was when the request is modified (a tool added). Anthropic's stream is
+// a boolean only.
+func TestOpenAIStreamNull(t *testing.T) {
+	r := mustParse(t, OpenAI, `{"model":"m","stream":null,"stream_options":null,"x":[1, 2],"messages":[{"role":"user","content":"hi"}]}`)
+	if r.Stream {
+		t.Fatal("stream null parsed as streamed")
+	}
+	tl, err := NewTool(OpenAI, []byte(`{"type":"function","function":{"name":"t"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(encoded(t, r.WithTools([]*Tool{tl}))); got != `{"model":"m","stream":null,"stream_options":null,"x":[1, 2],"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"t"}}]}` {
+		t.Fatalf("re-encoded: %s", got)
+	}
+	var se *SchemaError
+	if _, err := Parse(Anthropic, []byte(`{"model":"m","stream":null}`)); !errors.As(err, &se) || se.Path != "stream" {
+		t.Fatalf("anthropic stream null: %v", err)
+	}
+}
+
 func TestBlockModifiersKeepOtherMembers(t *testing.T) {
 	r := mustParse(t, Anthropic, anthropicSample)
 	tu := r.Messages[1].Blocks[3]
