@@ -181,7 +181,9 @@ type StrategyReport struct {
 	LookbackMisses int `json:"lookback_misses"`
 	// Expired counts requests that found the previous request's cache expired.
 	Expired int `json:"cache_expired_requests"`
-	// Invalid counts rewritten requests the provider would reject.
+	// Invalid counts rewritten requests the provider would reject. A rewrite that cannot be
+	// read at all is billed as the original request (what the proxy forwards when a render
+	// fails), so a broken strategy never looks cheaper.
 	Invalid int `json:"invalid_requests"`
 	// Errors counts requests the strategy failed on (the original body was billed instead).
 	Errors int `json:"errors"`
@@ -379,9 +381,20 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 			p, perr = cost.FromBody(res.Body, popts)
 		}
 		if perr != nil {
-			rep.Invalid++
+			// The rewrite cannot even be read (it was counted invalid above unless a custom
+			// validator let it through). Bill what the proxy forwards when its render fails:
+			// the original request, so a broken strategy never looks cheaper.
+			if verr == nil {
+				rep.Invalid++
+			}
 			diag(Diagnostic{Request: k, Kind: "unbillable-request", Detail: perr.Error()})
-			continue
+			if p, perr = cost.FromBody(body, popts); perr != nil {
+				// The recorded request itself cannot be read: no strategy bills it.
+				if o.Progress != nil {
+					o.Progress()
+				}
+				continue
+			}
 		}
 		if p.Model == "" {
 			p.Model = pt.Model

@@ -127,6 +127,47 @@ func TestRunCountsInvalidAndErrors(t *testing.T) {
 	}
 }
 
+// garbageStrategy returns a body no parser reads for every request.
+type garbageStrategy struct{}
+
+func (garbageStrategy) Name() string { return "garbage" }
+func (garbageStrategy) New(context.Context, replay.Transcript) (replay.Runner, error) {
+	return garbageRunner{}, nil
+}
+
+type garbageRunner struct{}
+
+func (garbageRunner) Close() error { return nil }
+func (garbageRunner) Rewrite(context.Context, *replay.Request) (replay.Result, error) {
+	return replay.Result{Body: []byte(`{"model":`)}, nil
+}
+
+// TestRunBillsUnreadableRewritesAsOriginal: a strategy whose bodies cannot be read is counted
+// invalid once per request and billed as the original request (what the proxy forwards when
+// its render fails), so it never looks cheaper than the baseline, and every request still
+// advances the progress and the series.
+func TestRunBillsUnreadableRewritesAsOriginal(t *testing.T) {
+	var progress int
+	rep, err := replay.Run(context.Background(), synthetic(), replay.Options{
+		Strategies: []replay.Strategy{strategies.None{}, garbageStrategy{}},
+		Estimator:  lenEst{},
+		Progress:   func() { progress++ },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, g := rep.Strategies[0], rep.Strategies[1]
+	if g.Invalid != 3 || g.DiagnosticCounts["invalid-request"] != 3 || g.DiagnosticCounts["unbillable-request"] != 3 {
+		t.Fatalf("invalid %d, diagnostics %v", g.Invalid, g.DiagnosticCounts)
+	}
+	if g.Requests != 3 || len(g.Series) != 3 || progress != 6 {
+		t.Fatalf("requests %d, series %d, progress %d", g.Requests, len(g.Series), progress)
+	}
+	if math.Abs(g.Cost-none.Cost) > 1e-12 || g.Savings != 0 {
+		t.Fatalf("garbage cost %v savings %v, none cost %v", g.Cost, g.Savings, none.Cost)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"x","input":{}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"r"}]}]}`
