@@ -288,6 +288,23 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return err
 		}
 	}
+	return notReplayed(cmd.ErrOrStderr(), report, len(files))
+}
+
+// notReplayed names on w every file the report could not replay, with its error, and returns
+// an error when there was one: the table's totals leave such files out, so they must not
+// pass unnoticed (or with exit status 0).
+func notReplayed(w io.Writer, report *replay.Report, files int) error {
+	n := 0
+	for _, s := range report.Sessions {
+		if s.Error != "" {
+			fmt.Fprintf(w, "not replayed: %s: %s\n", s.File, s.Error)
+			n++
+		}
+	}
+	if n > 0 {
+		return fmt.Errorf("%d of %d files could not be replayed", n, files)
+	}
 	return nil
 }
 

@@ -209,3 +209,32 @@ func TestReplayConfigChangesResult(t *testing.T) {
 		t.Fatalf("no warning on standard error: %q", stderr)
 	}
 }
+
+// TestReplayNamesUnreadableFiles: a directory with one good request log and one broken file
+// replays the good one, names the broken one with its error on standard error (the table's
+// totals leave it out) and ends with an error, so the command exits with status 1.
+func TestReplayNamesUnreadableFiles(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "a-good.jsonl"), []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b-broken.jsonl"), []byte("{not json\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := replayCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--progress", "never", dir})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 files could not be replayed") {
+		t.Fatalf("error = %v", err)
+	}
+	if !strings.Contains(errOut.String(), "not replayed: b-broken.jsonl: ") {
+		t.Fatalf("standard error does not name the broken file: %q", errOut.String())
+	}
+	if !strings.Contains(out.String(), "TOTAL: 1 sessions") {
+		t.Fatalf("the good file was not replayed:\n%s", out.String())
+	}
+}
