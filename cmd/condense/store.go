@@ -25,6 +25,10 @@ func storeCmd() *cobra.Command {
 redis://host:6379, rediss://…, redis+sentinel://sentinel:26379?master_name=NAME,
 redis+cluster://node:6379?addr=node2:6379, bolt:PATH (bolt: = the default file), memory:.
 The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
+		// A parent command accepts any arguments unless told otherwise: a mistyped
+		// subcommand must be an error (exit status 1), not the help text and status 0.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.PersistentFlags().StringVar(&storeURL, "store", "", "store URL (default $CONDENSE_STORE, else bolt:)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "deadline for each command")

@@ -104,3 +104,25 @@ func TestStoreCommand(t *testing.T) {
 		t.Fatalf("ls --json after rm = %s, %v", out, err)
 	}
 }
+
+// TestStoreUnknownSubcommand: under the real root command, a mistyped subcommand is an
+// error (exit status 1), while the bare command still prints its help. (Run alone, storeCmd
+// would be a root, which cobra already checks; as a subcommand it accepted anything.)
+func TestStoreUnknownSubcommand(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		rootCmd.SetOut(&out)
+		rootCmd.SetErr(&out)
+		rootCmd.SetArgs(args)
+		defer rootCmd.SetArgs(nil)
+		err := rootCmd.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	if _, err := run("store", "lss"); err == nil || !strings.Contains(err.Error(), `unknown command "lss"`) {
+		t.Fatalf("store lss: err = %v", err)
+	}
+	out, err := run("store")
+	if err != nil || !strings.Contains(out, "Available Commands") {
+		t.Fatalf("store: err = %v, output:\n%s", err, out)
+	}
+}
