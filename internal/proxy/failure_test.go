@@ -74,16 +74,23 @@ func TestBodyOverLimitIs413(t *testing.T) {
 	}
 }
 
-// TestStoreUnreachableForwardsUnpruned kills a real Redis under the proxy: requests still
-// succeed, byte-identical to what the client sent, and the failure is counted.
-func TestStoreUnreachableForwardsUnpruned(t *testing.T) {
+// redisRig is a rig whose store is a real redis-server (returned, for the test to stop), with
+// a short store timeout.
+func redisRig(t *testing.T) (*rig, *redistest.Server) {
+	t.Helper()
 	rs := redistest.Start(t, nil)
 	st, err := store.Open(context.Background(), rs.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	r := newRig(t, nil, st, func(o *Options) { o.StoreTimeout = 500 * time.Millisecond })
+	t.Cleanup(func() { _ = st.Close() })
+	return newRig(t, nil, st, func(o *Options) { o.StoreTimeout = 500 * time.Millisecond }), rs
+}
+
+// TestStoreUnreachableForwardsUnpruned kills a real Redis under the proxy: requests still
+// succeed, byte-identical to what the client sent, and the failure is counted.
+func TestStoreUnreachableForwardsUnpruned(t *testing.T) {
+	r, rs := redisRig(t)
 	rs.Kill()
 	r.up.Enqueue(upstreamfake.Reply{Text: "still here"})
 	body := `{"model":"claude-test","max_tokens":10,"unknown_field":{"kept":[1,2]},"messages":[{"role":"user","content":"hi"}]}`
@@ -97,6 +104,39 @@ func TestStoreUnreachableForwardsUnpruned(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(r.px.Metrics().FailOpen.WithLabelValues("store")); v != 1 {
 		t.Fatalf("fail-open count %v", v)
+	}
+}
+
+// TestReadyDuringStoreOutage stops a real Redis under the proxy: the proxy still serves
+// (unpruned), so /readyz stays 200 and the pod keeps its endpoints; /storez reports the store.
+func TestReadyDuringStoreOutage(t *testing.T) {
+	r, rs := redisRig(t)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(r.http.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, p := range []string{"/readyz", "/storez"} {
+		if code, b := get(p); code != 200 {
+			t.Fatalf("store up: %s %d %s", p, code, b)
+		}
+	}
+	rs.Kill()
+	if code, b := get("/readyz"); code != 200 {
+		t.Fatalf("store down: /readyz %d %s", code, b)
+	}
+	if code, b := get("/storez"); code != http.StatusServiceUnavailable || !strings.Contains(b, "store") {
+		t.Fatalf("store down: /storez %d %s", code, b)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Text: "served unpruned"})
+	m := aTurn(t, r.anthropic("outage"), []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}, false)
+	if m.Content[0].Text != "served unpruned" {
+		t.Fatalf("%+v", m.Content)
 	}
 }
 

@@ -180,6 +180,7 @@ func New(opt Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.OpenAI, epChat) })
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.HandleFunc("GET /storez", s.handleStore)
 	s.mux.Handle("GET /metrics", s.MetricsHandler())
 	s.mux.HandleFunc("GET /admin/sessions/{id}", s.handleAdminSession)
 	s.mux.HandleFunc("GET /admin/sessions/{id}/records/{ref}", s.handleAdminRecord)
@@ -212,6 +213,7 @@ func (s *Server) MetricsHandler() http.Handler {
 }
 
 // SetReadiness sets an extra readiness check for /readyz (for example the flush worker's).
+// It must fail only when the proxy cannot serve requests.
 func (s *Server) SetReadiness(f func(context.Context) error) { s.ready = f }
 
 // ServeHTTP implements http.Handler.
@@ -225,18 +227,29 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// handleReady answers /readyz: whether the proxy can serve requests. It does not depend on the
+// store: with the store unreachable the proxy still serves, unpruned (fail open), so a store
+// outage must not take every replica out of its Service. /storez reports the store.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
-	defer cancel()
-	if s.opt.Store != nil {
-		if _, err := s.opt.Store.Load(ctx, "condense-readyz"); err != nil {
-			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 	}
-	if s.ready != nil {
-		if err := s.ready(ctx); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// handleStore answers /storez: 200 when the store answers a load within StoreTimeout (or the
+// proxy has no store), else 503 with the error; requests meanwhile are forwarded unpruned.
+func (s *Server) handleStore(w http.ResponseWriter, r *http.Request) {
+	if s.opt.Store != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
+		defer cancel()
+		if _, err := s.opt.Store.Load(ctx, "condense-readyz"); err != nil {
+			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 	}

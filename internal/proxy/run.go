@@ -74,7 +74,7 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 
 // Run runs `condense proxy`: the store, the flusher (in-process, or jobs on the Redis stream
 // when summarizer.mode is "jobs"), the proxy on listen.proxy, /metrics on listen.metrics and
-// /healthz, /readyz on listen.health. It returns when ctx ends, after in-flight requests
+// /healthz, /readyz, /storez on listen.health. It returns when ctx ends, after in-flight requests
 // finished (up to 30s) and running in-process flushes got a chance to finish.
 func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	log := ro.Log
@@ -160,6 +160,7 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", px.ServeHTTP)
 	health.HandleFunc("/readyz", px.ServeHTTP)
+	health.HandleFunc("/storez", px.ServeHTTP)
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", px.MetricsHandler())
 	defer func() {

@@ -55,8 +55,9 @@ func TestRunWithBoltStore(t *testing.T) {
 	if err != nil || m.Content[0].Text != "served" {
 		t.Fatalf("%v %+v", err, m)
 	}
-	for addr, path := range map[string]string{ml.Addr().String(): "/metrics", hl.Addr().String(): "/readyz"} {
-		resp, err := http.Get("http://" + addr + path)
+	for _, ep := range []struct{ addr, path string }{{ml.Addr().String(), "/metrics"}, {hl.Addr().String(), "/readyz"}, {hl.Addr().String(), "/storez"}} {
+		path := ep.path
+		resp, err := http.Get("http://" + ep.addr + path)
 		if err != nil {
 			t.Fatal(err)
 		}
