@@ -89,7 +89,8 @@ type ThinkingBudget string
 
 // The thinking budgets, from none to the most.
 const (
-	// ThinkingOff requests no reasoning.
+	// ThinkingOff requests no reasoning (Anthropic thinking disabled; OpenAI reasoning_effort
+	// omitted, which models before gpt-5.1 take as their default effort).
 	ThinkingOff ThinkingBudget = "off"
 	// ThinkingMinimal requests minimal reasoning effort.
 	ThinkingMinimal ThinkingBudget = "minimal"

@@ -103,7 +103,7 @@ func TestOpenAIRequestShapePerThinking(t *testing.T) {
 		max    int64
 	}{
 		{ThinkingDefault, "", 4096},
-		{ThinkingOff, "none", 4096},
+		{ThinkingOff, "", 4096},
 		{ThinkingMinimal, "minimal", 4096 + 1024},
 		{ThinkingLow, "low", 4096 + 2048},
 		{ThinkingMedium, "medium", 4096 + 8192},
@@ -142,6 +142,27 @@ func TestOpenAIRequestShapePerThinking(t *testing.T) {
 				t.Fatalf("body %s", r.Body)
 			}
 		})
+	}
+}
+
+// TestOpenAIThinkingOffAcceptedByEveryModel checks that the default thinking budget, off, makes
+// a request every Chat Completions model takes: non-reasoning models (gpt-4o, gpt-4.1) reject
+// reasoning_effort altogether and models before gpt-5.1 reject "none" (the fake answers both
+// with the real API's 400).
+func TestOpenAIThinkingOffAcceptedByEveryModel(t *testing.T) {
+	up := upstreamfake.Start()
+	defer up.Close()
+	up.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Text: "- [[1:bash]] listed files"}
+	})
+	for _, model := range []string{"gpt-4o", "gpt-4.1-mini", "gpt-5", "gpt-5-mini", "o4-mini", "gpt-5.1"} {
+		l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: OpenAI, BaseURL: up.URL + "/v1", Model: model, APIKey: "sk-test"}, Thinking: ThinkingOff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Summarize(context.Background(), batchReq("b")); err != nil {
+			t.Errorf("%s: %v", model, err)
+		}
 	}
 }
 

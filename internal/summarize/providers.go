@@ -42,7 +42,10 @@ func (l *LLM) anthropicBody(req *Request) ([]byte, error) {
 }
 
 // openAIBody builds a streaming Chat Completions request with usage in the final chunk.
-// Thinking maps to reasoning_effort ("off" → "none"); max_completion_tokens includes the same
+// Thinking maps to reasoning_effort, except "off", which omits it: "none" is refused by every
+// model before gpt-5.1 and the parameter itself by non-reasoning models (gpt-4o, gpt-4.1), so
+// only an omitted effort is taken by all of them (gpt-5.1 and later then reason not at all,
+// earlier reasoning models at their default). max_completion_tokens includes the same
 // reasoning allowance as the Anthropic budget because reasoning tokens count against it.
 func (l *LLM) openAIBody(req *Request) ([]byte, error) {
 	type msg struct {
@@ -70,9 +73,7 @@ func (l *LLM) openAIBody(req *Request) ([]byte, error) {
 	}
 	body.Messages = append(body.Messages, msg{Role: "user", Content: req.Prompt})
 	switch l.opt.Thinking {
-	case ThinkingDefault:
-	case ThinkingOff:
-		body.ReasoningEffort = "none"
+	case ThinkingDefault, ThinkingOff:
 	default:
 		body.ReasoningEffort = string(l.opt.Thinking)
 		body.MaxCompletionTokens += anthropicBudget[l.opt.Thinking]

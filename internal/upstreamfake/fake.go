@@ -3,7 +3,8 @@
 // Completions API (POST /v1/chat/completions), streaming (SSE) and not, replies from a script
 // of scripted turns (text, thinking, tool calls — including context_tree_query calls —, usage,
 // provider-shaped errors, raw bodies) and records every request it receives so tests can assert
-// on exactly what a proxy forwarded.
+// on exactly what a proxy forwarded. Like the real APIs it answers 400 to a body that is not
+// JSON and, on Chat Completions, to a reasoning_effort the named OpenAI model does not take.
 //
 // It is the only fake in the test suite: everything else is run for real.
 package upstreamfake
@@ -322,6 +323,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, rec.Format, Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "fake upstream: request body is not valid JSON"})
 		return
 	}
+	if rec.Format == OpenAI {
+		if msg, param, code, bad := openAIParamRejection(body); bad {
+			writeJSON(w, http.StatusBadRequest, fmt.Sprintf(`{"error":{"message":%s,"type":"invalid_request_error","param":%s,"code":%s}}`,
+				jsonString(msg), jsonString(param), jsonString(code)))
+			return
+		}
+	}
 
 	s.mu.Lock()
 	var rep Reply
@@ -386,6 +394,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 200, string(OpenAICompletion(s.nextID("chatcmpl-"), model, rep)))
 		}
 	}
+}
+
+// openAIParamRejection reports the 400 the real Chat Completions API answers for a
+// reasoning_effort the model does not take (OpenAI's reasoning_effort reference: models before
+// gpt-5.1 do not support "none"; non-reasoning models reject the parameter): gpt-3.5, gpt-4*
+// (gpt-4o, gpt-4.1...), chatgpt-* and gpt-5-chat* reject the parameter, the o-series and the
+// gpt-5 models before gpt-5.1 reject "none". Other model names accept every value.
+func openAIParamRejection(body []byte) (msg, param, code string, bad bool) {
+	effort := gjson.GetBytes(body, "reasoning_effort")
+	if !effort.Exists() {
+		return "", "", "", false
+	}
+	model := gjson.GetBytes(body, "model").String()
+	has := func(prefixes ...string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(model, p) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("gpt-3.5", "gpt-4", "chatgpt-", "gpt-5-chat"):
+		return "Unsupported parameter: 'reasoning_effort' is not supported with this model.", "reasoning_effort", "unsupported_parameter", true
+	case effort.String() == "none" && has("o1", "o3", "o4", "gpt-5") && !has("gpt-5."):
+		return "Unsupported value: 'reasoning_effort' does not support 'none' with this model. Supported values are: 'minimal', 'low', 'medium', and 'high'.",
+			"reasoning_effort", "unsupported_value", true
+	}
+	return "", "", "", false
 }
 
 func (s *Server) nextID(prefix string) string {

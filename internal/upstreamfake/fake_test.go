@@ -264,3 +264,38 @@ func FuzzValidatorMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestOpenAIRejectsUnsupportedReasoningEffort checks that Chat Completions requests carrying a
+// reasoning_effort the named model does not take get the real API's 400, without consuming a
+// scripted reply, and that the models that take it are answered.
+func TestOpenAIRejectsUnsupportedReasoningEffort(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Text: "kept"})
+	for _, c := range []struct{ model, effort, code string }{
+		{"gpt-4o", "low", "unsupported_parameter"},
+		{"gpt-4.1-mini", "none", "unsupported_parameter"},
+		{"gpt-5", "none", "unsupported_value"},
+		{"o4-mini", "none", "unsupported_value"},
+	} {
+		params := openai.ChatCompletionNewParams{Model: c.model, ReasoningEffort: openai.ReasoningEffort(c.effort),
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}
+		_, err := oc(s).Chat.Completions.New(context.Background(), params)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != c.code || apiErr.Param != "reasoning_effort" {
+			t.Fatalf("%s/%s: err = %v", c.model, c.effort, err)
+		}
+	}
+	if s.Pending() != 1 {
+		t.Fatal("a rejected request consumed a scripted reply")
+	}
+	for _, c := range []struct{ model, effort string }{{"gpt-4o", ""}, {"gpt-5", "minimal"}, {"gpt-5.1", "none"}} {
+		params := openai.ChatCompletionNewParams{Model: c.model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}
+		if c.effort != "" {
+			params.ReasoningEffort = openai.ReasoningEffort(c.effort)
+		}
+		if _, err := oc(s).Chat.Completions.New(context.Background(), params); err != nil {
+			t.Fatalf("%s/%q: %v", c.model, c.effort, err)
+		}
+	}
+}
