@@ -762,7 +762,8 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		}
 		deferred = query
 		replace = append(replace, asst)
-		if r.finishChunk == nil {
+		if r.finishChunk == nil { // no finish chunk: the rest, as it came
+			r.emitTail(e, round, out.usage)
 			return out
 		}
 		stop := r.finish
@@ -801,18 +802,24 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			fc, _ := sjson.SetBytes(r.finishChunk, "choices.0.finish_reason", stop)
 			e.emit(encodeEvent("", fc))
 		}
-		if r.usageChunk != nil {
-			if round > 1 {
-				e.emit(encodeEvent("", setOpenAIUsage(r.usageChunk, "usage", out.usage)))
-			} else {
-				e.emit(r.usageRaw)
-			}
-		}
-		if r.done {
-			e.emit([]byte("data: [DONE]\n\n"))
-		}
+		r.emitTail(e, round, out.usage)
 		s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
 		return out
+	}
+}
+
+// emitTail sends what the round held after its finish chunk: the usage chunk (after a hidden
+// round, with total, the usage summed over the rounds) and [DONE].
+func (r *openAIRound) emitTail(e emitter, round int, total usage) {
+	if r.usageChunk != nil {
+		if round > 1 {
+			e.emit(encodeEvent("", setOpenAIUsage(r.usageChunk, "usage", total)))
+		} else {
+			e.emit(r.usageRaw)
+		}
+	}
+	if r.done {
+		e.emit([]byte("data: [DONE]\n\n"))
 	}
 }
 

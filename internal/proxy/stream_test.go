@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/openai/openai-go/v3"
 
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -62,6 +63,29 @@ func TestResponsesRelayedByteForByte(t *testing.T) {
 		if n > uint64(len(cases)) || time.Now().After(deadline) {
 			t.Fatalf("condense_response_finish_seconds has %d samples, want %d", n, len(cases))
 		}
+	}
+}
+
+// TestOpenAIStreamWithoutFinishKeepsUsageAndDone: a stream that ends without a finish_reason
+// chunk still reaches the client whole: the held usage chunk and [DONE] are sent too.
+func TestOpenAIStreamWithoutFinishKeepsUsageAndDone(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	raw := "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n" +
+		"data: [DONE]\n\n"
+	r.up.Enqueue(upstreamfake.Reply{Raw: []byte(raw), ContentType: "text/event-stream"})
+	st := r.openai("nofinish").Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil || acc.Usage.TotalTokens != 4 || acc.Choices[0].Message.Content != "Hi" {
+		t.Fatalf("client saw %+v usage %+v err %v", acc.Choices, acc.Usage, err)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Raw: []byte(raw), ContentType: "text/event-stream"})
+	if resp, b := post(t, r.http.URL+"/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`, map[string]string{HeaderSession: "nofinish"}); resp.StatusCode != 200 || string(b) != raw {
+		t.Fatalf("%d\n got %q\nwant %q", resp.StatusCode, b, raw)
 	}
 }
 
