@@ -37,6 +37,12 @@ import (
 // ActiveWindow is how recently a session must have been seen to count as active.
 const ActiveWindow = 10 * time.Minute
 
+// AnnotationPolicyUID records on an AgentSession the UID of the PruningPolicy it was last
+// reconciled with. The finalizer deletes session state only from that policy's store, so a
+// policy deleted and created again under the same name never loses state to the sessions of
+// its predecessor. A discovered session's owner reference takes precedence over it.
+const AnnotationPolicyUID = "condense.dev/policy-uid"
+
 // Counter names the operator reads besides the store.Stat* ones.
 const (
 	// StatRecords counts indexed tool results.
@@ -115,16 +121,29 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if perr != nil && !apierrors.IsNotFound(perr) {
 		return ctrl.Result{}, perr
 	}
-	policyFound := perr == nil && p.DeletionTimestamp.IsZero()
+	// A session owned by a policy (discovered) belongs to that very object: a policy created
+	// again under the same name is another policy, and the old session waits for the garbage
+	// collector.
+	ownerUID := policyOwnerUID(&s)
+	policyFound := perr == nil && p.DeletionTimestamp.IsZero() && (ownerUID == "" || ownerUID == p.UID)
 
 	if !s.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, &s, &p, policyFound)
+		recorded := ownerUID
+		if recorded == "" {
+			recorded = types.UID(s.Annotations[AnnotationPolicyUID])
+		}
+		return ctrl.Result{}, r.finalize(ctx, &s, &p, policyFound && (recorded == "" || recorded == p.UID))
 	}
-	if want := sessionLabels(&s); !controllerutil.ContainsFinalizer(&s, condensev1.AgentSessionFinalizer) || want != nil {
+	wantLabels := sessionLabels(&s)
+	recordUID := policyFound && s.Annotations[AnnotationPolicyUID] != string(p.UID)
+	if !controllerutil.ContainsFinalizer(&s, condensev1.AgentSessionFinalizer) || wantLabels != nil || recordUID {
 		patch := client.MergeFrom(s.DeepCopy())
 		controllerutil.AddFinalizer(&s, condensev1.AgentSessionFinalizer)
-		if want != nil {
-			s.Labels = want
+		if wantLabels != nil {
+			s.Labels = wantLabels
+		}
+		if recordUID {
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, AnnotationPolicyUID, string(p.UID))
 		}
 		if err := r.Patch(ctx, &s, patch); err != nil {
 			return ctrl.Result{}, err
@@ -134,8 +153,11 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	status := s.Status.DeepCopy()
 	status.ObservedGeneration = s.Generation
 	if !policyFound {
-		setSessionCond(status, s.Generation, condensev1.ConditionReady, false, ReasonPolicyNotFound,
-			fmt.Sprintf("PruningPolicy %q not found in namespace %s", s.Spec.PolicyRef.Name, s.Namespace))
+		msg := fmt.Sprintf("PruningPolicy %q not found in namespace %s", s.Spec.PolicyRef.Name, s.Namespace)
+		if perr == nil && ownerUID != "" && ownerUID != p.UID {
+			msg = fmt.Sprintf("the PruningPolicy %q that owns this session (uid %s) was deleted; the policy of that name now is another object", s.Spec.PolicyRef.Name, ownerUID)
+		}
+		setSessionCond(status, s.Generation, condensev1.ConditionReady, false, ReasonPolicyNotFound, msg)
 		return ctrl.Result{}, r.writeStatus(ctx, &s, status)
 	}
 
@@ -302,9 +324,21 @@ func sessionLabels(s *condensev1.AgentSession) map[string]string {
 	return labels
 }
 
-// finalize deletes the session's state from the store and releases the finalizer. Without a
-// policy (or when the policy's store cannot be resolved because its secret is gone) there is
-// no store to clean and the state is left to the store's idle expiry.
+// policyOwnerUID returns the UID of the PruningPolicy named by the session's policyRef that
+// owns the session (a discovered session), or "" when no such owner reference exists.
+func policyOwnerUID(s *condensev1.AgentSession) types.UID {
+	for _, ref := range s.OwnerReferences {
+		if ref.Kind == "PruningPolicy" && ref.Name == s.Spec.PolicyRef.Name && strings.HasPrefix(ref.APIVersion, condensev1.GroupVersion.Group+"/") {
+			return ref.UID
+		}
+	}
+	return ""
+}
+
+// finalize deletes the session's state from the store and releases the finalizer. Without
+// the policy the session belongs to (gone, or replaced by another object of the same name,
+// or when the policy's store cannot be resolved because its secret is gone) there is no store
+// to clean and the state is left to the store's idle expiry.
 func (r *AgentSessionReconciler) finalize(ctx context.Context, s *condensev1.AgentSession, p *condensev1.PruningPolicy, policyFound bool) error {
 	if !controllerutil.ContainsFinalizer(s, condensev1.AgentSessionFinalizer) {
 		return nil

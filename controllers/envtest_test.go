@@ -92,6 +92,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("StoreOutage", func(t *testing.T) { testStoreOutage(t, c) })
 	t.Run("UserMistakes", func(t *testing.T) { testUserMistakes(t, c, rds) })
 	t.Run("ApplyFailureInStatus", func(t *testing.T) { testApplyFailureInStatus(t, c) })
+	t.Run("PolicyRecreated", func(t *testing.T) { testPolicyRecreated(t, c, rds) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -814,4 +815,83 @@ func policyCondition(ctx context.Context, c client.Client, ns, name, typ string)
 	var cur condensev1.PruningPolicy
 	_ = get(ctx, c, ns, name, &cur)
 	return &cur, apimeta.FindStatusCondition(cur.Status.Conditions, typ)
+}
+
+// testPolicyRecreated deletes a policy and creates another of the same name on the same store
+// before the garbage collector (not running in envtest) removed the old policy's discovered
+// sessions: their finalizers must leave the new policy's session state alone. A user-declared
+// session follows the policy of its name and is cleaned up through the new one.
+func testPolicyRecreated(t *testing.T, c client.Client, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	url := rds.URL() + "/7"
+	old := externalPolicy(t, c, ns, "again", url, nil)
+	st := openTestStore(t, url)
+	const discovered, declaredID = "recreated-discovered", "recreated-declared"
+	declared := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "declared", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "again"}, SessionID: declaredID}}
+	if err := c.Create(ctx, declared); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{discovered, declaredID} {
+		if _, err := st.Commit(ctx, id, 0, []byte("state"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var s *condensev1.AgentSession
+	eventually(t, 20*time.Second, "sessions bound to the first policy", func() (bool, string) {
+		var err error
+		if s, err = sessionFor(ctx, c, ns, discovered); err != nil {
+			return false, err.Error()
+		}
+		_ = get(ctx, c, ns, "declared", declared)
+		return containsStr(s.Finalizers, condensev1.AgentSessionFinalizer) && s.Status.Version == 1 &&
+			declared.Annotations[AnnotationPolicyUID] == string(old.UID), fmt.Sprintf("%+v %v", s.Status, declared.Annotations)
+	})
+
+	if err := c.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "old policy gone", func() (bool, string) {
+		err := get(ctx, c, ns, "again", &condensev1.PruningPolicy{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	again := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "again", Namespace: ns}, Spec: *old.Spec.DeepCopy()}
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "new policy's store open, declared session rebound", func() (bool, string) {
+		_, cd := policyCondition(ctx, c, ns, "again", condensev1.ConditionStoreReachable)
+		_ = get(ctx, c, ns, "declared", declared)
+		return cd != nil && cd.Status == metav1.ConditionTrue && declared.Annotations[AnnotationPolicyUID] == string(again.UID),
+			fmt.Sprintf("%+v %v", cd, declared.Annotations)
+	})
+	eventually(t, 20*time.Second, "orphaned session reports its policy gone", func() (bool, string) {
+		_ = get(ctx, c, ns, s.Name, s)
+		cd := apimeta.FindStatusCondition(s.Status.Conditions, condensev1.ConditionReady)
+		return cd != nil && cd.Reason == ReasonPolicyNotFound, fmt.Sprintf("%+v", cd)
+	})
+
+	// What the garbage collector does to the old policy's session, and a user to theirs.
+	for _, obj := range []*condensev1.AgentSession{s, declared} {
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "both AgentSessions gone", func() (bool, string) {
+		e1 := get(ctx, c, ns, s.Name, &condensev1.AgentSession{})
+		e2 := get(ctx, c, ns, "declared", &condensev1.AgentSession{})
+		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2), fmt.Sprint(e1, e2)
+	})
+	infos, err := st.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, info := range infos {
+		left = append(left, info.Session)
+	}
+	if len(left) != 1 || left[0] != discovered {
+		t.Fatalf("sessions in the store after the deletions: %v; want only %q (the old policy's session must not delete the new policy's state, the declared one must)", left, discovered)
+	}
 }

@@ -273,3 +273,32 @@ func TestSchemaCoversValues(t *testing.T) {
 	}
 	walk("", values, schema)
 }
+
+// TestSamplePolicyIsInstallOnly: the sample PruningPolicy is a post-install hook only. As a
+// post-upgrade hook Helm would delete and re-create it on every upgrade (the default
+// before-hook-creation delete policy), resetting edits and its sessions.
+func TestSamplePolicyIsInstallOnly(t *testing.T) {
+	out, err := runHelm(t, "template", "condense", chartDir, "--set", "samplePolicy.enabled=true")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	found := false
+	for _, doc := range strings.Split(out, "\n---") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil || obj.Kind != "PruningPolicy" {
+			continue
+		}
+		found = true
+		if hook := obj.Metadata.Annotations["helm.sh/hook"]; hook != "post-install" {
+			t.Errorf("sample policy hook %q, want post-install only", hook)
+		}
+	}
+	if !found {
+		t.Fatal("samplePolicy.enabled=true renders no PruningPolicy")
+	}
+}
