@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
@@ -106,5 +108,63 @@ func TestKustomizeSamples(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "config", "samples", "condense_*.yaml"))
 	if len(objs) != len(files) || len(objs) < 4 {
 		t.Fatalf("kustomization renders %d objects for %d sample files", len(objs), len(files))
+	}
+}
+
+// TestRBACLeastPrivilege checks the rendered RBAC of config/default: Leases only through the
+// namespaced leader-election Role (which also lets leader election record its core/v1
+// events), and no verbs the operator does not use on PruningPolicies.
+func TestRBACLeastPrivilege(t *testing.T) {
+	objs := kustomizeBuild(t, filepath.Join("..", "config", "default"))
+	type rule struct {
+		APIGroups []string `json:"apiGroups"`
+		Resources []string `json:"resources"`
+		Verbs     []string `json:"verbs"`
+	}
+	rulesOf := func(kind string) []rule {
+		for _, o := range objs {
+			if o.GetKind() != kind {
+				continue
+			}
+			raw, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			var out []rule
+			for _, r := range raw {
+				var ru rule
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(r.(map[string]any), &ru); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, ru)
+			}
+			return out
+		}
+		t.Fatalf("no %s rendered", kind)
+		return nil
+	}
+	grants := func(rules []rule, group, resource, verb string) bool {
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	cluster, ns := rulesOf("ClusterRole"), rulesOf("Role")
+	for _, verb := range []string{"get", "create", "update", "delete", "list", "watch", "patch"} {
+		if grants(cluster, "coordination.k8s.io", "leases", verb) {
+			t.Errorf("the ClusterRole grants %s on Leases in every namespace; leader election needs only the namespaced Role", verb)
+		}
+	}
+	for _, verb := range []string{"update", "patch", "create", "delete"} {
+		if grants(cluster, "condense.dev", "pruningpolicies", verb) {
+			t.Errorf("the ClusterRole grants %s on PruningPolicies, which the operator never writes (status aside)", verb)
+		}
+	}
+	for _, want := range []struct{ group, resource, verb string }{
+		{"coordination.k8s.io", "leases", "get"}, {"coordination.k8s.io", "leases", "create"}, {"coordination.k8s.io", "leases", "update"},
+		{"", "events", "create"}, {"", "events", "patch"},
+	} {
+		if !grants(ns, want.group, want.resource, want.verb) {
+			t.Errorf("the leader-election Role lacks %s on %q %s", want.verb, want.group, want.resource)
+		}
 	}
 }

@@ -92,7 +92,9 @@ type PruningPolicyReconciler struct {
 	policyEvents chan event.TypedGenericEvent[*condensev1.PruningPolicy]
 }
 
-// +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies,verbs=get;list;watch;update;patch
+// The operator never writes a PruningPolicy (status aside). Leases for leader election are
+// granted by the namespaced Role in config/rbac/leader_election_role.yaml, not here.
+// +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=condense.dev,resources=pruningpolicies/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;update;patch;delete
@@ -101,7 +103,6 @@ type PruningPolicyReconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // storeURL resolves the store URL the operator uses for the policy. The error is a
 // *specError for user mistakes (missing secret, wrong scheme).

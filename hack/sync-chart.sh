@@ -2,7 +2,8 @@
 # Regenerates the chart's copies of generated manifests from config/ (run by `make manifests`;
 # CI fails when the committed chart differs):
 #   config/crd/bases/*.yaml   -> charts/condense/templates/crds/*.yaml  (gated by crds.enabled, kept by crds.keep)
-#   config/rbac/role.yaml     -> the rules of charts/condense/templates/rbac.yaml
+#   config/rbac/role.yaml     -> the ClusterRole rules of charts/condense/templates/rbac.yaml
+#   config/rbac/leader_election_role.yaml -> the leader-election Role rules of the same file
 set -euo pipefail
 cd "$(dirname "$0")/.."
 chart=charts/condense
@@ -34,7 +35,8 @@ for f in config/crd/bases/*.yaml; do
 	} >"$out"
 done
 role=config/rbac/role.yaml
-if [ -e "$role" ]; then
+leader=config/rbac/leader_election_role.yaml
+if [ -e "$role" ] && [ -e "$leader" ]; then
 	{
 		cat <<'HDR'
 {{- if .Values.rbac.create }}
@@ -47,7 +49,7 @@ metadata:
     {{- include "condense.labels" . | nindent 4 }}
 HDR
 		sed -n '/^rules:/,$p' "$role"
-		cat <<'FTR'
+		cat <<'MID'
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -72,13 +74,9 @@ metadata:
   namespace: {{ .Release.Namespace }}
   labels:
     {{- include "condense.labels" . | nindent 4 }}
-rules:
-  - apiGroups: ["coordination.k8s.io"]
-    resources: ["leases"]
-    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
-  - apiGroups: [""]
-    resources: ["events"]
-    verbs: ["create", "patch"]
+MID
+		sed -n '/^rules:/,$p' "$leader"
+		cat <<'FTR'
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
