@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,7 @@ func TestAPIValidation(t *testing.T) {
 	t.Run("PolicyNames", func(t *testing.T) { testPolicyNames(t, c) })
 	t.Run("SessionNames", func(t *testing.T) { testSessionNames(t, c) })
 	t.Run("RedisSwitchToExternal", func(t *testing.T) { testRedisSwitchToExternal(t, c) })
+	t.Run("ManagedRedisStorage", func(t *testing.T) { testManagedRedisStorage(t, c) })
 }
 
 // policyObject is a PruningPolicy as kubectl sends it: exactly the given spec, nothing the Go
@@ -105,17 +107,24 @@ func testPolicyNames(t *testing.T, c client.Client) {
 	}
 
 	// Accepted policies stay editable (the rule is checked on create; names are immutable).
-	p = &condensev1.PruningPolicy{}
-	if err := get(ctx, c, ns, nameOf(46), p); err != nil {
+	wantEditable(t, c, ns, nameOf(46))
+}
+
+// wantEditable fails unless the policy ns/name takes an unrelated spec change and a status write.
+func wantEditable(t *testing.T, c client.Client, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	p := &condensev1.PruningPolicy{}
+	if err := get(ctx, c, ns, name, p); err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.Proxy.Replicas = new(int32(3))
+	p.Spec.Proxy.Replicas = new(i32(p.Spec.Proxy.Replicas, 2) + 1)
 	if err := c.Update(ctx, p); err != nil {
-		t.Errorf("update of a valid policy: %v", err)
+		t.Errorf("%s: spec update rejected: %v", name, err)
 	}
-	p.Status.Sessions = 2
+	p.Status.Sessions++
 	if err := c.Status().Update(ctx, p); err != nil {
-		t.Errorf("status update of a valid policy: %v", err)
+		t.Errorf("%s: status update rejected: %v", name, err)
 	}
 }
 
@@ -214,4 +223,86 @@ func testRedisSwitchToExternal(t *testing.T, c client.Client) {
 	wantInvalid(t, "both managed and external", c.Create(ctx, policyObject(ns, "both", map[string]any{"redis": map[string]any{
 		"managed": map[string]any{}, "external": map[string]any{"urlSecretRef": map[string]any{"name": "r", "key": "url"}}}})),
 		"set at most one of redis.managed and redis.external")
+}
+
+// testManagedRedisStorage: the settings that shape the managed Redis StatefulSet's volume claim
+// template (redis.managed.persistence, storage, storageClassName) cannot change once the policy
+// has a managed Redis, because Kubernetes refuses any change of a StatefulSet's claim templates
+// and the operator would fail to apply its StatefulSet from then on.
+func testManagedRedisStorage(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+
+	// The StatefulSet the operator applies cannot follow such a change.
+	for what, mut := range map[string]func(*condensev1.ManagedRedisSpec){
+		"storage":          func(m *condensev1.ManagedRedisSpec) { m.Storage = new(resource.MustParse("5Gi")) },
+		"persistence":      func(m *condensev1.ManagedRedisSpec) { m.Persistence = new(false) },
+		"storageClassName": func(m *condensev1.ManagedRedisSpec) { m.StorageClassName = new("fast") },
+	} {
+		p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "wedge-" + strings.ToLower(what), Namespace: ns},
+			Spec: condensev1.PruningPolicySpec{Redis: condensev1.RedisSpec{Managed: &condensev1.ManagedRedisSpec{}}}}
+		if err := apply(ctx, c, BuildRedisStatefulSet(p)); err != nil {
+			t.Fatal(err)
+		}
+		mut(p.Spec.Redis.Managed)
+		wantInvalid(t, "StatefulSet after a change of "+what, apply(ctx, c, BuildRedisStatefulSet(p)),
+			"spec.volumeClaimTemplates")
+	}
+
+	managed := func(m map[string]any) map[string]any { return map[string]any{"redis": map[string]any{"managed": m}} }
+	external := map[string]any{"redis": map[string]any{"external": map[string]any{"urlSecretRef": map[string]any{"name": "r", "key": "url"}}}}
+	const (
+		persistence = "redis.managed.persistence is immutable"
+		storage     = "redis.managed.storage is immutable"
+		class       = "redis.managed.storageClassName is immutable"
+	)
+	for _, tc := range []struct {
+		name     string
+		from, to map[string]any
+		want     string // "" when the change is allowed
+	}{
+		{"grow", managed(map[string]any{"storage": "1Gi"}), managed(map[string]any{"storage": "5Gi"}), storage},
+		{"persistence-off", managed(map[string]any{}), managed(map[string]any{"persistence": false}), persistence},
+		{"persistence-on", managed(map[string]any{"persistence": false}), managed(map[string]any{}), persistence},
+		{"class-set", managed(map[string]any{}), managed(map[string]any{"storageClassName": "fast"}), class},
+		{"class-empty", managed(map[string]any{}), managed(map[string]any{"storageClassName": ""}), class},
+		{"class-unset", managed(map[string]any{"storageClassName": "fast"}), managed(map[string]any{}), class},
+		{"class-change", managed(map[string]any{"storageClassName": "fast"}), managed(map[string]any{"storageClassName": "slow"}), class},
+		// Neither managed nor external is a managed Redis with default settings.
+		{"default-to-bigger", map[string]any{}, managed(map[string]any{"storage": "5Gi"}), storage},
+		{"bigger-to-default", managed(map[string]any{"storage": "5Gi"}), map[string]any{}, storage},
+		{"default-to-ephemeral", map[string]any{}, managed(map[string]any{"persistence": false}), persistence},
+		{"default-to-managed", map[string]any{}, managed(map[string]any{"storage": "1Gi"}), ""},
+		{"managed-to-default", managed(map[string]any{"persistence": true}), map[string]any{}, ""},
+		// The same size written differently, or as a number, is no change.
+		{"same-size", managed(map[string]any{"storage": "1Gi"}), managed(map[string]any{"storage": "1024Mi"}), ""},
+		{"number", managed(map[string]any{"storage": int64(1 << 30)}), managed(map[string]any{"storage": "1Gi"}), ""},
+		// Without persistence there is no claim: size and class do not matter.
+		{"ephemeral", managed(map[string]any{"persistence": false}),
+			managed(map[string]any{"persistence": false, "storage": "5Gi", "storageClassName": "fast"}), ""},
+		{"other-fields", managed(map[string]any{}), managed(map[string]any{"image": "redis:7.4",
+			"resources": map[string]any{"requests": map[string]any{"cpu": "100m"}}}), ""},
+		// Leaving the managed Redis deletes its StatefulSet; coming back creates a new one.
+		{"to-external", managed(map[string]any{}), external, ""},
+		{"from-external", external, managed(map[string]any{"storage": "5Gi", "storageClassName": "fast"}), ""},
+	} {
+		if err := c.Create(ctx, policyObject(ns, tc.name, tc.from)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		u := policyObject(ns, tc.name, nil)
+		if err := get(ctx, c, ns, tc.name, u); err != nil {
+			t.Fatal(err)
+		}
+		u.Object["spec"] = tc.to
+		err := c.Update(ctx, u)
+		switch {
+		case tc.want != "":
+			wantInvalid(t, tc.name, err, tc.want)
+		case err != nil:
+			t.Errorf("%s: change rejected: %v", tc.name, err)
+		}
+	}
+
+	// Status writes and unrelated spec changes of a policy with a managed Redis go through.
+	wantEditable(t, c, ns, "grow")
 }

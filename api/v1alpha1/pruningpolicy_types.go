@@ -449,7 +449,17 @@ type PrunerSpec struct {
 
 // RedisSpec says where session state lives. Setting neither field means a managed Redis with
 // default settings.
+//
+// While the Redis is managed (neither field set counts as managed with default settings), the
+// settings that shape its StatefulSet's volume claim template cannot change: persistence, and,
+// with persistence, storage (compared as a quantity, so 1Gi and 1024Mi are the same) and
+// storageClassName (unset and "" differ). Kubernetes refuses any change of a StatefulSet's claim
+// templates, so the operator could not apply the StatefulSet again. Switching to or from
+// redis.external is allowed (the StatefulSet is deleted, or created anew).
 // +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.external))",message="set at most one of redis.managed and redis.external"
+// +kubebuilder:validation:XValidation:rule="has(self.external) || has(oldSelf.external) || (!has(self.managed) || !has(self.managed.persistence) || self.managed.persistence) == (!has(oldSelf.managed) || !has(oldSelf.managed.persistence) || oldSelf.managed.persistence)",message="redis.managed.persistence is immutable: the Redis StatefulSet's volume claim template cannot change; create a new PruningPolicy, or delete this one and its claim data-<policy>-redis-0 and create it again"
+// +kubebuilder:validation:XValidation:rule="has(self.external) || has(oldSelf.external) || (has(self.managed) && has(self.managed.persistence) && !self.managed.persistence) || (has(oldSelf.managed) && has(oldSelf.managed.persistence) && !oldSelf.managed.persistence) || quantity(has(self.managed) && has(self.managed.storage) ? string(self.managed.storage) : '1Gi').compareTo(quantity(has(oldSelf.managed) && has(oldSelf.managed.storage) ? string(oldSelf.managed.storage) : '1Gi')) == 0",message="redis.managed.storage is immutable: the Redis StatefulSet's volume claim template cannot change; create a new PruningPolicy, or delete this one and its claim data-<policy>-redis-0 and create it again"
+// +kubebuilder:validation:XValidation:rule="has(self.external) || has(oldSelf.external) || (has(self.managed) && has(self.managed.persistence) && !self.managed.persistence) || (has(oldSelf.managed) && has(oldSelf.managed.persistence) && !oldSelf.managed.persistence) || ((has(self.managed) && has(self.managed.storageClassName)) ? (has(oldSelf.managed) && has(oldSelf.managed.storageClassName)) && self.managed.storageClassName == oldSelf.managed.storageClassName : !(has(oldSelf.managed) && has(oldSelf.managed.storageClassName)))",message="redis.managed.storageClassName is immutable: the Redis StatefulSet's volume claim template cannot change; create a new PruningPolicy, or delete this one and its claim data-<policy>-redis-0 and create it again"
 type RedisSpec struct {
 	// Managed makes the operator run a single-node Redis with append-only persistence.
 	// +optional
@@ -482,17 +492,21 @@ type ManagedRedisSpec struct {
 	Image string `json:"image,omitempty"`
 
 	// Persistence keeps data across restarts: a PersistentVolumeClaim per pod and the
-	// append-only file (fsync every second). Without it data lives in an emptyDir.
+	// append-only file (fsync every second). Without it data lives in an emptyDir. Cannot change
+	// while the Redis is managed (the StatefulSet's volume claim template is immutable).
 	// +kubebuilder:default=true
 	// +optional
 	Persistence *bool `json:"persistence,omitempty"`
 
-	// Storage is the size of the PersistentVolumeClaim.
+	// Storage is the size of the PersistentVolumeClaim. Cannot change while the Redis is managed
+	// with persistence (the StatefulSet's volume claim template is immutable).
 	// +kubebuilder:default="1Gi"
 	// +optional
 	Storage *resource.Quantity `json:"storage,omitempty"`
 
-	// StorageClassName is the StorageClass of the claim; unset uses the cluster default.
+	// StorageClassName is the StorageClass of the claim; unset uses the cluster default, ""
+	// disables dynamic provisioning. Cannot change (nor be set or unset) while the Redis is
+	// managed with persistence (the StatefulSet's volume claim template is immutable).
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 
