@@ -193,7 +193,8 @@ const (
 	OutcomeDeferred Outcome = "deferred"
 	// OutcomeBusy: another owner holds the session's flush lease.
 	OutcomeBusy Outcome = "busy"
-	// OutcomeSummarizerFailed: every batch failed; nothing was committed.
+	// OutcomeSummarizerFailed: every batch failed; nothing was committed. The error wraps
+	// summarize.ErrRejected only when every batch was rejected by the provider as invalid.
 	OutcomeSummarizerFailed Outcome = "summarizer-failed"
 	// OutcomeConflict: the compare-and-set kept losing after MaxAttempts re-plans.
 	OutcomeConflict Outcome = "conflict"
@@ -431,7 +432,9 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 		for _, oc := range summarize.Run(fctx, o.Summarizer, todo, o.Parallelism) {
 			if oc.Err != nil {
 				res.Failed++
-				if firstErr == nil {
+				// The reported cause is a rejected request only when every failure was one
+				// (a queued job is then not retried).
+				if firstErr == nil || rejected(firstErr) && !rejected(oc.Err) {
 					firstErr = oc.Err
 				}
 				o.Metrics.summarizerError(oc.Err)
@@ -517,6 +520,9 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 	res.Outcome = OutcomeConflict
 	return fmt.Errorf("%w after %d plans", ErrConflict, res.Plans)
 }
+
+// rejected reports whether err is a summarizer call the provider refused as invalid.
+func rejected(err error) bool { return errors.Is(err, summarize.ErrRejected) }
 
 // loadFor loads the session of job. A job that carries its decoded state (an in-process job
 // from the proxy) loads without the state's bytes, from a store that can, when the stored

@@ -17,8 +17,9 @@ import (
 // at-least-once: a job is acknowledged only after its outcome is recorded; a job left pending
 // by a dead worker is reclaimed (XAUTOCLAIM) once idle for ClaimIdle, and a worker keeps the
 // jobs it runs fresh with XCLAIM heartbeats. Failed jobs are retried with exponential backoff
-// up to MaxAttempts, then dead-lettered. A job whose (session, hash) is already done is
-// acknowledged without running again.
+// up to MaxAttempts, then dead-lettered; a job whose summarizer calls the provider all
+// rejected as invalid (summarize.ErrRejected) is dead-lettered after its first attempt. A job
+// whose (session, hash) is already done is acknowledged without running again.
 type Worker struct {
 	// Queue is the Redis queue consumed.
 	Queue *Queue
@@ -288,8 +289,10 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage) {
 	default:
 		job.Attempt++
 		job.LastError = ferr.Error()
-		if job.Attempt >= w.MaxAttempts || time.Since(job.Enqueued) >= w.MaxAge {
-			w.Log.Error("flush worker: job dead-lettered", "session", job.Session, "attempts", job.Attempt, "err", ferr)
+		// The provider refused every summarizer call as invalid: a retry would fail the same way.
+		rej := errors.Is(ferr, ErrSummarizerFailed) && rejected(ferr)
+		if rej || job.Attempt >= w.MaxAttempts || time.Since(job.Enqueued) >= w.MaxAge {
+			w.Log.Error("flush worker: job dead-lettered", "session", job.Session, "attempts", job.Attempt, "rejected", rej, "err", ferr)
 			if err := q.deadLetter(bctx, msg.ID, job, payload, ferr.Error()); err != nil {
 				w.Log.Warn("flush worker: dead-letter", "err", err)
 			}

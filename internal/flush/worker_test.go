@@ -164,6 +164,36 @@ func TestQueueRetriesThenDeadLetters(t *testing.T) {
 	}
 }
 
+// TestQueueRejectedRequestIsNotRetried checks that a job whose summarizer calls the provider
+// rejects as invalid (HTTP 400: the same request fails the same way every time) is
+// dead-lettered after its first attempt instead of being retried up to MaxAttempts.
+func TestQueueRejectedRequestIsNotRetried(t *testing.T) {
+	r := newRig(t, "redis")
+	r.up.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
+		return upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "prompt is too long"}
+	})
+	m := NewMetrics(prometheus.NewRegistry())
+	w, q := r.worker("w1", m)
+	run(t, w)
+	j := job("s1", "rej", 1)
+	if _, err := q.Enqueue(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, q, j, 10*time.Second)
+	if st.State != StateDead || st.Attempt != 1 || !strings.Contains(st.Error, "prompt is too long") {
+		t.Fatalf("status %+v", st)
+	}
+	if n := len(r.up.Requests()); n != 1 {
+		t.Fatalf("%d summarizer calls, want 1", n)
+	}
+	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("retried")); got != 0 {
+		t.Fatalf("retried %v", got)
+	}
+	if got := testutil.ToFloat64(m.SummarizerErrors.WithLabelValues("rejected")); got != 1 {
+		t.Fatalf("rejected summarizer errors %v", got)
+	}
+}
+
 func TestQueueRetryThenSuccess(t *testing.T) {
 	r := newRig(t, "redis")
 	r.up.Enqueue(upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"})

@@ -140,10 +140,12 @@ func (c *FallbackController) bothDown() {
 	}
 }
 
-// Fallback wraps an LLM summarizer: while the primary model fails with a transient error or
-// a timeout, requests that carry a Fallback endpoint (the session's own model) are retried
-// on it, and later requests go straight to it until a probe finds the primary healthy again.
-// Requests without a distinct Fallback endpoint make a single attempt on the primary.
+// Fallback wraps an LLM summarizer: while the primary model fails with a transient error, a
+// timeout or a rejection of the request, requests that carry a Fallback endpoint (the
+// session's own model) are retried on it, and later requests go straight to it until a probe
+// finds the primary healthy again. Requests without a distinct Fallback endpoint make a single
+// attempt on the primary. A failure of both is KindRejected only when both rejected the
+// request, so that a caller retries what may still pass.
 type Fallback struct {
 	// Primary is the configured summarizer model.
 	Primary *LLM
@@ -209,7 +211,10 @@ func (f *Fallback) Summarize(ctx context.Context, req *Request) (*Result, error)
 		return nil, ctx.Err()
 	}
 	f.Control.bothDown()
-	if failover(ferr) || KindOf(ferr) == KindAuth {
+	switch {
+	case KindOf(ferr) == KindRejected && KindOf(err) != KindRejected:
+		return nil, err // the session model refuses the request; the primary's failure may pass
+	case failover(ferr) || KindOf(ferr) == KindAuth:
 		return nil, ferr
 	}
 	return nil, err

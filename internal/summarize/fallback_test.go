@@ -265,3 +265,43 @@ func TestSessionModelSummarizer(t *testing.T) {
 		t.Fatalf("key %q", got)
 	}
 }
+
+// TestFallbackOnRejectedRequest checks the failover of requests the provider rejects as
+// invalid (HTTP 400/404/422): the session's own model is tried, since a rejection by the
+// summarizer model (an unknown model id, a parameter or prompt size it does not take) says
+// nothing of another model; the result is KindRejected only when the session model rejects
+// the request too, and a transient failure of either stays transient (worth a retry).
+func TestFallbackOnRejectedRequest(t *testing.T) {
+	notFound := upstreamfake.Reply{Status: 404, ErrorType: "not_found_error", ErrorMessage: "model: summ-model"}
+	invalid := upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "bad request"}
+	rescue := upstreamfake.Reply{Text: "- [[1:bash]] from session"}
+	for _, c := range []struct {
+		name             string
+		primary, session upstreamfake.Reply
+		want             error // nil: rescued by the session model
+	}{
+		{"unknown summarizer model", notFound, rescue, nil},
+		{"both rejected", invalid, invalid, ErrRejected},
+		{"primary overloaded, session rejected", overloaded, invalid, ErrTransient},
+		{"primary rejected, session overloaded", notFound, overloaded, ErrTransient},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newFBRig(t, time.Second)
+			r.primary.Enqueue(c.primary)
+			r.session.Enqueue(c.session)
+			res, err := r.fb.Summarize(context.Background(), r.req())
+			if c.want != nil {
+				if !errors.Is(err, c.want) {
+					t.Fatalf("err %v, want %v", err, c.want)
+				}
+				return
+			}
+			if err != nil || !res.Fallback || !r.fb.Control.InFallback() {
+				t.Fatalf("res %+v err %v", res, err)
+			}
+			if ev := r.takeEvents(); len(ev) != 1 || ev[0].Kind != EventEnter {
+				t.Fatalf("events %+v", ev)
+			}
+		})
+	}
+}

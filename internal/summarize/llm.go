@@ -207,8 +207,11 @@ func (l *LLM) Summarize(ctx context.Context, req *Request) (*Result, error) {
 	if res.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
 		k := KindTransient
-		if res.StatusCode == http.StatusUnauthorized || res.StatusCode == http.StatusForbidden {
+		switch res.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
 			k = KindAuth
+		case http.StatusBadRequest, http.StatusNotFound, http.StatusUnprocessableEntity:
+			k = KindRejected
 		}
 		if e := l.classify(ctx, callCtx, nil); e != nil {
 			return nil, e

@@ -240,6 +240,10 @@ func TestFailureClassification(t *testing.T) {
 		{"401", Anthropic, upstreamfake.Reply{Status: 401, ErrorType: "authentication_error", ErrorMessage: "invalid x-api-key"}, KindAuth, 401},
 		{"529", Anthropic, upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}, KindTransient, 529},
 		{"429-openai", OpenAI, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
+		{"400", Anthropic, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "prompt is too long"}, KindRejected, 400},
+		{"404", Anthropic, upstreamfake.Reply{Status: 404, ErrorType: "not_found_error", ErrorMessage: "model: claude-gone"}, KindRejected, 404},
+		{"422-openai", OpenAI, upstreamfake.Reply{Status: 422, ErrorType: "invalid_request_error", ErrorMessage: "unprocessable"}, KindRejected, 422},
+		{"408", Anthropic, upstreamfake.Reply{Status: 408, ErrorType: "timeout_error", ErrorMessage: "request timeout"}, KindTransient, 408},
 		{"empty-text", Anthropic, upstreamfake.Reply{Text: " \n"}, KindUnusable, 0},
 		{"max-tokens", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +

@@ -114,7 +114,7 @@ type ErrorKind uint8
 
 const (
 	// KindTransient is a failed call that may succeed later (HTTP 5xx/429, network error,
-	// provider stream error, any other unexpected response).
+	// provider stream error, any other unexpected response but KindAuth's and KindRejected's).
 	KindTransient ErrorKind = iota + 1
 	// KindIdleTimeout: no stream event arrived within the idle timeout.
 	KindIdleTimeout
@@ -126,6 +126,11 @@ const (
 	KindUnusable
 	// KindInvalid: the request cannot be summarized (bad input, e.g. an empty prompt).
 	KindInvalid
+	// KindRejected: the provider refused the request as invalid (HTTP 400, 404, 422: an
+	// unknown model, a parameter or prompt size the model does not take). The same request to
+	// the same model fails the same way again, so it is not worth a retry; another model may
+	// take it (see failover).
+	KindRejected
 )
 
 var kindNames = map[ErrorKind]string{
@@ -135,6 +140,7 @@ var kindNames = map[ErrorKind]string{
 	KindAuth:         "auth",
 	KindUnusable:     "unusable",
 	KindInvalid:      "invalid",
+	KindRejected:     "rejected",
 }
 
 // String returns the kind's stable name (used as a metric label).
@@ -153,6 +159,7 @@ var (
 	ErrAuth         = &Error{Kind: KindAuth}
 	ErrUnusable     = &Error{Kind: KindUnusable}
 	ErrInvalid      = &Error{Kind: KindInvalid}
+	ErrRejected     = &Error{Kind: KindRejected}
 )
 
 // Error is every failure a Summarizer returns (except the caller's own context cancellation,
@@ -203,10 +210,13 @@ func KindOf(err error) ErrorKind {
 }
 
 // failover reports whether a failure of the primary model should be retried on the fallback
-// model: transient failures and timeouts do (reference §8.5), auth and unusable do not.
+// model: transient failures and timeouts do (reference §8.5), auth and unusable do not. A
+// rejected request does too: what the summarizer model refuses (an unknown or retired model
+// id, a parameter it does not take, a prompt over its context window) says nothing of the
+// session's own model, which already serves this session's context.
 func failover(err error) bool {
 	switch KindOf(err) {
-	case KindTransient, KindIdleTimeout, KindTotalTimeout:
+	case KindTransient, KindIdleTimeout, KindTotalTimeout, KindRejected:
 		return true
 	}
 	return false
