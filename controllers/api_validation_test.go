@@ -26,6 +26,7 @@ func TestAPIValidation(t *testing.T) {
 	t.Run("SessionNames", func(t *testing.T) { testSessionNames(t, c) })
 	t.Run("RedisSwitchToExternal", func(t *testing.T) { testRedisSwitchToExternal(t, c) })
 	t.Run("ManagedRedisStorage", func(t *testing.T) { testManagedRedisStorage(t, c) })
+	t.Run("PolicyRefName", func(t *testing.T) { testPolicyRefName(t, c) })
 }
 
 // policyObject is a PruningPolicy as kubectl sends it: exactly the given spec, nothing the Go
@@ -305,4 +306,33 @@ func testManagedRedisStorage(t *testing.T, c client.Client) {
 
 	// Status writes and unrelated spec changes of a policy with a managed Redis go through.
 	wantEditable(t, c, ns, "grow")
+}
+
+const policyRefMessage = "policyRef.name must name a PruningPolicy"
+
+// testPolicyRefName: an AgentSession names its policy with a valid object name that can also be
+// a label value (the operator mirrors it into the session's label condense.dev/policy).
+func testPolicyRefName(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	long := nameOf(64)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Namespace: ns,
+		Labels: map[string]string{condensev1.LabelPolicy: long}}}
+	wantInvalid(t, "label condense.dev/policy of 64 characters", c.Create(ctx, cm), "must be no more than 63")
+
+	session := func(name string, ref map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": condensev1.GroupVersion.String(), "kind": "AgentSession",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec":     map[string]any{"policyRef": ref, "sessionID": name}}}
+	}
+	for i, name := range []string{"team", "team-agents", "team.a", nameOf(63)} {
+		if err := c.Create(ctx, session(fmt.Sprintf("ok%d", i), map[string]any{"name": name})); err != nil {
+			t.Errorf("policyRef.name %q rejected: %v", name, err)
+		}
+	}
+	for i, ref := range []map[string]any{{}, {"name": ""}, {"name": "Team"}, {"name": "team_a"}, {"name": "-team"},
+		{"name": "team."}, {"name": long}} {
+		wantInvalid(t, fmt.Sprintf("policyRef %v", ref), c.Create(ctx, session(fmt.Sprintf("bad%d", i), ref)), policyRefMessage)
+	}
 }

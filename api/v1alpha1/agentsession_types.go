@@ -25,8 +25,11 @@ const (
 
 // AgentSessionSpec identifies one agent session and how long it is kept.
 type AgentSessionSpec struct {
-	// PolicyRef names the PruningPolicy (same namespace) whose proxy serves the session.
+	// PolicyRef names the PruningPolicy (same namespace) whose proxy serves the session. The
+	// name must be a valid object name (a lowercase DNS-1123 subdomain) of 1 to 63 characters,
+	// since the operator copies it to the label condense.dev/policy.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="policyRef is immutable"
+	// +kubebuilder:validation:XValidation:rule="self.name.size() >= 1 && self.name.size() <= 63 && self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="policyRef.name must name a PruningPolicy: 1 to 63 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
 	// +required
 	PolicyRef corev1.LocalObjectReference `json:"policyRef"`
 
