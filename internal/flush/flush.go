@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -268,7 +269,9 @@ type Orchestrator struct {
 	Planner Planner
 	// Summarizer writes the summaries.
 	Summarizer summarize.Summarizer
-	// Owner names this flusher in leases (default host:pid).
+	// Owner names this flusher in leases (default host:pid). Each flush holds the lease as
+	// Owner plus a suffix of its own: the store extends a lease for the owner that holds it,
+	// so flushes of one session in one process must not share an owner to exclude each other.
 	Owner string
 	// LeaseTTL is the flush lease duration, renewed every third of it (default 60s).
 	LeaseTTL time.Duration
@@ -324,6 +327,13 @@ func (o *Orchestrator) owner() string {
 	return fmt.Sprintf("%s:%d", h, os.Getpid())
 }
 
+// flushOwner returns a lease owner for one flush: the orchestrator's owner and a random
+// suffix (not a counter: a restarted process with the same Owner must not take over the
+// lease a flush of its previous run left behind).
+func (o *Orchestrator) flushOwner() string {
+	return o.owner() + "/" + strconv.FormatUint(rand.Uint64(), 36)
+}
+
 func (o *Orchestrator) leaseTTL() time.Duration {
 	if o.LeaseTTL > 0 {
 		return o.LeaseTTL
@@ -369,7 +379,7 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 		return err
 	}
 	res.Hash = job.Hash
-	lease, err := st.AcquireLease(ctx, job.Session, o.owner(), o.leaseTTL())
+	lease, err := st.AcquireLease(ctx, job.Session, o.flushOwner(), o.leaseTTL())
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseHeld) {
 			res.Outcome = OutcomeBusy

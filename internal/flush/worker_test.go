@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -414,5 +416,99 @@ func TestQueueSerializesRequestOnlyJob(t *testing.T) {
 	}
 	if st := waitState(t, q, j, 10*time.Second); st.State != StateDone || st.Result.Outcome != OutcomeFlushed {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// leaseWatch is a store seen through its flush leases: it counts acquire attempts and the
+// most flushes of any one session holding the lease at once.
+type leaseWatch struct {
+	store.Store
+	second chan struct{} // closed at the second acquire attempt
+
+	mu             sync.Mutex
+	attempts       int
+	held, mostHeld int
+}
+
+// AcquireLease implements store.Store.
+func (l *leaseWatch) AcquireLease(ctx context.Context, session, owner string, ttl time.Duration) (store.Lease, error) {
+	lease, err := l.Store.AcquireLease(ctx, session, owner, ttl)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.attempts++; l.attempts == 2 {
+		close(l.second)
+	}
+	if err == nil {
+		l.held++
+		l.mostHeld = max(l.mostHeld, l.held)
+	}
+	return lease, err
+}
+
+// ReleaseLease implements store.Store (counted before the lease is gone, so no acquire can
+// succeed in between).
+func (l *leaseWatch) ReleaseLease(ctx context.Context, lease store.Lease) error {
+	l.mu.Lock()
+	l.held--
+	l.mu.Unlock()
+	return l.Store.ReleaseLease(ctx, lease)
+}
+
+// TestQueueOneFlushPerSessionAtATime submits two jobs of one session together to a worker
+// that runs two jobs at once, holds the first flush's summarizer call until the other job
+// tried to take the lease, and checks that the lease kept the two flushes apart: the second
+// waits as busy (no attempt counted) and runs once the first is done, and nothing fails.
+func TestQueueOneFlushPerSessionAtATime(t *testing.T) {
+	r := newRig(t, "redis")
+	gate := make(chan struct{})
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(gate) }) }
+	t.Cleanup(open)
+	var calls atomic.Int32
+	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
+		rep := labelResponder(rec)
+		if calls.Add(1) == 1 {
+			rep.Hold = gate
+		}
+		return rep
+	})
+	m := NewMetrics(prometheus.NewRegistry())
+	w, q := r.worker("w1", m)
+	lw := &leaseWatch{Store: r.st, second: make(chan struct{})}
+	w.Orch.Store = lw
+	jobs := []*Job{job("s1", "p", 1), job("s1", "p", 2)}
+	for _, j := range jobs {
+		if _, err := q.Enqueue(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, w)
+	select {
+	case <-lw.second:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second job never tried to take the lease")
+	}
+	open()
+	for _, j := range jobs {
+		if st := waitState(t, q, j, 10*time.Second); st.State != StateDone || st.Attempt != 0 {
+			t.Fatalf("status %+v", st)
+		}
+	}
+	lw.mu.Lock()
+	most := lw.mostHeld
+	lw.mu.Unlock()
+	if most != 1 {
+		t.Fatalf("%d flushes of the session held the lease at once", most)
+	}
+	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("busy")); got < 1 {
+		t.Fatalf("busy %v", got)
+	}
+	for _, o := range []Outcome{OutcomeFenced, OutcomeConflict, OutcomeError} {
+		if got := testutil.ToFloat64(m.Flushes.WithLabelValues(string(o))); got != 0 {
+			t.Fatalf("%s flushes %v", o, got)
+		}
+	}
+	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("retried")); got != 0 {
+		t.Fatalf("retried %v", got)
 	}
 }
