@@ -2,12 +2,16 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,18 +19,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/internal/store"
 )
 
 // TestAPIValidation checks, against a real API server (envtest, no operator running), the
 // validation that keeps a PruningPolicy or AgentSession from being accepted when the operator
 // could never reconcile it, and that keeps legitimate edits possible.
 func TestAPIValidation(t *testing.T) {
-	_, _, c := startEnv(t)
+	_, cfg, c := startEnv(t)
 	t.Run("PolicyNames", func(t *testing.T) { testPolicyNames(t, c) })
 	t.Run("SessionNames", func(t *testing.T) { testSessionNames(t, c) })
 	t.Run("RedisSwitchToExternal", func(t *testing.T) { testRedisSwitchToExternal(t, c) })
 	t.Run("ManagedRedisStorage", func(t *testing.T) { testManagedRedisStorage(t, c) })
 	t.Run("PolicyRefName", func(t *testing.T) { testPolicyRefName(t, c) })
+
+	// What the schema lets through and only the operator's configuration check catches.
+	startManager(t, cfg, Options{Image: "condense:test", PolicyResync: 2 * time.Second,
+		OpenStore: func(context.Context, string) (store.Store, error) { return nil, errors.New("no store in this test") }})
+	t.Run("InvalidSpecKeepsChildren", func(t *testing.T) { testInvalidSpecKeepsChildren(t, c) })
 }
 
 // policyObject is a PruningPolicy as kubectl sends it: exactly the given spec, nothing the Go
@@ -334,5 +344,44 @@ func testPolicyRefName(t *testing.T, c client.Client) {
 	for i, ref := range []map[string]any{{}, {"name": ""}, {"name": "Team"}, {"name": "team_a"}, {"name": "-team"},
 		{"name": "team."}, {"name": long}} {
 		wantInvalid(t, fmt.Sprintf("policyRef %v", ref), c.Create(ctx, session(fmt.Sprintf("bad%d", i), ref)), policyRefMessage)
+	}
+}
+
+// testInvalidSpecKeepsChildren: an empty protectedTools entry never reaches the operator (the
+// schema's minimum length); one of only spaces does, and the operator's configuration check
+// sets Ready=False InvalidSpec without touching the children: a policy whose earlier generation
+// was valid keeps that generation's proxy and configuration.
+func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "was-valid", Namespace: ns}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	eventually(t, 20*time.Second, "the proxy ConfigMap", func() (bool, string) {
+		err := get(ctx, c, ns, "was-valid-proxy-config", &cm)
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := get(ctx, c, ns, "was-valid", p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.ProtectedTools = []string{""}
+	wantInvalid(t, "empty protectedTools entry", c.Update(ctx, p), "spec.protectedTools[0] in body should be at least 1 chars long")
+	p.Spec.ProtectedTools = []string{"  "}
+	if err := c.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "Ready=False InvalidSpec", func() (bool, string) {
+		_ = get(ctx, c, ns, "was-valid", p)
+		cd := apimeta.FindStatusCondition(p.Status.Conditions, condensev1.ConditionReady)
+		return cd != nil && cd.Reason == ReasonInvalidSpec && cd.ObservedGeneration == p.Generation, fmt.Sprintf("%+v", cd)
+	})
+	var after corev1.ConfigMap
+	if err := get(ctx, c, ns, "was-valid-proxy-config", &after); err != nil || after.Data["config.yaml"] != cm.Data["config.yaml"] {
+		t.Errorf("the last good configuration must stay: %v", err)
+	}
+	if err := get(ctx, c, ns, "was-valid-proxy", &appsv1.Deployment{}); err != nil {
+		t.Errorf("the proxy of the earlier generation must stay: %v", err)
 	}
 }
