@@ -279,22 +279,7 @@ func TestOpenAISDKRecoveryStreamingAndNot(t *testing.T) {
 			}
 			do := func(msgs []openai.ChatCompletionMessageParamUnion) openai.ChatCompletionMessage {
 				t.Helper()
-				if !stream {
-					cc, err := c.Chat.Completions.New(context.Background(), params(msgs))
-					if err != nil {
-						t.Fatal(err)
-					}
-					return cc.Choices[0].Message
-				}
-				st := c.Chat.Completions.NewStreaming(context.Background(), params(msgs))
-				var acc openai.ChatCompletionAccumulator
-				for st.Next() {
-					acc.AddChunk(st.Current())
-				}
-				if err := st.Err(); err != nil {
-					t.Fatal(err)
-				}
-				return acc.Choices[0].Message
+				return oTurn(t, c, params(msgs), stream).Choices[0].Message
 			}
 			out := bigOutput("test", 50)
 			r.up.Enqueue(

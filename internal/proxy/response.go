@@ -92,16 +92,7 @@ func (s *Server) answer(ctx context.Context, t *turn, calls []call) (cont, resul
 	if t.f == wire.OpenAI {
 		return results, results
 	}
-	var buf bytes.Buffer
-	buf.WriteString(`{"role":"user","content":[`)
-	for i, r := range results {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(r)
-	}
-	buf.WriteString(`]}`)
-	return []json.RawMessage{buf.Bytes()}, results
+	return []json.RawMessage{joinRaw(`{"role":"user","content":[`, results, `]}`)}, results
 }
 
 // queryText answers one context_tree_query input.
@@ -175,6 +166,7 @@ func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bo
 type jsonRound struct {
 	data    []byte
 	asst    json.RawMessage
+	vasst   json.RawMessage // asst without the query calls
 	calls   []call
 	visible []json.RawMessage // Anthropic: visible content blocks
 	text    string            // OpenAI: content text
@@ -207,6 +199,7 @@ func parseJSONRound(f wire.Format, data []byte) (*jsonRound, error) {
 			return true
 		})
 		r.asst = json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+		r.vasst = anthropicAssistant(r.visible)
 		r.stop = root.Get("stop_reason").Str
 		r.u = anthropicUsage(root.Get("usage"))
 		return r, nil
@@ -216,16 +209,26 @@ func parseJSONRound(f wire.Format, data []byte) (*jsonRound, error) {
 		return nil, errors.New("no choices[0].message")
 	}
 	r.text = msg.Get("content").Str
-	var tcs []string
+	var tcs, vtcs []string
 	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		c := call{id: tc.Get("id").Str, name: tc.Get("function.name").Str, input: []byte(tc.Get("function.arguments").Str)}
+		r.calls = append(r.calls, c)
 		tcs = append(tcs, tc.Raw)
-		r.calls = append(r.calls, call{id: tc.Get("id").Str, name: tc.Get("function.name").Str, input: []byte(tc.Get("function.arguments").Str)})
+		if !c.isQuery() {
+			vtcs = append(vtcs, tc.Raw)
+		}
 		return true
 	})
 	r.asst = openAIAssistant(r.text, tcs)
+	r.vasst = openAIAssistant(r.text, vtcs)
 	r.stop = root.Get("choices.0.finish_reason").Str
 	r.u = openAIUsage(root.Get("usage"))
 	return r, nil
+}
+
+// anthropicAssistant returns an Anthropic assistant message of content blocks.
+func anthropicAssistant(blocks []json.RawMessage) json.RawMessage {
+	return joinRaw(`{"role":"assistant","content":[`, blocks, `]}`)
 }
 
 func openAIAssistant(text string, toolCalls []string) json.RawMessage {
@@ -252,6 +255,30 @@ func toolStop(f wire.Format, stop string) bool {
 	return stop == "tool_use"
 }
 
+// endTurn reports whether stop ends the model's turn normally (Anthropic end_turn or
+// stop_sequence, OpenAI stop); an answer cut off (max_tokens, length), a refusal or a
+// content filter stop is never a final answer.
+func endTurn(f wire.Format, stop string) bool {
+	if f == wire.OpenAI {
+		return stop == "stop"
+	}
+	return stop == "end_turn" || stop == "stop_sequence"
+}
+
+// settle decides what becomes of the query calls of a response's last round (one that did
+// not continue upstream), whose model message is asst, or visible without the query calls.
+// After a tool stop the calls are deferred: answered now and stored with the splice, asst
+// with them. After any other stop (max_tokens, length: the answer was cut off, the calls
+// perhaps with it) they are dropped unanswered, and the round's message is visible. It
+// returns the deferred calls and the round's message to store.
+func (s *Server) settle(f wire.Format, stop string, query []call, asst, visible json.RawMessage) ([]call, json.RawMessage) {
+	if len(query) == 0 || toolStop(f, stop) {
+		return query, asst
+	}
+	s.met.Recoveries.WithLabelValues("dropped").Inc()
+	return nil, visible
+}
+
 func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	hdr := resp.Header.Clone()
@@ -263,7 +290,6 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	}
 	var rounds []*jsonRound
 	var replace []json.RawMessage
-	var deferred []call
 	for {
 		r, err := parseJSONRound(t.f, data)
 		if err != nil {
@@ -290,17 +316,17 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 				continue
 			}
 		}
-		deferred = query
 		break
 	}
 	last := rounds[len(rounds)-1]
-	_, lastClient := splitCalls(last.calls)
+	query, lastClient := splitCalls(last.calls)
+	deferred, lastAsst := s.settle(t.f, last.stop, query, last.asst, last.vasst)
 	var results []json.RawMessage
 	if len(deferred) > 0 {
 		s.met.Recoveries.WithLabelValues("deferred").Inc()
 		_, results = s.answer(ctx, t, deferred)
 	}
-	replace = append(replace, last.asst)
+	replace = append(replace, lastAsst)
 
 	var dg digester
 	var body []byte
@@ -366,10 +392,10 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	}
 	if len(rounds) > 1 || len(deferred) > 0 {
 		out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
-	} else {
+	} else if len(query) == 0 {
 		body = data // nothing hidden: the provider's bytes as they came
 	}
-	out.final = len(lastClient) == 0 && !toolStop(t.f, stop)
+	out.final = len(lastClient) == 0 && endTurn(t.f, stop)
 	if out.splice != nil && len(deferred) == 0 {
 		out.viewTail = replace
 	} else {
@@ -543,7 +569,6 @@ type anthropicRound struct {
 func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	var replace []json.RawMessage
-	var deferred []call
 	var visible []string
 	var dg digester
 	clientIdx := 0
@@ -611,6 +636,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		out.usage.add(r.u)
 		var all []string
 		var calls []call
+		var roundVisible []json.RawMessage
 		for _, idx := range r.order {
 			a := r.blocks[idx]
 			fb := a.final()
@@ -622,6 +648,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			if a.held {
 				continue
 			}
+			roundVisible = append(roundVisible, fb)
 			visible = append(visible, string(fb))
 			switch v.Get("type").Str {
 			case "text":
@@ -637,13 +664,13 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			t.fwd, resp = next, resp2
 			continue
 		}
-		deferred = query
-		replace = append(replace, asst)
 		last = r
 		_, lastClient := splitCalls(calls)
 		if last.deltaData == nil { // the stream broke off: nothing more to say
 			return out
 		}
+		deferred, lastAsst := s.settle(t.f, last.stop, query, asst, anthropicAssistant(roundVisible))
+		replace = append(replace, lastAsst)
 		stop := last.stop
 		if len(deferred) > 0 && len(lastClient) == 0 {
 			stop = "end_turn"
@@ -657,7 +684,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
 			s.persistSplice(ctx, t, out.splice)
 		}
-		out.final = len(lastClient) == 0 && stop != "tool_use"
+		out.final = len(lastClient) == 0 && endTurn(t.f, stop)
 		if out.splice != nil && len(deferred) == 0 {
 			out.viewTail = replace
 		} else {
@@ -719,9 +746,7 @@ type openAIRound struct {
 func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	var replace []json.RawMessage
-	var deferred []call
 	var visibleText strings.Builder
-	var visibleCalls []string
 	clientCalls := 0
 	firstID := ""
 	for round := 1; ; round++ {
@@ -742,7 +767,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		eof := time.Now()
 		resp.Body.Close()
 		out.usage.add(r.u)
-		var tcs []string
+		var tcs, roundVisible []string
 		var calls []call
 		for _, idx := range r.order {
 			c := r.calls[idx]
@@ -750,7 +775,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			tcs = append(tcs, string(raw))
 			calls = append(calls, call{id: c.id, name: c.name, input: []byte(c.args.String())})
 			if !c.held {
-				visibleCalls = append(visibleCalls, string(raw))
+				roundVisible = append(roundVisible, string(raw))
 			}
 		}
 		asst := openAIAssistant(r.text.String(), tcs)
@@ -760,12 +785,12 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			t.fwd, resp = next, resp2
 			continue
 		}
-		deferred = query
-		replace = append(replace, asst)
 		if r.finishChunk == nil { // no finish chunk: the rest, as it came
 			r.emitTail(e, round, out.usage)
 			return out
 		}
+		deferred, lastAsst := s.settle(t.f, r.finish, query, asst, openAIAssistant(r.text.String(), roundVisible))
+		replace = append(replace, lastAsst)
 		stop := r.finish
 		if len(deferred) > 0 && len(client) == 0 {
 			stop = "stop"
@@ -784,7 +809,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
 			s.persistSplice(ctx, t, out.splice)
 		}
-		out.final = len(client) == 0 && stop != "tool_calls"
+		out.final = len(client) == 0 && endTurn(t.f, stop)
 		if out.splice != nil && len(deferred) == 0 {
 			out.viewTail = replace
 		} else {

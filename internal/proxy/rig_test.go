@@ -143,6 +143,28 @@ func aTurn(t *testing.T, c *anthropic.Client, msgs []anthropic.MessageParam, str
 	return &m
 }
 
+// oTurn sends one non-streaming or streaming OpenAI request and returns the completion (a
+// streamed one accumulated as the SDK does).
+func oTurn(t *testing.T, c *openai.Client, p openai.ChatCompletionNewParams, stream bool) openai.ChatCompletion {
+	t.Helper()
+	if !stream {
+		cc, err := c.Chat.Completions.New(context.Background(), p)
+		if err != nil {
+			t.Fatalf("chat.completions.new: %v", err)
+		}
+		return *cc
+	}
+	st := c.Chat.Completions.NewStreaming(context.Background(), p)
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return acc.ChatCompletion
+}
+
 // lastModelRequest returns the last recorded request to a model endpoint, parsed and checked
 // for provider validity.
 func lastModelRequest(t *testing.T, up *upstreamfake.Server, f wire.Format) (upstreamfake.Recorded, *wire.Request) {

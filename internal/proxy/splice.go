@@ -75,18 +75,23 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 	return s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statSplices: 1})
 }
 
-// parseMessages turns raw message objects into wire messages of format f.
-func parseMessages(f wire.Format, raws []json.RawMessage) ([]*wire.Message, error) {
+// joinRaw returns prefix, the raw JSON values separated by commas, and suffix.
+func joinRaw(prefix string, raws []json.RawMessage, suffix string) []byte {
 	var b bytes.Buffer
-	b.WriteString(`{"model":"x","messages":[`)
+	b.WriteString(prefix)
 	for i, r := range raws {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.Write(r)
 	}
-	b.WriteString(`]}`)
-	req, err := wire.Parse(f, b.Bytes())
+	b.WriteString(suffix)
+	return b.Bytes()
+}
+
+// parseMessages turns raw message objects into wire messages of format f.
+func parseMessages(f wire.Format, raws []json.RawMessage) ([]*wire.Message, error) {
+	req, err := wire.Parse(f, joinRaw(`{"model":"x","messages":[`, raws, `]}`))
 	if err != nil {
 		return nil, err
 	}
@@ -95,16 +100,7 @@ func parseMessages(f wire.Format, raws []json.RawMessage) ([]*wire.Message, erro
 
 // parseBlocks turns raw Anthropic content blocks into wire blocks.
 func parseBlocks(raws []json.RawMessage) ([]*wire.Block, error) {
-	var b bytes.Buffer
-	b.WriteString(`{"role":"user","content":[`)
-	for i, r := range raws {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(r)
-	}
-	b.WriteString(`]}`)
-	msgs, err := parseMessages(wire.Anthropic, []json.RawMessage{b.Bytes()})
+	msgs, err := parseMessages(wire.Anthropic, []json.RawMessage{joinRaw(`{"role":"user","content":[`, raws, `]}`)})
 	if err != nil {
 		return nil, err
 	}

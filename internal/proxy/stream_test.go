@@ -12,6 +12,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -196,6 +197,50 @@ func TestQueryRoundsExhaustedAreDeferred(t *testing.T) {
 		last := req.Messages[len(req.Messages)-1]
 		if last.Blocks[0].Kind != wire.KindToolResult || !strings.Contains(last.Blocks[0].ResultText(), "build line") {
 			t.Fatalf("rounds=%d: deferred query not answered: %s", rounds, last.Raw())
+		}
+	}
+}
+
+// TestTruncatedAnswerKeepsItsStopReason: a response cut off by max_tokens / length that
+// carries a context_tree_query call keeps the provider's stop reason (it is not turned into
+// a normal end), is not taken for a final answer (no flush starts), and the truncated call is
+// hidden but never answered: the next request carries neither it nor a result for it.
+func TestTruncatedAnswerKeepsItsStopReason(t *testing.T) {
+	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+		for _, stream := range []bool{false, true} {
+			t.Run(f.String()+map[bool]string{false: "/json", true: "/sse"}[stream], func(t *testing.T) {
+				r := newRig(t, nil, nil, nil)
+				cut := upstreamfake.Reply{Text: "Partial answer", ToolCalls: []upstreamfake.ToolCall{{ID: "call_cut", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}}
+				cut.Stop = map[wire.Format]string{wire.Anthropic: "max_tokens", wire.OpenAI: "length"}[f]
+				r.up.Enqueue(cut, upstreamfake.Reply{Text: "ok"})
+				if f == wire.Anthropic {
+					c := r.anthropic("trunc")
+					msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("explain"))}
+					m := aTurn(t, c, msgs, stream)
+					if m.StopReason != "max_tokens" || len(m.Content) != 1 || m.Content[0].Text != "Partial answer" {
+						t.Fatalf("client saw %+v stop=%s", m.Content, m.StopReason)
+					}
+					aTurn(t, c, append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("go on"))), stream)
+				} else {
+					c := r.openai("trunc")
+					msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("explain")}
+					cc := oTurn(t, c, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs}, stream)
+					ch := cc.Choices[0]
+					if ch.FinishReason != "length" || ch.Message.Content != "Partial answer" || len(ch.Message.ToolCalls) != 0 {
+						t.Fatalf("client saw %+v finish=%s", ch.Message, ch.FinishReason)
+					}
+					msgs = append(msgs, ch.Message.ToParam(), openai.UserMessage("go on"))
+					oTurn(t, c, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs}, stream)
+				}
+				rec, _ := lastModelRequest(t, r.up, f)
+				if strings.Contains(string(rec.Body), "call_cut") {
+					t.Fatalf("the truncated call came back: %s", rec.Body)
+				}
+				r.px.bg.Wait() // every flush the proxy started has been submitted
+				if n := testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("agent-message")); n != 1 {
+					t.Fatalf("%v agent-message flushes; only the second, final, answer starts one", n)
+				}
+			})
 		}
 	}
 }

@@ -69,6 +69,10 @@ type Reply struct {
 	ToolCalls []ToolCall
 	// Usage is the reported usage.
 	Usage Usage
+	// Stop, when non-empty, is sent as the stop reason (Anthropic stop_reason, OpenAI
+	// finish_reason) instead of the one the reply implies (tool_use / tool_calls with tool
+	// calls, else end_turn / stop), e.g. "max_tokens" or "length" for a truncated reply.
+	Stop string
 	// Status, when ≥ 400, makes this an error response with ErrorType and ErrorMessage.
 	Status int
 	// ErrorType is the provider error type ("overloaded_error", "rate_limit_error", ...).
@@ -493,13 +497,23 @@ func (s *Server) writeError(w http.ResponseWriter, f Format, rep Reply) {
 	writeJSON(w, rep.Status, fmt.Sprintf(`{"type":"error","error":{"type":%s,"message":%s},"request_id":%s}`, jsonString(typ), jsonString(rep.ErrorMessage), jsonString(s.nextID("req_"))))
 }
 
-// stopReason returns the Anthropic stop_reason of a reply.
-func stopReason(rep Reply) string {
-	if len(rep.ToolCalls) > 0 {
-		return "tool_use"
+// stopReason returns the stop reason of a reply: Reply.Stop when set, else tool when it makes
+// tool calls, else end.
+func stopReason(rep Reply, tool, end string) string {
+	switch {
+	case rep.Stop != "":
+		return rep.Stop
+	case len(rep.ToolCalls) > 0:
+		return tool
 	}
-	return "end_turn"
+	return end
 }
+
+// anthropicStop returns the Anthropic stop_reason of a reply.
+func anthropicStop(rep Reply) string { return stopReason(rep, "tool_use", "end_turn") }
+
+// finishReason returns the OpenAI finish_reason of a reply.
+func finishReason(rep Reply) string { return stopReason(rep, "tool_calls", "stop") }
 
 // AnthropicMessage renders a Reply as a non-streaming Messages API response body.
 func AnthropicMessage(id, model string, rep Reply) []byte {
@@ -525,7 +539,7 @@ func AnthropicMessage(id, model string, rep Reply) []byte {
 		fmt.Fprintf(&b, `{"type":"tool_use","id":%s,"name":%s,"input":%s}`, jsonString(c.ID), jsonString(c.Name), c.Input)
 	}
 	fmt.Fprintf(&b, `],"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":%d}}`,
-		stopReason(rep), rep.Usage.InputTokens, rep.Usage.CacheCreationTokens, rep.Usage.CacheReadTokens, rep.Usage.OutputTokens)
+		anthropicStop(rep), rep.Usage.InputTokens, rep.Usage.CacheCreationTokens, rep.Usage.CacheReadTokens, rep.Usage.OutputTokens)
 	return b.Bytes()
 }
 
@@ -540,9 +554,8 @@ func OpenAICompletion(id, model string, rep Reply) []byte {
 	}
 	fmt.Fprintf(&b, `{"id":%s,"object":"chat.completion","created":%d,"model":%s,"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null`,
 		jsonString(id), time.Now().Unix(), jsonString(model), content)
-	finish := "stop"
+	finish := finishReason(rep)
 	if len(rep.ToolCalls) > 0 {
-		finish = "tool_calls"
 		b.WriteString(`,"tool_calls":[`)
 		for i, c := range rep.ToolCalls {
 			if i > 0 {
@@ -649,7 +662,7 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, model string, rep Reply,
 		idx++
 	}
 	time.Sleep(gen)
-	e.event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":%d}}`, stopReason(rep), rep.Usage.OutputTokens))
+	e.event("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":%d}}`, anthropicStop(rep), rep.Usage.OutputTokens))
 	e.event("message_stop", `{"type":"message_stop"}`)
 }
 
@@ -675,12 +688,8 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, model string, rep Reply, ge
 			e.event("", head+fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]},"logprobs":null,"finish_reason":null}`, i, jsonString(p))+tail)
 		}
 	}
-	finish := "stop"
-	if len(rep.ToolCalls) > 0 {
-		finish = "tool_calls"
-	}
 	time.Sleep(gen)
-	e.event("", head+fmt.Sprintf(`{"index":0,"delta":{},"logprobs":null,"finish_reason":%q}`, finish)+tail)
+	e.event("", head+fmt.Sprintf(`{"index":0,"delta":{},"logprobs":null,"finish_reason":%q}`, finishReason(rep))+tail)
 	if includeUsage {
 		e.event("", head+`],"usage":`+openAIUsage(rep.Usage)+`}`)
 	}

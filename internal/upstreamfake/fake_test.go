@@ -118,6 +118,42 @@ func TestOpenAISDKStreamingAndNot(t *testing.T) {
 	}
 }
 
+// TestStopOverridesStopReason: Reply.Stop is the stop reason of both formats, streamed and not.
+func TestStopOverridesStopReason(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	rep := Reply{Text: "cut", ToolCalls: []ToolCall{{Name: "bash"}}}
+	rep.Stop = "max_tokens"
+	s.Enqueue(rep, rep)
+	msg, err := ac(s).Messages.New(context.Background(), anthropicParams())
+	if err != nil || msg.StopReason != "max_tokens" {
+		t.Fatalf("anthropic: %v %+v", err, msg)
+	}
+	st := ac(s).Messages.NewStreaming(context.Background(), anthropicParams())
+	var acc anthropic.Message
+	for st.Next() {
+		_ = acc.Accumulate(st.Current())
+	}
+	if st.Err() != nil || acc.StopReason != "max_tokens" {
+		t.Fatalf("anthropic stream: %v %+v", st.Err(), acc)
+	}
+	rep.Stop = "length"
+	s.Enqueue(rep, rep)
+	params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}}
+	cc, err := oc(s).Chat.Completions.New(context.Background(), params)
+	if err != nil || cc.Choices[0].FinishReason != "length" {
+		t.Fatalf("openai: %v %+v", err, cc)
+	}
+	ost := oc(s).Chat.Completions.NewStreaming(context.Background(), params)
+	var oacc openai.ChatCompletionAccumulator
+	for ost.Next() {
+		oacc.AddChunk(ost.Current())
+	}
+	if ost.Err() != nil || oacc.Choices[0].FinishReason != "length" {
+		t.Fatalf("openai stream: %v %+v", ost.Err(), oacc.Choices)
+	}
+}
+
 func TestOpenAIErrorShapeAndUnknownPath(t *testing.T) {
 	s := Start()
 	defer s.Close()
