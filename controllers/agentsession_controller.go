@@ -70,6 +70,8 @@ type AgentSessionReconciler struct {
 	client.Client
 	// APIReader reads uncached (discovery double-checks before creating).
 	APIReader client.Reader
+	// Secrets reads the Secrets the policies reference.
+	Secrets *SecretReader
 	// Scheme knows the API types.
 	Scheme *runtime.Scheme
 	// Recorder emits events.
@@ -163,7 +165,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	// Session token Secret.
 	if sa := p.Spec.SessionAuth; sa != nil {
-		secret, err := secretValue(ctx, r.Client, p.Namespace, sa.SecretRef)
+		secret, err := r.Secrets.Value(ctx, p.Namespace, sa.SecretRef)
 		if err != nil {
 			setSessionCond(status, s.Generation, condensev1.ConditionReady, false, ReasonSecretUnavailable,
 				"session auth secret: "+err.Error())
@@ -186,7 +188,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// Store view.
 	info, found, lerr := r.Sessions.Lookup(policyKey, s.Spec.SessionID)
 	if errors.Is(lerr, ErrNotWatched) {
-		url, err := storeURL(ctx, r.Client, &p)
+		url, err := storeURL(ctx, r.Secrets, &p)
 		if err == nil {
 			err = r.Sessions.Ensure(ctx, policyKey, url)
 		}
@@ -347,7 +349,7 @@ func (r *AgentSessionReconciler) finalize(ctx context.Context, s *condensev1.Age
 		key := client.ObjectKeyFromObject(p)
 		st := r.Sessions.Store(key)
 		if st == nil {
-			url, err := storeURL(ctx, r.Client, p)
+			url, err := storeURL(ctx, r.Secrets, p)
 			var serr *specError
 			switch {
 			case errors.As(err, &serr):
@@ -605,7 +607,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, onPolicy fun
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&condensev1.AgentSession{}).
-		Owns(&corev1.Secret{}).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata).
 		Watches(&condensev1.PruningPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.sessionEvents, &handler.TypedEnqueueRequestForObject[*condensev1.AgentSession]{})).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -74,17 +73,4 @@ func isNil(obj client.Object) bool {
 	}
 	v := reflect.ValueOf(obj)
 	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
-// secretValue reads one key of a Secret in ns.
-func secretValue(ctx context.Context, c client.Reader, ns string, sel corev1.SecretKeySelector) ([]byte, error) {
-	var s corev1.Secret
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: sel.Name}, &s); err != nil {
-		return nil, err
-	}
-	v, ok := s.Data[sel.Key]
-	if !ok {
-		return nil, fmt.Errorf("secret %s/%s has no key %q", ns, sel.Name, sel.Key)
-	}
-	return v, nil
 }

@@ -75,7 +75,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("Immutability", func(t *testing.T) { testImmutability(t, c) })
 
 	rds := redistest.Start(t, nil)
-	startManager(t, cfg, Options{
+	mgr := startManager(t, cfg, Options{
 		Image:            "condense:test",
 		Discovery:        true,
 		StoreMinInterval: 50 * time.Millisecond,
@@ -93,6 +93,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("UserMistakes", func(t *testing.T) { testUserMistakes(t, c, rds) })
 	t.Run("ApplyFailureInStatus", func(t *testing.T) { testApplyFailureInStatus(t, c) })
 	t.Run("PolicyRecreated", func(t *testing.T) { testPolicyRecreated(t, c, rds) })
+	t.Run("SecretsCachedAsMetadata", func(t *testing.T) { testSecretsCachedAsMetadata(t, c, mgr, rds) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -893,5 +894,52 @@ func testPolicyRecreated(t *testing.T, c client.Client, rds *redistest.Server) {
 	}
 	if len(left) != 1 || left[0] != discovered {
 		t.Fatalf("sessions in the store after the deletions: %v; want only %q (the old policy's session must not delete the new policy's state, the declared one must)", left, discovered)
+	}
+}
+
+// testSecretsCachedAsMetadata: the operator reads referenced Secrets and writes token Secrets
+// without any informer of whole Secrets; its metadata cache of Secrets keeps neither
+// annotations (kubectl keeps the data there) nor managed fields.
+func testSecretsCachedAsMetadata(t *testing.T, c client.Client, mgr *testManager, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	hmac := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hmac", Namespace: ns, Labels: map[string]string{"team": "a"},
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"secret":"c2VjcmV0"}}`}},
+		StringData: map[string]string{"secret": "0123456789abcdef-cache-check"}}
+	if err := c.Create(ctx, hmac); err != nil {
+		t.Fatal(err)
+	}
+	externalPolicy(t, c, ns, "cached", rds.URL()+"/8", func(p *condensev1.PruningPolicy) {
+		p.Spec.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hmac"}, Key: "secret"}}
+	})
+	s := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "cached", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "cached"}, SessionID: "cached"}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "store reachable and token issued", func() (bool, string) {
+		_, cd := policyCondition(ctx, c, ns, "cached", condensev1.ConditionStoreReachable)
+		_ = get(ctx, c, ns, "cached", s)
+		return cd != nil && cd.Status == metav1.ConditionTrue && s.Status.TokenSecretName != "", fmt.Sprintf("%+v %+v", cd, s.Status)
+	})
+	metaInformer := false
+	for _, obj := range mgr.informerTypes() {
+		switch o := obj.(type) {
+		case *corev1.Secret:
+			t.Fatal("an informer of whole Secrets was started: it would cache the data of every Secret in the cluster")
+		case *metav1.PartialObjectMetadata:
+			metaInformer = metaInformer || o.Kind == "Secret"
+		}
+	}
+	if !metaInformer {
+		t.Fatal("no metadata-only Secret informer: Secret changes are not watched")
+	}
+	m := secretMetadata()
+	eventually(t, 10*time.Second, "cached metadata", func() (bool, string) {
+		err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(hmac), m)
+		return err == nil, fmt.Sprint(err)
+	})
+	if m.Labels["team"] != "a" || len(m.Annotations) != 0 || len(m.ManagedFields) != 0 {
+		t.Fatalf("cached Secret metadata: labels %v, annotations %v, %d managed fields; want labels only", m.Labels, m.Annotations, len(m.ManagedFields))
 	}
 }

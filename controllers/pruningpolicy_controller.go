@@ -84,6 +84,8 @@ type PruningPolicyReconciler struct {
 	Recorder EventRecorder
 	// Sessions holds the open session stores.
 	Sessions *SessionIndex
+	// Secrets reads the Secrets the policy references.
+	Secrets *SecretReader
 	// Options are passed to the builders.
 	Options BuildOptions
 	// Resync is how often a policy is re-checked without a triggering change (default 60s).
@@ -106,12 +108,12 @@ type PruningPolicyReconciler struct {
 
 // storeURL resolves the store URL the operator uses for the policy. The error is a
 // *specError for user mistakes (missing secret, wrong scheme).
-func storeURL(ctx context.Context, c client.Reader, p *condensev1.PruningPolicy) (string, error) {
+func storeURL(ctx context.Context, secrets *SecretReader, p *condensev1.PruningPolicy) (string, error) {
 	ext := p.Spec.Redis.External
 	if ext == nil {
 		return managedRedisURL(p), nil
 	}
-	v, err := secretValue(ctx, c, p.Namespace, ext.URLSecretRef)
+	v, err := secrets.Value(ctx, p.Namespace, ext.URLSecretRef)
 	if err != nil {
 		return "", &specError{reason: ReasonSecretUnavailable, err: fmt.Errorf("redis.external.urlSecretRef: %w", err)}
 	}
@@ -184,7 +186,7 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 
 	// Store reachability.
-	url, uerr := storeURL(ctx, r.Client, &p)
+	url, uerr := storeURL(ctx, r.Secrets, &p)
 	var serr *specError
 	switch {
 	case errors.As(uerr, &serr):
@@ -390,7 +392,9 @@ func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			s := o.(*condensev1.AgentSession)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}}}
 		})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.policiesForSecret)).
+		// Secrets as metadata only: an informer of whole Secrets would hold the data of every
+		// Secret in the cluster (see ManagerOptions and SecretReader).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.policiesForSecret), builder.OnlyMetadata).
 		WatchesRawSource(source.Channel(r.policyEvents, &handler.TypedEnqueueRequestForObject[*condensev1.PruningPolicy]{})).
 		Named("pruningpolicy").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).

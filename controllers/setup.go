@@ -31,7 +31,8 @@ type Options struct {
 	SessionStatusInterval time.Duration
 }
 
-// Setup registers both controllers, the field indexes and the session index with mgr.
+// Setup registers both controllers, the field indexes and the session index with mgr, which
+// should have been created with ManagerOptions.
 func Setup(mgr ctrl.Manager, o Options) error {
 	idx := &SessionIndex{
 		Open:        o.OpenStore,
@@ -42,11 +43,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := mgr.Add(idx); err != nil {
 		return err
 	}
+	secrets := &SecretReader{Meta: mgr.GetCache(), API: mgr.GetAPIReader()}
 	pr := &PruningPolicyReconciler{
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("condense-operator"),
 		Sessions: idx,
+		Secrets:  secrets,
 		Options:  BuildOptions{Image: o.Image},
 		Resync:   o.PolicyResync,
 	}
@@ -56,6 +59,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	sr := &AgentSessionReconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
+		Secrets:        secrets,
 		Scheme:         mgr.GetScheme(),
 		Recorder:       mgr.GetEventRecorder("condense-operator"),
 		Sessions:       idx,

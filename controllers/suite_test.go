@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -67,16 +70,40 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 	return env, cfg, c
 }
 
-// startManager runs the operator's controllers against cfg until the test ends.
-func startManager(t *testing.T, cfg *rest.Config, o Options) ctrl.Manager {
+// testManager is a running operator and the object types its cache started informers for.
+type testManager struct {
+	ctrl.Manager
+	mu        sync.Mutex
+	informers []runtime.Object
+}
+
+// informerTypes returns the objects the cache's informers were created for (typed objects, or
+// metav1.PartialObjectMetadata with the kind set for metadata-only informers).
+func (m *testManager) informerTypes() []runtime.Object {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]runtime.Object{}, m.informers...)
+}
+
+// startManager runs the operator's controllers against cfg until the test ends, with the
+// manager options of `condense manager` (ManagerOptions).
+func startManager(t *testing.T, cfg *rest.Config, o Options) *testManager {
 	t.Helper()
 	skipNameValidation := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	tm := &testManager{}
+	mgr, err := ctrl.NewManager(cfg, ManagerOptions(ctrl.Options{
 		Scheme:                 testScheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             crconfig.Controller{SkipNameValidation: &skipNameValidation},
-	})
+		Cache: cache.Options{NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration,
+			idx toolscache.Indexers) toolscache.SharedIndexInformer {
+			tm.mu.Lock()
+			tm.informers = append(tm.informers, obj)
+			tm.mu.Unlock()
+			return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
+		}},
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +124,8 @@ func startManager(t *testing.T, cfg *rest.Config, o Options) ctrl.Manager {
 			t.Error("manager did not stop within 30s")
 		}
 	})
-	return mgr
+	tm.Manager = mgr
+	return tm
 }
 
 // eventually polls cond every 100ms until it returns true or timeout passes.

@@ -86,7 +86,7 @@ func runManager(f managerFlags) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client configuration: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, controllers.ManagerOptions(ctrl.Options{
 		Scheme:                  managerScheme(),
 		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
 		HealthProbeBindAddress:  f.probeAddr,
@@ -96,7 +96,7 @@ func runManager(f managerFlags) error {
 		// The manager exits right after Start returns, so giving the Lease up on shutdown is
 		// safe and lets a standby replica take over without waiting for the Lease to expire.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
