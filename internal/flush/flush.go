@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -161,6 +162,40 @@ func requestKey(r *wire.Request) uint64 {
 	return d.Sum64()
 }
 
+// PanicError is a flush, or one of its summarizer calls, that panicked: a bug, recovered so
+// that it fails the flush (OutcomePanic; a queued job counts it as a failed attempt) instead
+// of the process.
+type PanicError struct {
+	Value any    // what was passed to panic
+	Stack []byte // the panicking goroutine's stack
+}
+
+// Error implements error.
+func (e *PanicError) Error() string { return fmt.Sprintf("flush: panic: %v", e.Value) }
+
+// catch runs f and returns its error, or a *PanicError when f panics.
+func catch(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// safeSummarizer recovers a panic of a summarizer call (made on a goroutine of
+// summarize.Run's, where it would end the process) as a *PanicError.
+type safeSummarizer struct{ summarize.Summarizer }
+
+// Summarize implements summarize.Summarizer.
+func (s safeSummarizer) Summarize(ctx context.Context, req *summarize.Request) (res *summarize.Result, err error) {
+	err = catch(func() (err error) {
+		res, err = s.Summarizer.Summarize(ctx, req)
+		return err
+	})
+	return res, err
+}
+
 // JobError reports a job that can never run (bad input); it is not retried.
 type JobError struct {
 	Msg string // what is wrong
@@ -203,6 +238,9 @@ const (
 	OutcomeFenced Outcome = "fenced"
 	// OutcomeError: the store, the planner or the job failed.
 	OutcomeError Outcome = "error"
+	// OutcomePanic: the flush or one of its summarizer calls panicked (a bug); the panic was
+	// recovered and logged with its stack, and the flush abandoned where it was.
+	OutcomePanic Outcome = "panic"
 )
 
 // Sentinel errors returned (wrapped) with the matching outcomes.
@@ -350,7 +388,7 @@ func (o *Orchestrator) log() *slog.Logger {
 
 // Flush runs one flush to completion. The returned Result is never nil; err is non-nil for
 // every outcome except flushed, partial, empty and deferred, and wraps ErrBusy, ErrSummarizerFailed,
-// ErrConflict, ErrFenced, a *JobError or the store's error.
+// ErrConflict, ErrFenced, a *JobError, a *PanicError or the store's error.
 func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
 	return o.flushVia(ctx, job, o.Store)
 }
@@ -360,7 +398,11 @@ func (o *Orchestrator) Flush(ctx context.Context, job *Job) (*Result, error) {
 func (o *Orchestrator) flushVia(ctx context.Context, job *Job, st store.Store) (*Result, error) {
 	start := time.Now()
 	res := &Result{Session: job.Session, Hash: job.Hash}
-	err := o.flush(ctx, st, job, res)
+	err := catch(func() error { return o.flush(ctx, st, job, res) })
+	if pe := (*PanicError)(nil); errors.As(err, &pe) {
+		res.Outcome = OutcomePanic
+		o.log().Error("flush: panic", "session", job.Session, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+	}
 	if err != nil && res.Outcome == "" {
 		res.Outcome = OutcomeError
 		if errors.Is(err, ErrFenced) { // the lease was lost mid-flush
@@ -439,7 +481,10 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 		roundUSD := 0.0
 		var firstErr error
 		res.Failed = 0
-		for _, oc := range summarize.Run(fctx, o.Summarizer, todo, o.Parallelism) {
+		for _, oc := range summarize.Run(fctx, safeSummarizer{o.Summarizer}, todo, o.Parallelism) {
+			if pe := (*PanicError)(nil); errors.As(oc.Err, &pe) {
+				return pe
+			}
 			if oc.Err != nil {
 				res.Failed++
 				// The reported cause is a rejected request only when every failure was one

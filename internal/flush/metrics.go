@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FallbackActive: prometheus.NewGauge(prometheus.GaugeOpts{Name: "condense_summarizer_fallback_active",
 			Help: "1 while summaries go to the session's own model because the summarizer model fails."}),
 		Jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_flush_jobs_total",
-			Help: "Queued flush job events (enqueued, duplicate, done, retried, reclaimed, dead)."}, []string{"event"}),
+			Help: "Queued flush job events (enqueued, duplicate, done, retried, busy, reclaimed, requeued, dead, panicked)."}, []string{"event"}),
 		DeadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "condense_flush_jobs_dead_letter_total",
 			Help: "Flush jobs moved to the dead-letter stream."}),
 	}

@@ -16,8 +16,9 @@ import (
 // Worker consumes queued flush jobs (the `condense pruner` process). Delivery is
 // at-least-once: a job is acknowledged only after its outcome is recorded; a job left pending
 // by a dead worker is reclaimed (XAUTOCLAIM) once idle for ClaimIdle, and a worker keeps the
-// jobs it runs fresh with XCLAIM heartbeats. Failed jobs are retried with exponential backoff
-// up to MaxAttempts, then dead-lettered; a job whose summarizer calls the provider all
+// jobs it runs fresh with XCLAIM heartbeats. Failed jobs — a flush that panicked included —
+// are retried with exponential backoff up to MaxAttempts, then dead-lettered; each delivery
+// that ended without an outcome (its worker died) counts as an attempt when reclaimed; a job whose summarizer calls the provider all
 // rejected as invalid (summarize.ErrRejected) is dead-lettered after its first attempt. A job
 // whose (session, hash) is already done is acknowledged without running again.
 type Worker struct {
@@ -123,13 +124,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelJobs()
 	slots := make(chan struct{}, w.Concurrency)
 	var wg sync.WaitGroup
-	dispatch := func(msg redis.XMessage) {
+	dispatch := func(msg redis.XMessage, reclaimed bool) {
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			w.process(jobCtx, msg)
+			// A flush's own panics are failed attempts (Orchestrator.Flush); one in the
+			// bookkeeping leaves the entry pending, to be reclaimed and counted as a delivery.
+			if err := catch(func() error { w.process(jobCtx, msg, reclaimed); return nil }); err != nil {
+				pe := err.(*PanicError)
+				w.Log.Error("flush worker: job processing panicked", "id", msg.ID, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+				w.Queue.Metrics.job("panicked")
+			}
 		}()
 	}
 	claimStart := "0-0"
@@ -163,7 +170,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		for _, m := range msgs {
 			w.Queue.Metrics.job("reclaimed")
 			w.Log.Info("flush worker: reclaimed a stale job", "id", m.ID)
-			dispatch(m)
+			dispatch(m, true)
 		}
 		free -= len(msgs)
 		if free <= 0 {
@@ -184,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		for _, s := range streams {
 			for _, m := range s.Messages {
-				dispatch(m)
+				dispatch(m, false)
 			}
 		}
 	}
@@ -210,8 +217,9 @@ func (w *Worker) pause(ctx context.Context) {
 	}
 }
 
-// process runs one delivered job and records its outcome.
-func (w *Worker) process(ctx context.Context, msg redis.XMessage) {
+// process runs one delivered job and records its outcome. A reclaimed job first counts the
+// deliveries that died with their worker as failed attempts.
+func (w *Worker) process(ctx context.Context, msg redis.XMessage, reclaimed bool) {
 	q := w.Queue
 	// Bookkeeping must survive a shutdown cancel.
 	bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -239,6 +247,13 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage) {
 			return nil
 		}); err != nil {
 			w.Log.Warn("flush worker: ack duplicate", "err", err)
+		}
+		return
+	}
+	if reclaimed && w.deadDeliveries(bctx, msg.ID, job) {
+		w.Log.Error("flush worker: reclaimed job dead-lettered", "session", job.Session, "attempts", job.Attempt, "err", job.LastError)
+		if err := q.deadLetter(bctx, msg.ID, job, payload, job.LastError); err != nil {
+			w.Log.Warn("flush worker: dead-letter", "err", err)
 		}
 		return
 	}
@@ -305,6 +320,26 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage) {
 		}
 		q.Metrics.job("retried")
 	}
+}
+
+// deadDeliveries adds to job.Attempt the earlier deliveries of the reclaimed entry id, each
+// of which ended without an outcome (its worker died, hung or panicked outside the flush: no
+// attempt was counted), and reports whether that reaches MaxAttempts. The delivery count is
+// the entry's in the consumer group (XPENDING); when it cannot be read the job just runs.
+func (w *Worker) deadDeliveries(ctx context.Context, id string, job *Job) bool {
+	p, err := w.Queue.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.Queue.StreamKey(), Group: w.Queue.Group,
+		Start: id, End: id, Count: 1}).Result()
+	if err != nil || len(p) == 0 {
+		w.Log.Warn("flush worker: delivery count of a reclaimed job", "id", id, "err", err)
+		return false
+	}
+	died := int(p[0].RetryCount) - 1 // this delivery is the last one
+	if died <= 0 {
+		return false
+	}
+	job.Attempt += died
+	job.LastError = fmt.Sprintf("delivered %d times without an outcome (worker died or hung)", p[0].RetryCount)
+	return job.Attempt >= w.MaxAttempts
 }
 
 func mustJSON(v any) string {
