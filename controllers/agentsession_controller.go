@@ -608,12 +608,25 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, onPolicy fun
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&condensev1.AgentSession{}).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata).
+		// A rotated session-auth secret re-issues every token of the policies using it.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForSecret), builder.OnlyMetadata).
 		Watches(&condensev1.PruningPolicy{}, handler.EnqueueRequestsFromMapFunc(r.sessionsForPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.sessionEvents, &handler.TypedEnqueueRequestForObject[*condensev1.AgentSession]{})).
 		Named("agentsession").
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// sessionsForSecret maps a Secret to the sessions of the policies whose session-auth secret it is.
+func (r *AgentSessionReconciler) sessionsForSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, p := range policiesWhere(ctx, r.Client, o.GetNamespace(), func(p *condensev1.PruningPolicy) bool {
+		return p.Spec.SessionAuth != nil && p.Spec.SessionAuth.SecretRef.Name == o.GetName()
+	}) {
+		out = append(out, r.sessionsForPolicy(ctx, p)...)
+	}
+	return out
 }
 
 func (r *AgentSessionReconciler) sessionsForPolicy(ctx context.Context, o client.Object) []reconcile.Request {

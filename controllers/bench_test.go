@@ -43,8 +43,8 @@ func BenchmarkBuildChildren(b *testing.B) {
 			b.Fatal(err)
 		}
 		h := cfg.Hash()
-		_ = BuildProxyDeployment(p, o, h)
-		_ = BuildPrunerDeployment(p, o, h)
+		_ = BuildProxyDeployment(p, o, PodHashes{Config: h})
+		_ = BuildPrunerDeployment(p, o, PodHashes{Config: h})
 		_ = BuildProxyService(p)
 		_ = BuildProxyPDB(p)
 		_ = BuildProxyHPA(p)

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +23,21 @@ import (
 // AnnotationConfigHash is set on the proxy and pruner pod templates to the hash of the
 // rendered configuration, so a configuration change rolls the pods.
 const AnnotationConfigHash = "condense.dev/config-hash"
+
+// AnnotationSecretsHash is set on the proxy and pruner pod templates to a digest of the
+// resourceVersions of the Secrets the pods read (external Redis URL, summarizer key,
+// session-auth secret), so rotating one rolls the pods: environment variables and the
+// session-auth secret are read once, at start.
+const AnnotationSecretsHash = "condense.dev/secrets-hash"
+
+// PodHashes are the pod template annotations that roll the proxy and pruner pods.
+type PodHashes struct {
+	// Config is the rendered configuration's hash (AnnotationConfigHash).
+	Config string
+	// Secrets digests the referenced Secrets' versions (AnnotationSecretsHash); "" when the
+	// policy references none.
+	Secrets string
+}
 
 // DefaultImage is the condense image used when a policy names none.
 const DefaultImage = "ghcr.io/condense-dev/condense:latest"
@@ -155,7 +171,7 @@ func podSpec(p *condensev1.PruningPolicy, o BuildOptions, subcommand string, res
 	return ps
 }
 
-func podTemplate(p *condensev1.PruningPolicy, o BuildOptions, component, subcommand, hash string, res corev1.ResourceRequirements) corev1.PodTemplateSpec {
+func podTemplate(p *condensev1.PruningPolicy, o BuildOptions, component, subcommand string, hashes PodHashes, res corev1.ResourceRequirements) corev1.PodTemplateSpec {
 	labels := map[string]string{}
 	annotations := map[string]string{}
 	if t := p.Spec.Proxy.PodTemplate; t != nil {
@@ -163,17 +179,19 @@ func podTemplate(p *condensev1.PruningPolicy, o BuildOptions, component, subcomm
 		maps.Copy(annotations, t.Annotations)
 	}
 	maps.Copy(labels, selectorLabels(p, component))
-	annotations[AnnotationConfigHash] = hash
+	annotations[AnnotationConfigHash] = hashes.Config
+	if hashes.Secrets != "" {
+		annotations[AnnotationSecretsHash] = hashes.Secrets
+	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec:       podSpec(p, o, subcommand, res),
 	}
 }
 
-// BuildProxyDeployment renders the proxy Deployment. configHash is the rendered
-// configuration's hash; it goes on the pod template. With autoscaling on, replicas are left to
-// the HorizontalPodAutoscaler.
-func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, configHash string) *appsv1.Deployment {
+// BuildProxyDeployment renders the proxy Deployment; hashes go on the pod template. With
+// autoscaling on, replicas are left to the HorizontalPodAutoscaler.
+func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes PodHashes) *appsv1.Deployment {
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta(p, proxyName(p), "proxy"),
@@ -186,7 +204,7 @@ func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, configHas
 					MaxSurge:       new(intstr.FromInt32(1)),
 				},
 			},
-			Template: podTemplate(p, o, "proxy", "proxy", configHash, p.Spec.Proxy.Resources),
+			Template: podTemplate(p, o, "proxy", "proxy", hashes, p.Spec.Proxy.Resources),
 		},
 	}
 	if p.Spec.Proxy.Autoscaling == nil {
@@ -196,7 +214,7 @@ func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, configHas
 }
 
 // BuildPrunerDeployment renders the pruner worker Deployment; nil when pruner.replicas is 0.
-func BuildPrunerDeployment(p *condensev1.PruningPolicy, o BuildOptions, configHash string) *appsv1.Deployment {
+func BuildPrunerDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes PodHashes) *appsv1.Deployment {
 	if p.Spec.Pruner.Replicas <= 0 {
 		return nil
 	}
@@ -206,7 +224,7 @@ func BuildPrunerDeployment(p *condensev1.PruningPolicy, o BuildOptions, configHa
 		Spec: appsv1.DeploymentSpec{
 			Replicas: new(p.Spec.Pruner.Replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(p, "pruner")},
-			Template: podTemplate(p, o, "pruner", "pruner", configHash, p.Spec.Pruner.Resources),
+			Template: podTemplate(p, o, "pruner", "pruner", hashes, p.Spec.Pruner.Resources),
 		},
 	}
 }
@@ -396,6 +414,37 @@ func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
 			corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 	return ss
+}
+
+// referencedSecrets returns the names of the Secrets the proxy and pruner pods read, sorted
+// and without duplicates.
+func referencedSecrets(p *condensev1.PruningPolicy) []string {
+	var names []string
+	s := &p.Spec
+	if s.Redis.External != nil {
+		names = append(names, s.Redis.External.URLSecretRef.Name)
+	}
+	if s.SessionAuth != nil {
+		names = append(names, s.SessionAuth.SecretRef.Name)
+	}
+	if s.Summarizer.Credentials != nil {
+		names = append(names, s.Summarizer.Credentials.SecretKeyRef.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// SecretsHash digests the resourceVersions of the referenced Secrets (name to version, ""
+// for a missing Secret); "" when there are none.
+func SecretsHash(versions map[string]string) string {
+	if len(versions) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(versions)) {
+		fmt.Fprintf(h, "%s=%s\n", name, versions[name])
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // BuildSessionTokenSecret renders the Secret holding an AgentSession's session token.

@@ -143,7 +143,7 @@ func TestBuildProxyDeployment(t *testing.T) {
 		check func(t *testing.T, p *condensev1.PruningPolicy)
 	}{
 		{"defaults", nil, func(t *testing.T, p *condensev1.PruningPolicy) {
-			d := BuildProxyDeployment(p, BuildOptions{Image: "img:1"}, "h1")
+			d := BuildProxyDeployment(p, BuildOptions{Image: "img:1"}, PodHashes{Config: "h1"})
 			if d.Name != "team-proxy" || d.Namespace != "agents" || *d.Spec.Replicas != 2 {
 				t.Errorf("meta/replicas: %s/%s %d", d.Namespace, d.Name, *d.Spec.Replicas)
 			}
@@ -153,6 +153,9 @@ func TestBuildProxyDeployment(t *testing.T) {
 			}
 			if d.Spec.Template.Annotations[AnnotationConfigHash] != "h1" {
 				t.Errorf("config hash annotation: %v", d.Spec.Template.Annotations)
+			}
+			if _, ok := d.Spec.Template.Annotations[AnnotationSecretsHash]; ok {
+				t.Errorf("no secrets, no secrets hash: %v", d.Spec.Template.Annotations)
 			}
 			if !reflect.DeepEqual(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 				t.Errorf("selector %v does not match template labels %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
@@ -181,8 +184,14 @@ func TestBuildProxyDeployment(t *testing.T) {
 			p.Spec.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "auth"}, Key: "hmac"}}
 			p.Spec.Redis = condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{URLSecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "url"}}}
 		}, func(t *testing.T, p *condensev1.PruningPolicy) {
-			d := BuildProxyDeployment(p, BuildOptions{Image: "img:1"}, "h")
+			d := BuildProxyDeployment(p, BuildOptions{Image: "img:1"}, PodHashes{Config: "h", Secrets: "s1"})
 			c := container(t, d.Spec.Template.Spec)
+			if d.Spec.Template.Annotations[AnnotationSecretsHash] != "s1" {
+				t.Errorf("secrets hash annotation: %v", d.Spec.Template.Annotations)
+			}
+			if got := referencedSecrets(p); !reflect.DeepEqual(got, []string{"auth", "llm", "redis"}) {
+				t.Errorf("referenced secrets %v", got)
+			}
 			if c.Image != "own:2" || *d.Spec.Replicas != 5 || c.Resources.Requests.Cpu().String() != "250m" {
 				t.Errorf("image/replicas/resources: %s %d %v", c.Image, *d.Spec.Replicas, c.Resources)
 			}
@@ -212,16 +221,31 @@ func TestBuildProxyDeployment(t *testing.T) {
 		{"autoscaled leaves replicas to the HPA", func(p *condensev1.PruningPolicy) {
 			p.Spec.Proxy.Autoscaling = &condensev1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 6}
 		}, func(t *testing.T, p *condensev1.PruningPolicy) {
-			if d := BuildProxyDeployment(p, BuildOptions{}, "h"); d.Spec.Replicas != nil {
+			if d := BuildProxyDeployment(p, BuildOptions{}, PodHashes{Config: "h"}); d.Spec.Replicas != nil {
 				t.Errorf("replicas must be unset under autoscaling, got %d", *d.Spec.Replicas)
 			}
-			if c := container(t, BuildProxyDeployment(p, BuildOptions{}, "h").Spec.Template.Spec); c.Image != DefaultImage {
+			if c := container(t, BuildProxyDeployment(p, BuildOptions{}, PodHashes{Config: "h"}).Spec.Template.Spec); c.Image != DefaultImage {
 				t.Errorf("default image: %s", c.Image)
 			}
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { tc.check(t, policy(tc.mut)) })
+	}
+}
+
+func TestSecretsHash(t *testing.T) {
+	a := SecretsHash(map[string]string{"redis": "10", "auth": "7"})
+	if a == "" || a != SecretsHash(map[string]string{"auth": "7", "redis": "10"}) {
+		t.Fatalf("hash must be stable and independent of order: %q", a)
+	}
+	for _, changed := range []map[string]string{{"redis": "11", "auth": "7"}, {"redis": "10", "auth": ""}, {"redis": "10"}} {
+		if SecretsHash(changed) == a {
+			t.Errorf("%v hashes like the original", changed)
+		}
+	}
+	if SecretsHash(nil) != "" {
+		t.Error("no secrets, no hash")
 	}
 }
 
@@ -264,7 +288,7 @@ func TestBuildOptionalChildren(t *testing.T) {
 					t.Errorf("hpa spec: %+v", h.Spec)
 				}
 			}
-			w := BuildPrunerDeployment(p, BuildOptions{}, "h")
+			w := BuildPrunerDeployment(p, BuildOptions{}, PodHashes{Config: "h"})
 			if (w != nil) != tc.pruner {
 				t.Errorf("pruner present = %v", w != nil)
 			} else if w != nil {

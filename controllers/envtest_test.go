@@ -94,6 +94,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("ApplyFailureInStatus", func(t *testing.T) { testApplyFailureInStatus(t, c) })
 	t.Run("PolicyRecreated", func(t *testing.T) { testPolicyRecreated(t, c, rds) })
 	t.Run("SecretsCachedAsMetadata", func(t *testing.T) { testSecretsCachedAsMetadata(t, c, mgr, rds) })
+	t.Run("SecretRotation", func(t *testing.T) { testSecretRotation(t, c, rds) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -942,4 +943,76 @@ func testSecretsCachedAsMetadata(t *testing.T, c client.Client, mgr *testManager
 	if m.Labels["team"] != "a" || len(m.Annotations) != 0 || len(m.ManagedFields) != 0 {
 		t.Fatalf("cached Secret metadata: labels %v, annotations %v, %d managed fields; want labels only", m.Labels, m.Annotations, len(m.ManagedFields))
 	}
+}
+
+// testSecretRotation rotates the Secrets a policy's pods read: each rotation rolls the proxy
+// (the pods read them once, at start), and a new session-auth secret re-issues the tokens.
+func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	hmac := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hmac", Namespace: ns}, StringData: map[string]string{"secret": "0123456789abcdef-first"}}
+	llm := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns}, StringData: map[string]string{"key": "sk-first"}}
+	for _, sec := range []*corev1.Secret{hmac, llm} {
+		if err := c.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	externalPolicy(t, c, ns, "rotate", rds.URL()+"/9", func(p *condensev1.PruningPolicy) {
+		p.Spec.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hmac"}, Key: "secret"}}
+		p.Spec.Summarizer.Credentials = &condensev1.CredentialsSpec{SecretKeyRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "llm"}, Key: "key"}}
+	})
+	s := &condensev1.AgentSession{ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: ns},
+		Spec: condensev1.AgentSessionSpec{PolicyRef: corev1.LocalObjectReference{Name: "rotate"}, SessionID: "rotating-id"}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// templateHashes returns the proxy pod template's config and secrets hashes.
+	templateHashes := func() (string, string, error) {
+		var dep appsv1.Deployment
+		if err := get(ctx, c, ns, "rotate-proxy", &dep); err != nil {
+			return "", "", err
+		}
+		a := dep.Spec.Template.Annotations
+		return a[AnnotationConfigHash], a[AnnotationSecretsHash], nil
+	}
+	// token waits for the session's token to be the one the secret gives.
+	token := func(what, secret string) {
+		t.Helper()
+		want := config.SessionToken([]byte(secret), "rotating-id")
+		eventually(t, 20*time.Second, what, func() (bool, string) {
+			var tok corev1.Secret
+			if err := get(ctx, c, ns, "rotating-token", &tok); err != nil {
+				return false, err.Error()
+			}
+			return string(tok.Data["token"]) == want, string(tok.Data["token"])
+		})
+	}
+	token("first token", "0123456789abcdef-first")
+	var cfgHash, first string
+	eventually(t, 20*time.Second, "secrets hash on the pod template", func() (bool, string) {
+		var err error
+		cfgHash, first, err = templateHashes()
+		return err == nil && first != "", fmt.Sprint(cfgHash, first, err)
+	})
+	// rotate changes one key of a Secret and waits for a new secrets hash (same configuration).
+	rotate := func(sec *corev1.Secret, key, value, prev string) string {
+		t.Helper()
+		eventually(t, 10*time.Second, "rotate "+sec.Name, func() (bool, string) {
+			if err := get(ctx, c, ns, sec.Name, sec); err != nil {
+				return false, err.Error()
+			}
+			sec.Data[key] = []byte(value)
+			return c.Update(ctx, sec) == nil, "update failed"
+		})
+		var next string
+		eventually(t, 20*time.Second, "pods rolled after rotating "+sec.Name, func() (bool, string) {
+			cfg, h, err := templateHashes()
+			next = h
+			return err == nil && h != "" && h != prev && cfg == cfgHash, fmt.Sprint(cfg, h, err)
+		})
+		return next
+	}
+	second := rotate(hmac, "secret", "0123456789abcdef-second", first)
+	token("token re-issued with the rotated secret", "0123456789abcdef-second")
+	rotate(llm, "key", "sk-second", second)
 }

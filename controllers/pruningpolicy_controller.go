@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -175,7 +176,11 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 	status.ConfigHash = cfg.Hash()
-	if err := r.applyChildren(ctx, &p, cfg); err != nil {
+	hashes := PodHashes{Config: cfg.Hash()}
+	if hashes.Secrets, err = r.secretsHash(ctx, &p); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.applyChildren(ctx, &p, cfg, hashes); err != nil {
 		// Reported for this generation, then retried with backoff (a conflict over a name or
 		// an API error may clear up without the policy changing).
 		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonApplyFailed, err.Error())
@@ -271,25 +276,37 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
+// secretsHash digests the current versions of the Secrets the policy's pods read.
+func (r *PruningPolicyReconciler) secretsHash(ctx context.Context, p *condensev1.PruningPolicy) (string, error) {
+	versions := map[string]string{}
+	for _, name := range referencedSecrets(p) {
+		v, err := r.Secrets.Version(ctx, p.Namespace, name)
+		if err != nil {
+			return "", err
+		}
+		versions[name] = v
+	}
+	return SecretsHash(versions), nil
+}
+
 // applyChildren server-side applies every child object and deletes the optional ones the
 // policy no longer wants.
-func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condensev1.PruningPolicy, cfg *config.Config) error {
+func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condensev1.PruningPolicy, cfg *config.Config, hashes PodHashes) error {
 	cm, err := BuildProxyConfigMap(p, cfg)
 	if err != nil {
 		return err
 	}
-	hash := cfg.Hash()
 	type child struct {
 		want  client.Object
 		empty client.Object
 	}
 	children := []child{
 		{cm, &corev1.ConfigMap{}},
-		{BuildProxyDeployment(p, r.Options, hash), &appsv1.Deployment{}},
+		{BuildProxyDeployment(p, r.Options, hashes), &appsv1.Deployment{}},
 		{BuildProxyService(p), &corev1.Service{}},
 		{BuildProxyPDB(p), &policyv1.PodDisruptionBudget{}},
 		{BuildProxyHPA(p), &autoscalingv2.HorizontalPodAutoscaler{}},
-		{BuildPrunerDeployment(p, r.Options, hash), &appsv1.Deployment{}},
+		{BuildPrunerDeployment(p, r.Options, hashes), &appsv1.Deployment{}},
 		{BuildRedisConfigMap(p), &corev1.ConfigMap{}},
 		{BuildRedisService(p), &corev1.Service{}},
 		{BuildRedisStatefulSet(p), &appsv1.StatefulSet{}},
@@ -403,24 +420,29 @@ func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // policiesForSecret maps a Secret to the policies that reference it.
 func (r *PruningPolicyReconciler) policiesForSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	var list condensev1.PruningPolicyList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		if policyUsesSecret(&list.Items[i], o.GetName()) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
+	for _, p := range policiesWhere(ctx, r.Client, o.GetNamespace(), func(p *condensev1.PruningPolicy) bool {
+		return slices.Contains(referencedSecrets(p), o.GetName())
+	}) {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 	}
 	return out
 }
 
-func policyUsesSecret(p *condensev1.PruningPolicy, name string) bool {
-	s := &p.Spec
-	return (s.Redis.External != nil && s.Redis.External.URLSecretRef.Name == name) ||
-		(s.SessionAuth != nil && s.SessionAuth.SecretRef.Name == name) ||
-		(s.Summarizer.Credentials != nil && s.Summarizer.Credentials.SecretKeyRef.Name == name)
+// policiesWhere lists the policies of namespace ns for which keep is true (none when the
+// listing fails: watch mappings have no error path, and the resync catches up).
+func policiesWhere(ctx context.Context, c client.Reader, ns string, keep func(*condensev1.PruningPolicy) bool) []*condensev1.PruningPolicy {
+	var list condensev1.PruningPolicyList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	var out []*condensev1.PruningPolicy
+	for i := range list.Items {
+		if keep(&list.Items[i]) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out
 }
 
 // EnqueuePolicy asks for a reconcile of the policy (used by the session index when store
