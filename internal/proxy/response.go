@@ -288,17 +288,22 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
 		return out
 	}
+	if manyChoices(t) { // relayed untouched; choice 0 is the session's answer
+		if r, err := parseJSONRound(t.f, data); err == nil {
+			out.usage, out.final = r.u, len(r.calls) == 0 && endTurn(t.f, r.stop)
+			out.viewTail = []json.RawMessage{r.asst}
+			s.onFinal(t, out)
+		}
+		s.writeJSON(w, hdr, data, eof)
+		return out
+	}
 	var rounds []*jsonRound
 	var replace []json.RawMessage
 	for {
 		r, err := parseJSONRound(t.f, data)
 		if err != nil {
 			if len(rounds) == 0 { // not a shape we know: relay untouched
-				copyResponseHeaders(w.Header(), hdr)
-				w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-				w.WriteHeader(http.StatusOK)
-				_, _ = w.Write(data)
-				s.finished(w, eof)
+				s.writeJSON(w, hdr, data, eof)
 				return out
 			}
 			break
@@ -405,12 +410,18 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		s.persistSplice(ctx, t, out.splice)
 	}
 	s.onFinal(t, out)
+	s.writeJSON(w, hdr, body, eof)
+	return out
+}
+
+// writeJSON writes a 200 JSON response: the provider's headers hdr and body, then finishes
+// it (the client has the whole response then, not after the request's bookkeeping).
+func (s *Server) writeJSON(w http.ResponseWriter, hdr http.Header, body []byte, eof time.Time) {
 	copyResponseHeaders(w.Header(), hdr)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
-	s.finished(w, eof) // the client has the whole response now, not after the request's bookkeeping
-	return out
+	s.finished(w, eof)
 }
 
 // finished flushes what the handler wrote and records the proxy's own time since eof, when
@@ -508,10 +519,21 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, t *turn
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
 	e := emitter{w: w, fl: fl}
+	if manyChoices(t) {
+		return s.streamOpenAIChoices(e, t, resp)
+	}
 	if t.f == wire.OpenAI {
 		return s.streamOpenAI(ctx, e, t, resp)
 	}
 	return s.streamAnthropic(ctx, e, t, resp)
+}
+
+// manyChoices reports whether the request asks for several choices (OpenAI n > 1). Their
+// response is relayed untouched: the proxy hides and answers nothing in it, and choice 0 is
+// the answer the session's transcript continues with.
+func manyChoices(t *turn) bool {
+	n, ok := t.client.Field("n")
+	return ok && t.f == wire.OpenAI && gjson.ParseBytes(n).Int() > 1
 }
 
 // blockAcc accumulates one streamed Anthropic content block.
@@ -767,15 +789,11 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		eof := time.Now()
 		resp.Body.Close()
 		out.usage.add(r.u)
-		var tcs, roundVisible []string
-		var calls []call
-		for _, idx := range r.order {
-			c := r.calls[idx]
-			raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": c.args.String()}})
-			tcs = append(tcs, string(raw))
-			calls = append(calls, call{id: c.id, name: c.name, input: []byte(c.args.String())})
-			if !c.held {
-				roundVisible = append(roundVisible, string(raw))
+		tcs, calls := r.toolCalls()
+		var roundVisible []string
+		for i, idx := range r.order {
+			if !r.calls[idx].held {
+				roundVisible = append(roundVisible, tcs[i])
 			}
 		}
 		asst := openAIAssistant(r.text.String(), tcs)
@@ -848,6 +866,83 @@ func (r *openAIRound) emitTail(e emitter, round int, total usage) {
 	}
 }
 
+// callDelta adds one streamed tool_calls entry to the round's calls and returns the call's
+// index and the call (held when it is a context_tree_query call).
+func (r *openAIRound) callDelta(tc gjson.Result) (int64, *oaCall) {
+	idx := tc.Get("index").Int()
+	c := r.calls[idx]
+	if c == nil {
+		c = &oaCall{}
+		r.calls[idx] = c
+		r.order = append(r.order, idx)
+	}
+	if v := tc.Get("id"); v.Str != "" {
+		c.id = v.Str
+	}
+	if v := tc.Get("function.name"); v.Str != "" {
+		c.name += v.Str
+		if c.name == pruner.QueryToolName {
+			c.held = true
+		}
+	}
+	c.args.WriteString(tc.Get("function.arguments").Str)
+	return idx, c
+}
+
+// toolCalls returns the round's tool calls as Chat Completions tool_calls entries, and as
+// calls.
+func (r *openAIRound) toolCalls() (raws []string, calls []call) {
+	for _, idx := range r.order {
+		c := r.calls[idx]
+		raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": c.args.String()}})
+		raws = append(raws, string(raw))
+		calls = append(calls, call{id: c.id, name: c.name, input: []byte(c.args.String())})
+	}
+	return raws, calls
+}
+
+// streamOpenAIChoices relays a stream of several choices (manyChoices) event by event as it
+// came; only [DONE] is held until the final-answer flush was started. On the way it reads
+// the usage and choice 0, the session's answer.
+func (s *Server) streamOpenAIChoices(e emitter, t *turn, resp *http.Response) *outcome {
+	out := &outcome{}
+	r := &openAIRound{calls: map[int64]*oaCall{}}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		ev, err := readEvent(br)
+		if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
+			r.done = true
+		} else if len(ev.raw) > 0 {
+			e.emit(ev.raw)
+			ch := gjson.ParseBytes(ev.data)
+			if u := ch.Get("usage"); u.IsObject() {
+				r.u = openAIUsage(u)
+			}
+			ch.Get("choices").ForEach(func(_, c gjson.Result) bool {
+				if c.Get("index").Int() == 0 {
+					r.text.WriteString(c.Get("delta.content").Str)
+					c.Get("delta.tool_calls").ForEach(func(_, tc gjson.Result) bool { r.callDelta(tc); return true })
+					if fr := c.Get("finish_reason"); fr.Type == gjson.String {
+						r.finish = fr.Str
+					}
+				}
+				return true
+			})
+		}
+		if err != nil {
+			break
+		}
+	}
+	eof := time.Now()
+	tcs, _ := r.toolCalls()
+	out.usage, out.final = r.u, len(tcs) == 0 && endTurn(t.f, r.finish)
+	out.viewTail = []json.RawMessage{openAIAssistant(r.text.String(), tcs)}
+	s.onFinal(t, out)
+	r.emitTail(e, 1, out.usage)
+	s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
+	return out
+}
+
 // openAIChunk processes one Chat Completions stream chunk: it accumulates the round, hides
 // context_tree_query calls, renumbers the client's tool call indexes, holds the finish and
 // usage chunks and [DONE], and relays everything else at once.
@@ -888,23 +983,7 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 	if tcs := delta.Get("tool_calls"); tcs.IsArray() {
 		var keep []string
 		tcs.ForEach(func(_, tc gjson.Result) bool {
-			idx := tc.Get("index").Int()
-			c := r.calls[idx]
-			if c == nil {
-				c = &oaCall{}
-				r.calls[idx] = c
-				r.order = append(r.order, idx)
-			}
-			if v := tc.Get("id"); v.Str != "" {
-				c.id = v.Str
-			}
-			if v := tc.Get("function.name"); v.Str != "" {
-				c.name += v.Str
-				if c.name == pruner.QueryToolName {
-					c.held = true
-				}
-			}
-			c.args.WriteString(tc.Get("function.arguments").Str)
+			idx, c := r.callDelta(tc)
 			if c.held {
 				changed = true
 				return true

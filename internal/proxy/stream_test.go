@@ -90,6 +90,48 @@ func TestOpenAIStreamWithoutFinishKeepsUsageAndDone(t *testing.T) {
 	}
 }
 
+// rawOpenAITwoChoices is a stream of two choices (n=2): choice 0 calls context_tree_query,
+// choice 1 answers; each has its own finish chunk.
+const rawOpenAITwoChoices = "data: {\"id\":\"c2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Looking.\"},\"finish_reason\":null}]}\n\n" +
+	"data: {\"id\":\"c2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{\"role\":\"assistant\",\"content\":\"Line 7 is fine.\"},\"finish_reason\":null}]}\n\n" +
+	"data: {\"id\":\"c2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_q2\",\"type\":\"function\",\"function\":{\"name\":\"context_tree_query\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n" +
+	"data: {\"id\":\"c2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":1,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+	"data: {\"id\":\"c2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n" +
+	"data: {\"id\":\"c2\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":9,\"total_tokens\":12}}\n\n" +
+	"data: [DONE]\n\n"
+
+// TestOpenAISeveralChoicesRelayedUntouched: with n > 1 every choice's chunks — its
+// finish chunk included — reach the client as the provider sent them (a JSON answer byte for
+// byte); the proxy hides and answers nothing (choice 0's context_tree_query call included)
+// and sends no continuation.
+func TestOpenAISeveralChoicesRelayedUntouched(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	r.up.Enqueue(upstreamfake.Reply{Raw: []byte(rawOpenAITwoChoices), ContentType: "text/event-stream"})
+	cc := oTurn(t, r.openai("choices"), openai.ChatCompletionNewParams{Model: "gpt-4o", N: openai.Int(2),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("line 7?")}}, true)
+	if len(cc.Choices) != 2 || cc.Choices[0].FinishReason != "tool_calls" || cc.Choices[1].FinishReason != "stop" ||
+		len(cc.Choices[0].Message.ToolCalls) != 1 || cc.Choices[1].Message.Content != "Line 7 is fine." || cc.Usage.TotalTokens != 12 {
+		t.Fatalf("client saw %+v usage %+v", cc.Choices, cc.Usage)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Raw: []byte(rawOpenAITwoChoices), ContentType: "text/event-stream"})
+	resp, b := post(t, r.http.URL+"/v1/chat/completions", `{"model":"m","stream":true,"n":2,"messages":[{"role":"user","content":"line 7?"}]}`, map[string]string{HeaderSession: "choices"})
+	if resp.StatusCode != 200 || string(b) != rawOpenAITwoChoices {
+		t.Fatalf("%d\n got %q\nwant %q", resp.StatusCode, b, rawOpenAITwoChoices)
+	}
+	// Not streamed: the same.
+	const two = `{"id":"c3","object":"chat.completion","created":1,"model":"m","choices":[` +
+		`{"index":0,"message":{"role":"assistant","content":"Looking.","tool_calls":[{"id":"call_q3","type":"function","function":{"name":"context_tree_query","arguments":"{}"}}]},"finish_reason":"tool_calls"},` +
+		`{"index":1,"message":{"role":"assistant","content":"Line 7 is fine."},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":9,"total_tokens":12}}`
+	r.up.Enqueue(upstreamfake.Reply{Raw: []byte(two)})
+	resp, b = post(t, r.http.URL+"/v1/chat/completions", `{"model":"m","n":2,"messages":[{"role":"user","content":"line 7?"}]}`, map[string]string{HeaderSession: "choices"})
+	if resp.StatusCode != 200 || string(b) != two {
+		t.Fatalf("%d\n got %s\nwant %s", resp.StatusCode, b, two)
+	}
+	if n := len(r.up.Requests()); n != 3 {
+		t.Fatalf("%d upstream requests, want one a client request", n)
+	}
+}
+
 // histogramCount returns the sample count of the proxy's histogram name.
 func histogramCount(t *testing.T, px *Server, name string) uint64 {
 	n, _ := histogramStats(t, px, name)
