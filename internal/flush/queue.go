@@ -50,18 +50,25 @@ type Queue struct {
 	StatusTTL time.Duration
 	// DeadMaxLen caps the dead-letter stream, approximately (default 10000).
 	DeadMaxLen int64
+	// EnqueueTimeout bounds Enqueue and Submit (default 2s), so that a Redis outage fails the
+	// submit fast instead of stalling the request that triggered the flush.
+	EnqueueTimeout time.Duration
 	// Metrics, when set, counts job events.
 	Metrics *Metrics
 
 	tag string
 }
 
+// DefaultEnqueueTimeout is Queue.EnqueueTimeout's default.
+const DefaultEnqueueTimeout = 2 * time.Second
+
 // NewQueue returns a queue over rdb with key prefix (default "condense").
 func NewQueue(rdb redis.UniversalClient, prefix string) *Queue {
 	if prefix == "" {
 		prefix = "condense"
 	}
-	return &Queue{rdb: rdb, Group: "condense-pruner", StatusTTL: 24 * time.Hour, DeadMaxLen: 10000, tag: "{" + prefix + ":flush}"}
+	return &Queue{rdb: rdb, Group: "condense-pruner", StatusTTL: 24 * time.Hour, DeadMaxLen: 10000, EnqueueTimeout: DefaultEnqueueTimeout,
+		tag: "{" + prefix + ":flush}"}
 }
 
 // StreamKey is the job stream's key.
@@ -102,7 +109,8 @@ return #due
 `)
 
 // Enqueue submits a job. It returns dup == true, and enqueues nothing, when the same
-// (session, hash) is queued, running, retrying or done (within StatusTTL).
+// (session, hash) is queued, running, retrying or done (within StatusTTL). It gives up after
+// EnqueueTimeout (an error satisfying errors.Is(err, store.ErrUnavailable)).
 func (q *Queue) Enqueue(ctx context.Context, job *Job) (dup bool, err error) {
 	if len(job.Body) == 0 && job.Request != nil {
 		job.Body = job.Request.Bytes() // workers parse the body; Request is never sent
@@ -115,6 +123,12 @@ func (q *Queue) Enqueue(ctx context.Context, job *Job) (dup bool, err error) {
 		return false, err
 	}
 	st, _ := json.Marshal(Status{State: StateQueued})
+	timeout := q.EnqueueTimeout
+	if timeout <= 0 {
+		timeout = DefaultEnqueueTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	n, err := enqueueScript.Run(ctx, q.rdb, []string{q.StatusKey(job.Session, job.Hash), q.StreamKey()},
 		st, q.StatusTTL.Milliseconds(), payload).Int()
 	if err != nil {

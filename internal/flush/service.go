@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,49 +22,15 @@ import (
 
 // RedisFromURL opens a go-redis client for a Redis store URL (the forms store.Open accepts:
 // redis://, rediss://, unix://, redis+sentinel://, redis+cluster:// and their TLS variants)
-// and returns the key prefix the store uses. The ttl parameter is ignored here. (A private
-// adapter until the store package exposes its client.)
+// and returns the key prefix the store uses. The client is tuned as the store's own
+// (store.RedisClient: no command retries — a retried MULTI could dead-letter a job twice —,
+// one dial attempt, a 2s dial timeout), so the queue fails as fast as the store.
 func RedisFromURL(rawURL string) (redis.UniversalClient, string, error) {
-	u, err := url.Parse(rawURL)
+	rdb, prefix, _, err := store.RedisClient(rawURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("flush: store URL: %w", err)
+		return nil, "", fmt.Errorf("flush: queued flushes need a Redis store: %w", err)
 	}
-	q := u.Query()
-	prefix := q.Get("prefix")
-	q.Del("prefix")
-	q.Del("ttl")
-	u.RawQuery = q.Encode()
-	base, mode, _ := strings.Cut(u.Scheme, "+")
-	switch base {
-	case "redis", "rediss", "unix":
-	default:
-		return nil, "", fmt.Errorf("flush: queued flushes need a Redis store, got a %q store URL", u.Scheme)
-	}
-	u.Scheme = base
-	switch mode {
-	case "":
-		o, err := redis.ParseURL(u.String())
-		if err != nil {
-			return nil, "", fmt.Errorf("flush: redis URL: %w", err)
-		}
-		o.ContextTimeoutEnabled = true
-		return redis.NewClient(o), prefix, nil
-	case "sentinel":
-		o, err := redis.ParseFailoverURL(u.String())
-		if err != nil {
-			return nil, "", fmt.Errorf("flush: redis sentinel URL: %w", err)
-		}
-		o.ContextTimeoutEnabled = true
-		return redis.NewFailoverClient(o), prefix, nil
-	case "cluster":
-		o, err := redis.ParseClusterURL(u.String())
-		if err != nil {
-			return nil, "", fmt.Errorf("flush: redis cluster URL: %w", err)
-		}
-		o.ContextTimeoutEnabled = true
-		return redis.NewClusterClient(o), prefix, nil
-	}
-	return nil, "", fmt.Errorf("flush: unknown redis mode %q", mode)
+	return rdb, prefix, nil
 }
 
 // ServiceOptions tunes RunService.

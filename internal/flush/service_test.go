@@ -2,14 +2,18 @@ package flush
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/store"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -104,4 +108,90 @@ func TestRunServiceRefusesNonRedisStore(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "need a Redis store") {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// badRedis is a TCP server standing in for a Redis in trouble: each connection is read and,
+// with drop, closed at its first bytes (the server went away mid-command), else held without
+// a reply (a hung server). It counts the connections made to it.
+func badRedis(t *testing.T, drop bool) (addr string, conns *atomic.Int32) {
+	t.Helper()
+	l := listen(t)
+	conns = new(atomic.Int32)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf := make([]byte, 4096)
+				for {
+					if _, err := c.Read(buf); err != nil || drop {
+						c.Close()
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().String(), conns
+}
+
+// TestQueueFailsFastWhenRedisFails checks that the queue's client has the store's fail-fast
+// settings — a command whose connection drops is not retried (a retried MULTI could record a
+// dead-letter twice) — and that Submit has a deadline of its own, so a hung Redis cannot stall
+// the request that submits a flush.
+func TestQueueFailsFastWhenRedisFails(t *testing.T) {
+	submit := func(t *testing.T, url string) error {
+		t.Helper()
+		rdb, prefix, err := RedisFromURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		done := make(chan error, 1)
+		go func() { _, err := NewQueue(rdb, prefix).Submit(context.Background(), job("s1", "f", 1)); done <- err }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("Submit stalled")
+			return nil
+		}
+	}
+	t.Run("dropped", func(t *testing.T) {
+		addr, conns := badRedis(t, true)
+		if err := submit(t, "redis://"+addr); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("err %v", err)
+		}
+		if n := conns.Load(); n != 1 {
+			t.Fatalf("%d connections: the command was retried", n)
+		}
+	})
+	t.Run("hung", func(t *testing.T) {
+		addr, _ := badRedis(t, false)
+		if err := submit(t, "redis://"+addr+"?read_timeout=1h&write_timeout=1h"); !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("err %v", err)
+		}
+	})
 }

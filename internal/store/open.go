@@ -100,45 +100,9 @@ func noExtra(q url.Values) error {
 }
 
 func openRedis(ctx context.Context, rawURL string) (Store, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, invalidArg("store URL: %v", err)
-	}
-	q := u.Query()
-	ttl, err := takeTTL(q)
+	rdb, prefix, ttl, err := RedisClient(rawURL)
 	if err != nil {
 		return nil, err
-	}
-	prefix := q.Get("prefix")
-	q.Del("prefix")
-	u.RawQuery = q.Encode()
-	base, mode, _ := strings.Cut(u.Scheme, "+")
-	u.Scheme = base
-	var rdb redis.UniversalClient
-	switch mode {
-	case "":
-		o, err := redis.ParseURL(u.String())
-		if err != nil {
-			return nil, invalidArg("redis URL: %v", err)
-		}
-		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
-		rdb = redis.NewClient(o)
-	case "sentinel":
-		o, err := redis.ParseFailoverURL(u.String())
-		if err != nil {
-			return nil, invalidArg("redis sentinel URL: %v", err)
-		}
-		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
-		rdb = redis.NewFailoverClient(o)
-	case "cluster":
-		o, err := redis.ParseClusterURL(u.String())
-		if err != nil {
-			return nil, invalidArg("redis cluster URL: %v", err)
-		}
-		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
-		rdb = redis.NewClusterClient(o)
-	default:
-		return nil, invalidArg("unknown redis mode %q", mode)
 	}
 	s, err := NewRedisStore(ctx, rdb, prefix, ttl)
 	if err != nil {
@@ -146,6 +110,57 @@ func openRedis(ctx context.Context, rawURL string) (Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// RedisClient opens the go-redis client a Redis store URL (any Redis form Open accepts) names,
+// tuned as Open's: context deadlines honoured, command retries disabled (a retried commit
+// could report a conflict for its own success, a retried MULTI apply twice), one dial attempt
+// per command and a 2s dial timeout, unless the URL's go-redis options say otherwise. It also
+// returns the URL's key prefix ("" for the default) and idle TTL. Other packages that keep
+// their own keys next to the store's (the flush queue) use it to fail as fast as the store.
+func RedisClient(rawURL string) (rdb redis.UniversalClient, prefix string, ttl time.Duration, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, "", 0, invalidArg("store URL: %v", err)
+	}
+	q := u.Query()
+	if ttl, err = takeTTL(q); err != nil {
+		return nil, "", 0, err
+	}
+	prefix = q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	base, mode, _ := strings.Cut(u.Scheme, "+")
+	switch base {
+	case "redis", "rediss", "unix":
+	default:
+		return nil, "", 0, invalidArg("store URL scheme %q is not a Redis one", u.Scheme)
+	}
+	u.Scheme = base
+	switch mode {
+	case "":
+		o, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, "", 0, invalidArg("redis URL: %v", err)
+		}
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
+		return redis.NewClient(o), prefix, ttl, nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, "", 0, invalidArg("redis sentinel URL: %v", err)
+		}
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
+		return redis.NewFailoverClient(o), prefix, ttl, nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, "", 0, invalidArg("redis cluster URL: %v", err)
+		}
+		tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.DialTimeout)
+		return redis.NewClusterClient(o), prefix, ttl, nil
+	}
+	return nil, "", 0, invalidArg("unknown redis mode %q", mode)
 }
 
 func tune(ctxTimeout *bool, retries, dialRetries *int, dial *time.Duration) {
