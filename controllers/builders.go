@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +47,19 @@ const DefaultImage = "ghcr.io/condense-dev/condense:latest"
 type BuildOptions struct {
 	// Image is the condense image used when the policy names none.
 	Image string
+	// OperatorNamespace is the namespace the operator runs in; its pods (labelled
+	// LabelOperator) may reach the managed Redis. Empty admits no operator pods (an operator
+	// running outside the cluster reaches Redis from outside the pod network anyway).
+	OperatorNamespace string
 }
+
+// LabelOperator marks the operator's own pods (value "operator"); the managed Redis's
+// NetworkPolicy admits them from OperatorNamespace.
+const LabelOperator = condensev1.LabelComponent
+
+// redisUID is the user and group of the official Redis image's redis account, which the
+// managed Redis runs as.
+const redisUID = 999
 
 func (o BuildOptions) image(p *condensev1.PruningPolicy) string {
 	if p.Spec.Proxy.Image != "" {
@@ -369,6 +382,12 @@ func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
 			InitialDelaySeconds: 10,
 			PeriodSeconds:       10,
 		},
+		// PodSecurity "restricted": Redis writes only to /data.
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(false),
+			ReadOnlyRootFilesystem:   new(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
 	}
 	ss := &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
@@ -391,6 +410,14 @@ func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
 						}},
 					}},
 					EnableServiceLinks: new(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:        new(true),
+						RunAsUser:           new(int64(redisUID)),
+						RunAsGroup:          new(int64(redisUID)),
+						FSGroup:             new(int64(redisUID)),
+						FSGroupChangePolicy: new(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
 				},
 			},
 		},
@@ -445,6 +472,37 @@ func SecretsHash(versions map[string]string) string {
 		fmt.Fprintf(h, "%s=%s\n", name, versions[name])
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// BuildRedisNetworkPolicy renders the NetworkPolicy of the managed Redis: ingress to its port
+// only from the policy's proxy and pruner pods and, with o.OperatorNamespace, from the
+// operator's pods there (it lists the sessions). nil unless redis.managed.
+func BuildRedisNetworkPolicy(p *condensev1.PruningPolicy, o BuildOptions) *networkingv1.NetworkPolicy {
+	if p.Spec.Redis.ManagedOrDefault() == nil {
+		return nil
+	}
+	from := []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: selectorLabels(p, "proxy")}},
+		{PodSelector: &metav1.LabelSelector{MatchLabels: selectorLabels(p, "pruner")}},
+	}
+	if o.OperatorNamespace != "" {
+		from = append(from, networkingv1.NetworkPolicyPeer{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: o.OperatorNamespace}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{LabelOperator: "operator"}},
+		})
+	}
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: meta(p, redisName(p), "redis"),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(p, "redis")},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  from,
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: new(corev1.ProtocolTCP), Port: new(intstr.FromInt32(RedisPort))}},
+			}},
+		},
+	}
 }
 
 // BuildSessionTokenSecret renders the Secret holding an AgentSession's session token.

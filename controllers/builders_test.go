@@ -334,6 +334,39 @@ func TestRedisWithoutPersistence(t *testing.T) {
 	}
 }
 
+func TestRedisHardening(t *testing.T) {
+	p := policy(nil)
+	ps := BuildRedisStatefulSet(p).Spec.Template.Spec
+	sc, cs := ps.SecurityContext, container(t, ps).SecurityContext
+	if sc == nil || !*sc.RunAsNonRoot || *sc.RunAsUser != 999 || *sc.RunAsGroup != 999 || *sc.FSGroup != 999 ||
+		sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context: %+v", sc)
+	}
+	if cs == nil || *cs.AllowPrivilegeEscalation || !*cs.ReadOnlyRootFilesystem || !reflect.DeepEqual(cs.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security context: %+v", cs)
+	}
+	np := BuildRedisNetworkPolicy(p, BuildOptions{OperatorNamespace: "condense-system"})
+	if np.Name != "team-redis" || !reflect.DeepEqual(np.Spec.PodSelector.MatchLabels, selectorLabels(p, "redis")) ||
+		len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntValue() != RedisPort {
+		t.Fatalf("network policy: %+v", np.Spec)
+	}
+	from := np.Spec.Ingress[0].From
+	if len(from) != 3 || from[0].PodSelector.MatchLabels[condensev1.LabelComponent] != "proxy" ||
+		from[1].PodSelector.MatchLabels[condensev1.LabelComponent] != "pruner" || from[0].NamespaceSelector != nil ||
+		from[2].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "condense-system" ||
+		from[2].PodSelector.MatchLabels[LabelOperator] != "operator" {
+		t.Errorf("peers: %+v", from)
+	}
+	if from := BuildRedisNetworkPolicy(p, BuildOptions{}).Spec.Ingress[0].From; len(from) != 2 {
+		t.Errorf("without the operator's namespace only proxy and pruner pods are admitted: %+v", from)
+	}
+	if BuildRedisNetworkPolicy(policy(func(p *condensev1.PruningPolicy) {
+		p.Spec.Redis = condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{}}
+	}), BuildOptions{}) != nil {
+		t.Error("no network policy for an external Redis")
+	}
+}
+
 func TestBuildProxyService(t *testing.T) {
 	s := BuildProxyService(policy(func(p *condensev1.PruningPolicy) { p.Spec.Proxy.ServiceType = corev1.ServiceTypeLoadBalancer }))
 	if s.Spec.Type != corev1.ServiceTypeLoadBalancer || s.Spec.Ports[0].Port != ProxyPort || s.Spec.Selector[condensev1.LabelComponent] != "proxy" {

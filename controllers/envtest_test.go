@@ -15,6 +15,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -76,11 +77,12 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 
 	rds := redistest.Start(t, nil)
 	mgr := startManager(t, cfg, Options{
-		Image:            "condense:test",
-		Discovery:        true,
-		StoreMinInterval: 50 * time.Millisecond,
-		StoreResync:      time.Second,
-		PolicyResync:     2 * time.Second,
+		Image:             "condense:test",
+		OperatorNamespace: "condense-system",
+		Discovery:         true,
+		StoreMinInterval:  50 * time.Millisecond,
+		StoreResync:       time.Second,
+		PolicyResync:      2 * time.Second,
 		// Counter-only status updates are held back (and then written) in this suite.
 		SessionStatusInterval: 2 * time.Second,
 	})
@@ -95,6 +97,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("PolicyRecreated", func(t *testing.T) { testPolicyRecreated(t, c, rds) })
 	t.Run("SecretsCachedAsMetadata", func(t *testing.T) { testSecretsCachedAsMetadata(t, c, mgr, rds) })
 	t.Run("SecretRotation", func(t *testing.T) { testSecretRotation(t, c, rds) })
+	t.Run("RestrictedPodSecurity", func(t *testing.T) { testRestrictedPodSecurity(t, c) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -1015,4 +1018,48 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 	second := rotate(hmac, "secret", "0123456789abcdef-second", first)
 	token("token re-issued with the rotated secret", "0123456789abcdef-second")
 	rotate(llm, "key", "sk-second", second)
+}
+
+// testRestrictedPodSecurity runs a policy with a managed Redis in a namespace that enforces
+// the PodSecurity "restricted" level: pods made from the applied proxy and Redis templates
+// are admitted (no workload controllers run in envtest, so the test creates them), and the
+// Redis is fenced by a NetworkPolicy the policy owns.
+func testRestrictedPodSecurity(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	var nsObj corev1.Namespace
+	if err := get(ctx, c, "", ns, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	if err := c.Update(ctx, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "locked", Namespace: ns}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var ss appsv1.StatefulSet
+	var dep appsv1.Deployment
+	var np networkingv1.NetworkPolicy
+	eventually(t, 20*time.Second, "redis, proxy and network policy", func() (bool, string) {
+		e1, e2, e3 := get(ctx, c, ns, "locked-redis", &ss), get(ctx, c, ns, "locked-proxy", &dep), get(ctx, c, ns, "locked-redis", &np)
+		return e1 == nil && e2 == nil && e3 == nil, fmt.Sprint(e1, e2, e3)
+	})
+	for name, tpl := range map[string]corev1.PodTemplateSpec{"redis": ss.Spec.Template, "proxy": dep.Spec.Template} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-admission", Namespace: ns, Labels: tpl.Labels}, Spec: tpl.Spec}
+		if name == "redis" { // the StatefulSet adds the claim; any volume named data stands in for it
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		if err := c.Create(ctx, pod); err != nil {
+			t.Errorf("%s pod template rejected under PodSecurity restricted: %v", name, err)
+		}
+	}
+	if !isControlledBy(&np, p) {
+		t.Fatalf("network policy not controlled by the policy: %+v", np.OwnerReferences)
+	}
+	from := np.Spec.Ingress[0].From
+	if len(from) != 3 || from[2].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "condense-system" {
+		t.Fatalf("network policy peers: %+v", from)
+	}
 }

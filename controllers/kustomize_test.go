@@ -72,6 +72,15 @@ func TestKustomizeDefaultOverlay(t *testing.T) {
 	if len(args) < 2 || args[0] != "manager" || args[1] != "--leader-elect" {
 		t.Fatalf("operator args %v", args)
 	}
+	// The managed Redis's NetworkPolicy admits the operator's pods by this label, in the
+	// namespace the operator learns from POD_NAMESPACE.
+	if l, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "metadata", "labels", LabelOperator); l != "operator" {
+		t.Fatalf("operator pods lack the label %s=operator", LabelOperator)
+	}
+	env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
+	if !slices.ContainsFunc(env, func(e any) bool { return e.(map[string]any)["name"] == "POD_NAMESPACE" }) {
+		t.Fatalf("operator container lacks POD_NAMESPACE: %v", env)
+	}
 	sa, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "spec", "serviceAccountName")
 	names := map[string]bool{}
 	for _, k := range []string{"ClusterRole", "Role", "ServiceAccount"} {

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,8 +75,8 @@ const indexPolicySession = "spec.policySession"
 
 // PruningPolicyReconciler turns a PruningPolicy into a running proxy: configuration ConfigMap,
 // Deployment, Service, PodDisruptionBudget, optional HorizontalPodAutoscaler, optional pruner
-// worker Deployment and, for redis.managed, a Redis StatefulSet with its Service and
-// configuration. Status is computed once per reconcile and written only when it changed.
+// worker Deployment and, for redis.managed, a Redis StatefulSet with its Service,
+// configuration and NetworkPolicy. Status is computed once per reconcile and written only when it changed.
 type PruningPolicyReconciler struct {
 	// Client reads from the cache and writes to the API server.
 	client.Client
@@ -105,6 +106,7 @@ type PruningPolicyReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // storeURL resolves the store URL the operator uses for the policy. The error is a
@@ -310,9 +312,10 @@ func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condense
 		{BuildRedisConfigMap(p), &corev1.ConfigMap{}},
 		{BuildRedisService(p), &corev1.Service{}},
 		{BuildRedisStatefulSet(p), &appsv1.StatefulSet{}},
+		{BuildRedisNetworkPolicy(p, r.Options), &networkingv1.NetworkPolicy{}},
 	}
 	names := []string{proxyConfigName(p), proxyName(p), proxyName(p), proxyName(p), proxyName(p), prunerName(p),
-		redisConfigName(p), redisName(p), redisName(p)}
+		redisConfigName(p), redisName(p), redisName(p), redisName(p)}
 	for i, c := range children {
 		if isNil(c.want) {
 			c.empty.SetNamespace(p.Namespace)
@@ -405,6 +408,7 @@ func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Owns(&appsv1.StatefulSet{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&condensev1.AgentSession{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			s := o.(*condensev1.AgentSession)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}}}

@@ -14,6 +14,9 @@ import (
 type Options struct {
 	// Image is the condense image for proxy and pruner pods when a policy names none.
 	Image string
+	// OperatorNamespace is the namespace the operator's pods run in (admitted by the managed
+	// Redis's NetworkPolicy); empty when the operator runs outside the cluster.
+	OperatorNamespace string
 	// OpenStore opens session stores (OpenRedisStore when nil).
 	OpenStore StoreOpener
 	// Discovery creates AgentSessions for sessions found in a store without one.
@@ -50,7 +53,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Recorder: mgr.GetEventRecorder("condense-operator"),
 		Sessions: idx,
 		Secrets:  secrets,
-		Options:  BuildOptions{Image: o.Image},
+		Options:  BuildOptions{Image: o.Image, OperatorNamespace: o.OperatorNamespace},
 		Resync:   o.PolicyResync,
 	}
 	if err := pr.SetupWithManager(mgr); err != nil {

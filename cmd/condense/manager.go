@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -72,6 +73,22 @@ func managerScheme() *runtime.Scheme {
 	return s
 }
 
+// serviceAccountNamespaceFile holds the namespace of a pod's service account.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// operatorNamespace is the namespace the manager's pod runs in: $POD_NAMESPACE (set by the
+// chart and config/manager), else its service account's namespace; "" outside a cluster.
+func operatorNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	b, err := os.ReadFile(serviceAccountNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func runManager(f managerFlags) error {
 	var h slog.Handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
 	if f.development {
@@ -102,6 +119,7 @@ func runManager(f managerFlags) error {
 	}
 	if err := controllers.Setup(mgr, controllers.Options{
 		Image:                 f.image,
+		OperatorNamespace:     operatorNamespace(),
 		OpenStore:             addrMap.opener(controllers.OpenRedisStore),
 		Discovery:             f.discovery,
 		StoreResync:           f.storeResync,
