@@ -144,7 +144,9 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	code = resp.StatusCode
 	count() // now: a JSON response reaches the client before the handler returns
 	if ep == epCountTokens || resp.StatusCode != http.StatusOK {
-		relayRaw(w, resp)
+		if err := relayRaw(w, resp); err != nil {
+			s.abortBroken(r.Context(), w, t.log, ep, nil, err)
+		}
 		s.recordStats(t, usage{})
 		return
 	}

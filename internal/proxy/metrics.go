@@ -20,6 +20,8 @@ type Metrics struct {
 	FinishSeconds prometheus.Histogram
 	// UpstreamSecs is condense_upstream_duration_seconds{endpoint}.
 	UpstreamSecs *prometheus.HistogramVec
+	// UpstreamBroken is condense_upstream_broken_total{endpoint}.
+	UpstreamBroken *prometheus.CounterVec
 	// Bytes is condense_request_bytes_total{stage}.
 	Bytes *prometheus.CounterVec
 	// Tokens is condense_request_tokens_estimated_total{stage}.
@@ -59,6 +61,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Latency the proxy adds after the provider's last byte, until the client has the response's last byte (the relay's own work).", Buckets: latencyBuckets}),
 		UpstreamSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_upstream_duration_seconds",
 			Help: "Time from sending a request upstream to its response headers.", Buckets: prometheus.DefBuckets}, []string{"endpoint"}),
+		UpstreamBroken: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_upstream_broken_total",
+			Help: "Provider responses whose body broke off (a read error before its end): a JSON answer becomes a 502, a relayed response is aborted."}, []string{"endpoint"}),
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_bytes_total",
 			Help: "Request body bytes before and after pruning."}, []string{"stage"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_tokens_estimated_total",
@@ -89,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(phases)
-		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.FinishSeconds, m.UpstreamSecs, m.Bytes, m.Tokens, m.UsageTokens,
+		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.FinishSeconds, m.UpstreamSecs, m.UpstreamBroken, m.Bytes, m.Tokens, m.UsageTokens,
 			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned)
 	}
 	return m

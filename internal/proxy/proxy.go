@@ -353,11 +353,15 @@ func (s *Server) handlePassThrough(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	s.met.Requests.WithLabelValues(string(epOther), f.String(), fmt.Sprint(resp.StatusCode)).Inc()
-	relayRaw(w, resp)
+	if err := relayRaw(w, resp); err != nil {
+		s.abortBroken(r.Context(), w, s.log.With("endpoint", string(epOther)), epOther, nil, err)
+	}
 }
 
 // relayRaw copies a response as it arrives, flushing after every read so streams stay live.
-func relayRaw(w http.ResponseWriter, resp *http.Response) {
+// It returns the error that ended reading the provider's body before its end (nil at its end,
+// or when the client is gone).
+func relayRaw(w http.ResponseWriter, resp *http.Response) error {
 	copyResponseHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	fl, _ := w.(http.Flusher)
@@ -366,16 +370,38 @@ func relayRaw(w http.ResponseWriter, resp *http.Response) {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
+				return nil
 			}
 			if fl != nil {
 				fl.Flush()
 			}
 		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			return
+			return err
 		}
 	}
+}
+
+// abortBroken ends a response whose provider body broke off while it was relayed (a read
+// error before its end, err): it is counted (condense_upstream_broken_total) and logged,
+// event (an Anthropic stream's error event; nil: none) is sent, and the client's connection
+// is aborted — net/http closes it without the response's end — so the client sees an error,
+// not a cleanly ended, truncated answer. It does not return.
+func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ep endpoint, event []byte, err error) {
+	if ctx.Err() == nil { // else the client went away, and with it the upstream request
+		s.met.UpstreamBroken.WithLabelValues(string(ep)).Inc()
+		log.Warn("the provider's response broke off; aborting the client's response", "err", err)
+		if event != nil {
+			_, _ = w.Write(event)
+		}
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // NewUpstreamTransport returns the HTTP transport the proxy sends upstream requests with:

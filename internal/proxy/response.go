@@ -285,6 +285,10 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	data, err := io.ReadAll(resp.Body)
 	eof := time.Now()
 	if err != nil {
+		if ctx.Err() == nil {
+			s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
+			t.log.Warn("the provider's response broke off", "err", err)
+		}
 		writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
 		return out
 	}
@@ -507,6 +511,23 @@ type emitter struct {
 	fl http.Flusher
 }
 
+// readEvent reads the next event of a relayed stream. When reading the provider's body fails
+// before its end it aborts the client's response (abortBroken; an Anthropic stream first
+// gets an error event), closing body; a partial last event is not relayed then.
+func (s *Server) readEvent(ctx context.Context, e emitter, t *turn, br *bufio.Reader, body io.Closer) (sseEvent, error) {
+	ev, err := readEvent(br)
+	if err == nil || errors.Is(err, io.EOF) {
+		return ev, err
+	}
+	body.Close()
+	var event []byte
+	if t.f == wire.Anthropic {
+		event = encodeEvent("error", ErrorBody(wire.Anthropic, http.StatusBadGateway, "", "condense proxy: the provider's response broke off: "+err.Error()))
+	}
+	s.abortBroken(ctx, e.w, t.log, t.ep, event, err)
+	return ev, err
+}
+
 func (e emitter) emit(b []byte) {
 	_, _ = e.w.Write(b)
 	if e.fl != nil {
@@ -520,7 +541,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, t *turn
 	fl, _ := w.(http.Flusher)
 	e := emitter{w: w, fl: fl}
 	if manyChoices(t) {
-		return s.streamOpenAIChoices(e, t, resp)
+		return s.streamOpenAIChoices(ctx, e, t, resp)
 	}
 	if t.f == wire.OpenAI {
 		return s.streamOpenAI(ctx, e, t, resp)
@@ -599,7 +620,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		r := &anthropicRound{blocks: map[int64]*blockAcc{}}
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		for {
-			ev, err := readEvent(br)
+			ev, err := s.readEvent(ctx, e, t, br, resp.Body)
 			if len(ev.raw) > 0 && len(ev.data) == 0 {
 				e.emit(ev.raw) // comments, retry hints: as they came
 			}
@@ -688,7 +709,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		}
 		last = r
 		_, lastClient := splitCalls(calls)
-		if last.deltaData == nil { // the stream broke off: nothing more to say
+		if last.deltaData == nil { // the stream ended without its message_delta: nothing more to say
 			return out
 		}
 		deferred, lastAsst := s.settle(t.f, last.stop, query, asst, anthropicAssistant(roundVisible))
@@ -775,7 +796,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		r := &openAIRound{calls: map[int64]*oaCall{}}
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
 		for {
-			ev, err := readEvent(br)
+			ev, err := s.readEvent(ctx, e, t, br, resp.Body)
 			if len(ev.raw) > 0 && len(ev.data) == 0 {
 				e.emit(ev.raw) // comments, retry hints: as they came
 			}
@@ -904,12 +925,12 @@ func (r *openAIRound) toolCalls() (raws []string, calls []call) {
 // streamOpenAIChoices relays a stream of several choices (manyChoices) event by event as it
 // came; only [DONE] is held until the final-answer flush was started. On the way it reads
 // the usage and choice 0, the session's answer.
-func (s *Server) streamOpenAIChoices(e emitter, t *turn, resp *http.Response) *outcome {
+func (s *Server) streamOpenAIChoices(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	r := &openAIRound{calls: map[int64]*oaCall{}}
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
-		ev, err := readEvent(br)
+		ev, err := s.readEvent(ctx, e, t, br, resp.Body)
 		if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
 			r.done = true
 		} else if len(ev.raw) > 0 {

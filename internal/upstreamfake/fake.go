@@ -92,6 +92,10 @@ type Reply struct {
 	// Hold, when non-nil, pauses a streamed reply after its first event until Hold is closed
 	// (tests use it to see events relayed before the stream ends).
 	Hold <-chan struct{}
+	// Cut, when > 0, sends only the first Cut bytes of the response body and then drops the
+	// connection without ending the response, as when a provider's connection breaks: the
+	// client's read fails (unexpected EOF) instead of reaching the body's end.
+	Cut int
 }
 
 // Recorded is one request the fake received.
@@ -370,6 +374,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Add(k, v)
 		}
 	}
+	if rep.Cut > 0 {
+		w = &cutWriter{ResponseWriter: w, left: rep.Cut}
+	}
 	switch {
 	case rep.Raw != nil:
 		ct := rep.ContentType
@@ -427,6 +434,30 @@ func openAIParamRejection(body []byte) (msg, param, code string, bad bool) {
 			"reasoning_effort", "unsupported_value", true
 	}
 	return "", "", "", false
+}
+
+// cutWriter passes on the first left bytes of a response body, then flushes them and drops
+// the connection (Reply.Cut).
+type cutWriter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if len(p) < c.left {
+		c.left -= len(p)
+		return c.ResponseWriter.Write(p)
+	}
+	_, _ = c.ResponseWriter.Write(p[:c.left])
+	c.Flush()
+	panic(http.ErrAbortHandler) // net/http closes the connection without the response's end
+}
+
+// Flush sends what was written so far.
+func (c *cutWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (s *Server) nextID(prefix string) string {

@@ -154,6 +154,25 @@ func TestStopOverridesStopReason(t *testing.T) {
 	}
 }
 
+// TestCutDropsTheConnection: a cut reply delivers its first Cut bytes, then the client's read
+// fails instead of ending cleanly; streamed or not.
+func TestCutDropsTheConnection(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	for _, body := range []string{`{"model":"m","max_tokens":5,"messages":[]}`, `{"model":"m","max_tokens":5,"stream":true,"messages":[]}`} {
+		s.Enqueue(Reply{Text: strings.Repeat("long answer ", 50), Cut: 100})
+		resp, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) || len(b) != 100 {
+			t.Fatalf("%s: read %d bytes, err %v", body, len(b), err)
+		}
+	}
+}
+
 func TestOpenAIErrorShapeAndUnknownPath(t *testing.T) {
 	s := Start()
 	defer s.Close()
