@@ -108,6 +108,24 @@ end
 return #due
 `)
 
+// heartbeatScript resets the idle time of a pending entry (XCLAIM … JUSTID, which leaves the
+// delivery count alone) only while the consumer still owns it: a plain XCLAIM would take back
+// an entry another worker reclaimed meanwhile. ARGV: group, entry id, consumer. Returns 1
+// when the entry is still the consumer's, 0 otherwise.
+var heartbeatScript = redis.NewScript(`
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 0 or p[1][2] ~= ARGV[3] then return 0 end
+redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
+return 1
+`)
+
+// heartbeat keeps the running entry id of consumer fresh; owned is false once the entry is no
+// longer the consumer's (reclaimed by another worker, or gone).
+func (q *Queue) heartbeat(ctx context.Context, id, consumer string) (owned bool, err error) {
+	n, err := heartbeatScript.Run(ctx, q.rdb, []string{q.StreamKey()}, q.Group, id, consumer).Int()
+	return n == 1, err
+}
+
 // Enqueue submits a job. It returns dup == true, and enqueues nothing, when the same
 // (session, hash) is queued, running, retrying or done (within StatusTTL). It gives up after
 // EnqueueTimeout (an error satisfying errors.Is(err, store.ErrUnavailable)).

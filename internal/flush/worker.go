@@ -16,7 +16,7 @@ import (
 // Worker consumes queued flush jobs (the `condense pruner` process). Delivery is
 // at-least-once: a job is acknowledged only after its outcome is recorded; a job left pending
 // by a dead worker is reclaimed (XAUTOCLAIM) once idle for ClaimIdle, and a worker keeps the
-// jobs it runs fresh with XCLAIM heartbeats. Failed jobs — a flush that panicked included —
+// jobs it runs fresh with XCLAIM heartbeats as long as they are still its own. Failed jobs — a flush that panicked included —
 // are retried with exponential backoff up to MaxAttempts, then dead-lettered; each delivery
 // that ended without an outcome (its worker died) counts as an attempt when reclaimed; a job whose summarizer calls the provider all
 // rejected as invalid (summarize.ErrRejected) is dead-lettered after its first attempt. A job
@@ -272,7 +272,10 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage, reclaimed bool
 				return
 			case <-t.C:
 				// Resets the entry's idle time so no other worker reclaims a live job.
-				q.rdb.XClaimJustID(hbCtx, &redis.XClaimArgs{Stream: q.StreamKey(), Group: q.Group, Consumer: w.Consumer, MinIdle: 0, Messages: []string{msg.ID}})
+				if owned, err := q.heartbeat(hbCtx, msg.ID, w.Consumer); err == nil && !owned {
+					w.Log.Warn("flush worker: job reclaimed by another worker, heartbeat stopped", "id", msg.ID, "session", job.Session)
+					return
+				}
 			}
 		}
 	}()

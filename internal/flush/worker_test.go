@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"log/slog"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -511,4 +513,94 @@ func TestQueueOneFlushPerSessionAtATime(t *testing.T) {
 	if got := testutil.ToFloat64(m.Jobs.WithLabelValues("retried")); got != 0 {
 		t.Fatalf("retried %v", got)
 	}
+}
+
+// signalLog is a slog.Handler that closes seen at the first record whose message contains
+// want (and drops every record).
+type signalLog struct {
+	want string
+	seen chan struct{}
+	once *sync.Once
+}
+
+// Enabled implements slog.Handler.
+func (h signalLog) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle implements slog.Handler.
+func (h signalLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.want) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+
+// WithAttrs implements slog.Handler.
+func (h signalLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+// WithGroup implements slog.Handler.
+func (h signalLog) WithGroup(string) slog.Handler { return h }
+
+// TestHeartbeatLeavesAReclaimedJobAlone checks that a worker's heartbeat keeps only the jobs
+// it still owns fresh: once another consumer has claimed a running job's entry, the heartbeat
+// stops instead of claiming the entry back.
+func TestHeartbeatLeavesAReclaimedJobAlone(t *testing.T) {
+	r := newRig(t, "redis")
+	gate := make(chan struct{})
+	r.up.SetResponder(func(rec upstreamfake.Recorded) upstreamfake.Reply {
+		rep := labelResponder(rec)
+		rep.Hold = gate
+		return rep
+	})
+	w, q := r.worker("w1", nil)
+	stopped := signalLog{want: "heartbeat stopped", seen: make(chan struct{}), once: new(sync.Once)}
+	w.Log = slog.New(stopped)
+	w.Orch.Summarizer = summarizeWithoutIdleTimeout(t, r)
+	run(t, w)
+	t.Cleanup(func() { close(gate) }) // before the worker stops (cleanups run last first)
+	ctx := context.Background()
+	j := job("s1", "hb", 1)
+	if _, err := q.Enqueue(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(r.up.Requests()) == 1 }) // running, its summarizer call held
+	pending, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.StreamKey(), Group: q.Group, Start: "-", End: "+", Count: 1}).Result()
+	if err != nil || len(pending) != 1 || pending[0].Consumer != "w1" {
+		t.Fatalf("pending %+v err %v", pending, err)
+	}
+	id := pending[0].ID
+	if owned, err := q.heartbeat(ctx, id, "w1"); err != nil || !owned {
+		t.Fatalf("heartbeat of an owned job: owned %v err %v", owned, err)
+	}
+	if err := r.rdb.XClaim(ctx, &redis.XClaimArgs{Stream: q.StreamKey(), Group: q.Group, Consumer: "thief", Messages: []string{id}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	owner := func() string {
+		p, _ := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.StreamKey(), Group: q.Group, Start: id, End: id, Count: 1}).Result()
+		if len(p) == 0 {
+			return ""
+		}
+		return p[0].Consumer
+	}
+	waitFor(t, func() bool {
+		select {
+		case <-stopped.seen:
+			return true
+		default:
+			return owner() != "thief"
+		}
+	})
+	if got := owner(); got != "thief" {
+		t.Fatalf("the heartbeat took the reclaimed job back: owner %q", got)
+	}
+}
+
+// summarizeWithoutIdleTimeout is the rig's summarizer without its idle timeout, for calls a
+// test holds as long as it needs.
+func summarizeWithoutIdleTimeout(t *testing.T, r *rig) summarize.Summarizer {
+	t.Helper()
+	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: r.llm.Endpoint(), Thinking: summarize.ThinkingOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
