@@ -30,7 +30,9 @@ Any other path passes through untouched. Point an agent's base URL at it.
 
 Without --config every default applies (embedded in-memory store, extractive summarizer,
 upstreams api.anthropic.com and api.openai.com). Flags override the file. Metrics are served
-at /metrics on listen.metrics, /healthz and /readyz on listen.health and on the proxy port.
+at /metrics on listen.metrics, /healthz, /readyz and /storez (the store's
+reachability; readiness does not depend on it: the proxy fails open) on listen.health and on
+the proxy port.
 
 In-process flushes run at most GOMAXPROCS/2 at a time, on OS threads at nice +10 (Linux), so
 request handling gets the CPU first when it is scarce; the proxy then adds that many slots to
