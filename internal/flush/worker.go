@@ -16,11 +16,12 @@ import (
 // Worker consumes queued flush jobs (the `condense pruner` process). Delivery is
 // at-least-once: a job is acknowledged only after its outcome is recorded; a job left pending
 // by a dead worker is reclaimed (XAUTOCLAIM) once idle for ClaimIdle, and a worker keeps the
-// jobs it runs fresh with XCLAIM heartbeats as long as they are still its own. Failed jobs — a flush that panicked included —
-// are retried with exponential backoff up to MaxAttempts, then dead-lettered; each delivery
-// that ended without an outcome (its worker died) counts as an attempt when reclaimed; a job whose summarizer calls the provider all
-// rejected as invalid (summarize.ErrRejected) is dead-lettered after its first attempt. A job
-// whose (session, hash) is already done is acknowledged without running again.
+// jobs it runs fresh with XCLAIM heartbeats as long as they are still its own. Failed jobs (a
+// flush that panicked included) are retried with exponential backoff up to MaxAttempts, then
+// dead-lettered; a reclaimed job counts each earlier delivery, which ended without an outcome,
+// as a failed attempt; a job whose summarizer calls the provider all rejected as invalid
+// (summarize.ErrRejected) is dead-lettered after its first attempt. A job whose (session,
+// hash) is already done is acknowledged without running again.
 type Worker struct {
 	// Queue is the Redis queue consumed.
 	Queue *Queue
@@ -132,8 +133,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer func() { <-slots }()
 			// A flush's own panics are failed attempts (Orchestrator.Flush); one in the
 			// bookkeeping leaves the entry pending, to be reclaimed and counted as a delivery.
-			if err := catch(func() error { w.process(jobCtx, msg, reclaimed); return nil }); err != nil {
-				pe := err.(*PanicError)
+			err := catch(func() error { w.process(jobCtx, msg, reclaimed); return nil })
+			if pe := (*PanicError)(nil); errors.As(err, &pe) {
 				w.Log.Error("flush worker: job processing panicked", "id", msg.ID, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 				w.Queue.Metrics.job("panicked")
 			}
