@@ -2,10 +2,12 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +16,11 @@ import (
 
 // FieldOwner is the server-side-apply field manager of the operator.
 const FieldOwner = "condense-operator"
+
+// FieldOwnerHandover is the field manager that holds the proxy Deployment's spec.replicas
+// while it passes from the operator to the HorizontalPodAutoscaler ("Transferring ownership"
+// in the Kubernetes server-side apply documentation).
+const FieldOwnerHandover = "condense-handover-to-hpa"
 
 // EventRecorder is the subset of the events API the controllers use (satisfied by the
 // recorder a controller-runtime manager hands out).
@@ -55,6 +62,24 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	}
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// ownsReplicas reports whether field manager owner applied obj's spec.replicas.
+func ownsReplicas(obj client.Object, owner string) bool {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager != owner || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) == nil {
+			if _, ok := fields.Spec["f:replicas"]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // deleteIfExists deletes the object of obj's type, namespace and name; absent is fine.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
@@ -224,6 +225,21 @@ func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes Po
 		d.Spec.Replicas = new(i32(p.Spec.Proxy.Replicas, 2))
 	}
 	return d
+}
+
+// BuildProxyReplicasHandover renders what the field manager FieldOwnerHandover applies to the
+// proxy Deployment when autoscaling is turned on: only spec.replicas, the live count within
+// the autoscaler's bounds. Owned by that manager, the field keeps its value when the operator
+// stops applying it, until the HorizontalPodAutoscaler writes it and so takes it over. nil
+// without autoscaling.
+func BuildProxyReplicasHandover(p *condensev1.PruningPolicy, live int32) *appsv1ac.DeploymentApplyConfiguration {
+	a := p.Spec.Proxy.Autoscaling
+	if a == nil {
+		return nil
+	}
+	lo := max(a.MinReplicas, 1)
+	return appsv1ac.Deployment(proxyName(p), p.Namespace).
+		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(min(max(live, lo), max(a.MaxReplicas, lo))))
 }
 
 // BuildPrunerDeployment renders the pruner worker Deployment; nil when pruner.replicas is 0.

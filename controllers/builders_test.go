@@ -249,6 +249,21 @@ func TestSecretsHash(t *testing.T) {
 	}
 }
 
+func TestBuildProxyReplicasHandover(t *testing.T) {
+	p := policy(func(p *condensev1.PruningPolicy) {
+		p.Spec.Proxy.Autoscaling = &condensev1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 6}
+	})
+	for live, want := range map[int32]int32{3: 3, 1: 2, 0: 2, 9: 6} {
+		h := BuildProxyReplicasHandover(p, live)
+		if *h.Spec.Replicas != want || *h.Name != "team-proxy" || *h.Namespace != "agents" || h.Spec.Template != nil || h.Spec.Selector != nil {
+			t.Errorf("live %d: handover %+v, want only replicas %d", live, h.Spec, want)
+		}
+	}
+	if BuildProxyReplicasHandover(policy(nil), 3) != nil {
+		t.Error("no handover without autoscaling")
+	}
+}
+
 func TestBuildOptionalChildren(t *testing.T) {
 	cases := []struct {
 		name                        string

@@ -98,6 +98,7 @@ func TestOperatorAgainstAPIServer(t *testing.T) {
 	t.Run("SecretsCachedAsMetadata", func(t *testing.T) { testSecretsCachedAsMetadata(t, c, mgr, rds) })
 	t.Run("SecretRotation", func(t *testing.T) { testSecretRotation(t, c, rds) })
 	t.Run("RestrictedPodSecurity", func(t *testing.T) { testRestrictedPodSecurity(t, c) })
+	t.Run("AutoscalingHandover", func(t *testing.T) { testAutoscalingHandover(t, c) })
 }
 
 func testCELValidation(t *testing.T, c client.Client) {
@@ -1061,5 +1062,49 @@ func testRestrictedPodSecurity(t *testing.T, c client.Client) {
 	from := np.Spec.Ingress[0].From
 	if len(from) != 3 || from[2].NamespaceSelector.MatchLabels[corev1.LabelMetadataName] != "condense-system" {
 		t.Fatalf("network policy peers: %+v", from)
+	}
+}
+
+// testAutoscalingHandover turns autoscaling on for a running proxy: the operator stops
+// applying spec.replicas, and the replica count must not fall back to the API default of 1
+// before the autoscaler (not running in envtest) takes the field over.
+func testAutoscalingHandover(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "scaled", Namespace: ns},
+		Spec: condensev1.PruningPolicySpec{Proxy: condensev1.ProxySpec{Replicas: new(int32(3))}}}
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	eventually(t, 20*time.Second, "3 proxy replicas", func() (bool, string) {
+		err := get(ctx, c, ns, "scaled-proxy", &dep)
+		return err == nil && dep.Spec.Replicas != nil && *dep.Spec.Replicas == 3, fmt.Sprint(err)
+	})
+	eventually(t, 10*time.Second, "autoscaling on", func() (bool, string) {
+		var cur condensev1.PruningPolicy
+		if err := get(ctx, c, ns, "scaled", &cur); err != nil {
+			return false, err.Error()
+		}
+		cur.Spec.Proxy.Autoscaling = &condensev1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 6}
+		return c.Update(ctx, &cur) == nil, "update failed"
+	})
+	// The Deployment is applied before the HPA: once the HPA exists, so does the Deployment
+	// without the operator's replicas.
+	eventually(t, 20*time.Second, "HPA", func() (bool, string) {
+		err := get(ctx, c, ns, "scaled-proxy", &autoscalingv2.HorizontalPodAutoscaler{})
+		return err == nil, fmt.Sprint(err)
+	})
+	for range 3 { // across a few reconciles (policy resync is 2s here)
+		if err := get(ctx, c, ns, "scaled-proxy", &dep); err != nil {
+			t.Fatal(err)
+		}
+		if got := i32(dep.Spec.Replicas, 1); got != 3 {
+			t.Fatalf("turning autoscaling on changed the proxy replicas from 3 to %d", got)
+		}
+		time.Sleep(time.Second)
+	}
+	if ownsReplicas(&dep, FieldOwner) {
+		t.Fatal("the operator still owns spec.replicas under autoscaling")
 	}
 }

@@ -298,6 +298,9 @@ func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condense
 	if err != nil {
 		return err
 	}
+	if err := r.handOverReplicas(ctx, p); err != nil {
+		return fmt.Errorf("hand the proxy replicas over to the autoscaler: %w", err)
+	}
 	type child struct {
 		want  client.Object
 		empty client.Object
@@ -330,6 +333,28 @@ func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condense
 		}
 	}
 	return nil
+}
+
+// handOverReplicas keeps the proxy's replica count when autoscaling is turned on. The proxy
+// Deployment is then applied without spec.replicas; were the operator still the field's only
+// owner, the API server would reset it to 1. So, while the live Deployment has replicas the
+// operator applied, the field manager FieldOwnerHandover first applies the current count
+// (within the autoscaler's bounds); the HorizontalPodAutoscaler takes the field over from it
+// the next time it scales.
+func (r *PruningPolicyReconciler) handOverReplicas(ctx context.Context, p *condensev1.PruningPolicy) error {
+	if p.Spec.Proxy.Autoscaling == nil {
+		return nil
+	}
+	var live appsv1.Deployment
+	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: proxyName(p)}, &live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !ownsReplicas(&live, FieldOwner) {
+		return nil
+	}
+	handover := BuildProxyReplicasHandover(p, i32(live.Spec.Replicas, 1))
+	log.FromContext(ctx).Info("handing the proxy replicas over to the autoscaler", "replicas", *handover.Spec.Replicas)
+	return r.Apply(ctx, handover, client.FieldOwner(FieldOwnerHandover), client.ForceOwnership)
 }
 
 // deleteOwned deletes obj if it exists and is controlled by p (never someone else's object).
