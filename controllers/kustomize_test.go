@@ -177,3 +177,43 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		}
 	}
 }
+
+// TestKustomizeManagerImage: the operator gives proxy and pruner pods its own image
+// (CONDENSE_IMAGE), so the two never skew — also when an overlay sets the image with
+// kustomize's `images:`.
+func TestKustomizeManagerImage(t *testing.T) {
+	base, err := filepath.Abs(filepath.Join("..", "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	rel, err := filepath.Rel(overlay, base) // kustomize refuses absolute resource paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("resources:\n- "+rel+
+		"\nimages:\n- name: ghcr.io/condense-dev/condense\n  newName: registry.example/condense\n  newTag: 9.9.9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{base: "", overlay: "registry.example/condense:9.9.9"} {
+		var dep *unstructured.Unstructured
+		for _, o := range kustomizeBuild(t, dir) {
+			if o.GetKind() == "Deployment" {
+				dep = o
+			}
+		}
+		containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		image, _ := c["image"].(string)
+		env, _, _ := unstructured.NestedSlice(c, "env")
+		got := ""
+		for _, e := range env {
+			if e := e.(map[string]any); e["name"] == "CONDENSE_IMAGE" {
+				got, _ = e["value"].(string)
+			}
+		}
+		if got == "" || got != image || (want != "" && image != want) {
+			t.Errorf("%s: manager image %q, CONDENSE_IMAGE %q (want both %q)", dir, image, got, want)
+		}
+	}
+}

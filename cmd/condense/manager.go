@@ -53,7 +53,8 @@ AgentSession status in step with the session store.`,
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles at a time")
 	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
-	fl.StringVar(&f.image, "image", controllers.DefaultImage, "condense image for proxy and pruner pods of policies that name none")
+	fl.StringVar(&f.image, "image", "", "condense image for proxy and pruner pods of policies that name none (default: $"+envImage+
+		", which the chart and config/manager set to the manager's own image, else "+controllers.DefaultImage+")")
 	fl.BoolVar(&f.discovery, "discovery", true, "create AgentSessions for sessions found in a store without one")
 	fl.DurationVar(&f.storeResync, "store-resync", 30*time.Second, "list every session store at least this often")
 	fl.DurationVar(&f.storeMinPeriod, "store-min-interval", time.Second, "minimum time between store listings triggered by change notifications")
@@ -71,6 +72,22 @@ func managerScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(condensev1.AddToScheme(s))
 	return s
+}
+
+// envImage names the environment variable with the default image of proxy and pruner pods:
+// the chart and config/manager set it to the manager's own image, so the two never skew.
+const envImage = "CONDENSE_IMAGE"
+
+// childImage is the image of proxy and pruner pods of policies that name none: the --image
+// flag, else $CONDENSE_IMAGE, else controllers.DefaultImage.
+func childImage(flag string, getenv func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := strings.TrimSpace(getenv(envImage)); v != "" {
+		return v
+	}
+	return controllers.DefaultImage
 }
 
 // serviceAccountNamespaceFile holds the namespace of a pod's service account.
@@ -118,7 +135,7 @@ func runManager(f managerFlags) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	if err := controllers.Setup(mgr, controllers.Options{
-		Image:                 f.image,
+		Image:                 childImage(f.image, os.Getenv),
 		OperatorNamespace:     operatorNamespace(),
 		OpenStore:             addrMap.opener(controllers.OpenRedisStore),
 		Discovery:             f.discovery,
