@@ -434,6 +434,8 @@ func TestCheckExternalURL(t *testing.T) {
 		{"", "redis://r:6379", true}, {"standalone", "rediss://r:6380", true},
 		{"standalone", "redis+cluster://r:1", false}, {"sentinel", "redis+sentinel://s:26379/mymaster", true},
 		{"cluster", "redis+cluster://a:1,b:2", true}, {"cluster", "redis://a:1", false}, {"", "redis://", false},
+		// A socket in the proxy pods is out of reach of the other replicas and the operator.
+		{"standalone", "unix:///run/redis.sock", false}, {"", "unix:///run/redis.sock", false},
 	}
 	for _, c := range cases {
 		if err := checkExternalURL(c.mode, c.url); (err == nil) != c.ok {

@@ -214,6 +214,7 @@ func TestHelmSchemaRejectsBadValues(t *testing.T) {
 		"bad interval":          {"--set", "serviceMonitor.interval=soon"},
 		"typo under crds":       {"--set", "crds.keepp=true"},
 		"bad sample name":       {"--set", "samplePolicy.name=Not_A_Name"},
+		"bad name override":     {"--set", "nameOverride=Not_A_Name"},
 	}
 	names := make([]string, 0, len(bad))
 	for k := range bad {
@@ -300,5 +301,17 @@ func TestSamplePolicyIsInstallOnly(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("samplePolicy.enabled=true renders no PruningPolicy")
+	}
+}
+
+// TestHelmNameOverride: nameOverride, which the chart's helpers read, is an accepted value and
+// names the operator's labels.
+func TestHelmNameOverride(t *testing.T) {
+	out, err := runHelm(t, "template", "condense", chartDir, "--set", "nameOverride=pruning")
+	if err != nil {
+		t.Fatalf("nameOverride rejected: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "app.kubernetes.io/name: pruning\n") {
+		t.Fatal("nameOverride does not name the app.kubernetes.io/name label")
 	}
 }
