@@ -166,7 +166,10 @@ func testCRDDefaults(t *testing.T, c client.Client) {
 		!*s.PurgeErrors.Enabled || *s.PurgeErrors.CooldownTurns != 2 || *s.PurgeErrors.MinArgChars != 500 ||
 		s.Summarizer.Model != "extractive" || s.Summarizer.ThinkingBudget != "off" || s.Summarizer.IdleTimeout.Duration != 20*time.Second ||
 		s.Summarizer.TotalTimeout.Duration != 180*time.Second || s.Upstreams.Anthropic != config.DefaultAnthropicBaseURL ||
-		*s.Proxy.Replicas != 2 || s.Redis.Managed == nil || !*s.Redis.Managed.Persistence || s.Redis.Managed.Storage.String() != "1Gi" {
+		*s.Proxy.Replicas != 2 ||
+		// redis defaults to {}: neither managed nor external stored, which means managed (so a
+		// later apply can switch to external without clearing a defaulted managed: {}).
+		s.Redis.Managed != nil || s.Redis.External != nil || s.Redis.ManagedOrDefault() == nil {
 		t.Fatalf("CRD defaults not applied: %+v", s)
 	}
 	// The CRD defaults and the Go defaults of the config package must agree.
