@@ -206,15 +206,17 @@ func TestHelmCRDsToggle(t *testing.T) {
 
 func TestHelmSchemaRejectsBadValues(t *testing.T) {
 	bad := map[string][]string{
-		"unknown top-level key": {"--set", "replicas=2"},
-		"negative replicas":     {"--set", "replicaCount=-1"},
-		"bad pull policy":       {"--set", "image.pullPolicy=Sometimes"},
-		"debug is a boolean":    {"--set-string", "manager.debug=loud"},
-		"port out of range":     {"--set", "metrics.port=70000"},
-		"bad interval":          {"--set", "serviceMonitor.interval=soon"},
-		"typo under crds":       {"--set", "crds.keepp=true"},
-		"bad sample name":       {"--set", "samplePolicy.name=Not_A_Name"},
-		"bad name override":     {"--set", "nameOverride=Not_A_Name"},
+		"unknown top-level key":    {"--set", "replicas=2"},
+		"negative replicas":        {"--set", "replicaCount=-1"},
+		"bad pull policy":          {"--set", "image.pullPolicy=Sometimes"},
+		"debug is a boolean":       {"--set-string", "manager.debug=loud"},
+		"port out of range":        {"--set", "metrics.port=70000"},
+		"bad interval":             {"--set", "serviceMonitor.interval=soon"},
+		"typo under crds":          {"--set", "crds.keepp=true"},
+		"bad sample name":          {"--set", "samplePolicy.name=Not_A_Name"},
+		"sample name not DNS-1035": {"--set", "samplePolicy.name=7days"},
+		"sample name over 46":      {"--set", "samplePolicy.name=" + strings.Repeat("a", 47)},
+		"bad name override":        {"--set", "nameOverride=Not_A_Name"},
 	}
 	names := make([]string, 0, len(bad))
 	for k := range bad {
