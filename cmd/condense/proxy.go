@@ -34,6 +34,12 @@ at /metrics on listen.metrics, /healthz, /readyz and /storez (the store's
 reachability; readiness does not depend on it: the proxy fails open) on listen.health and on
 the proxy port.
 
+The admin API (/admin/sessions/{id}, .../records/{ref}, POST .../flush) is served on
+listen.health only (default :8081; keep it internal), unless listen.adminOnProxyPort also
+serves it on the proxy port. /mcp (context_tree_query over MCP) is on the proxy port; without
+sessionAuth any client reaching that port can query any session it can name, and the proxy
+logs a warning saying so at startup.
+
 In-process flushes run at most GOMAXPROCS/2 at a time, on OS threads at nice +10 (Linux), so
 request handling gets the CPU first when it is scarce; the proxy then adds that many slots to
 GOMAXPROCS (unless GOMAXPROCS is set or a container CPU limit holds it below the machine's

@@ -162,8 +162,13 @@ type Listen struct {
 	Proxy string `json:"proxy" yaml:"proxy"`
 	// Metrics serves Prometheus metrics at /metrics (default ":9090"; empty disables).
 	Metrics string `json:"metrics" yaml:"metrics"`
-	// Health serves /healthz and /readyz (default ":8081"; empty disables).
+	// Health serves /healthz, /readyz, /storez and the admin API /admin/... (default ":8081";
+	// empty disables). Keep it internal: the admin API reads any session's records and
+	// starts flushes, guarded only by session tokens when SessionAuth is enabled.
 	Health string `json:"health" yaml:"health"`
+	// AdminOnProxyPort also serves the admin API on the proxy port (default false). Only with
+	// SessionAuth enabled is it limited to each session's own token holder.
+	AdminOnProxyPort bool `json:"adminOnProxyPort,omitempty" yaml:"adminOnProxyPort,omitempty"`
 }
 
 // Upstreams holds provider base URLs.

@@ -207,8 +207,9 @@ func TestSessionTokens(t *testing.T) {
 		t.Fatal("session token leaked upstream")
 	}
 	// admin: another session's token cannot read alice's records
+	admin := adminURL(t, r)
 	get := func(path, token string) int {
-		req, _ := http.NewRequest(http.MethodGet, r.http.URL+path, nil)
+		req, _ := http.NewRequest(http.MethodGet, admin+path, nil)
 		req.Header.Set(HeaderToken, token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -388,7 +389,8 @@ func TestMCPContextTreeQuery(t *testing.T) {
 		t.Fatalf("mcp answer: %s", txt)
 	}
 	// admin views
-	resp, err := http.Get(r.http.URL + "/admin/sessions/mcp-sess")
+	admin := adminURL(t, r)
+	resp, err := http.Get(admin + "/admin/sessions/mcp-sess")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +400,7 @@ func TestMCPContextTreeQuery(t *testing.T) {
 	if v.Version < 1 || v.Records < 1 || v.Refs[0] != "t1" || v.Stats[store.StatRequests] < 2 {
 		t.Fatalf("admin view %+v", v)
 	}
-	resp, _ = http.Get(r.http.URL + "/admin/sessions/mcp-sess/records/t1")
+	resp, _ = http.Get(admin + "/admin/sessions/mcp-sess/records/t1")
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(b), "build line 042") {

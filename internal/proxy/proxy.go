@@ -114,6 +114,11 @@ type Options struct {
 	Registry *prometheus.Registry
 	// DisableQueryTool stops adding the context_tree_query definition to requests.
 	DisableQueryTool bool
+	// AdminOnProxyPort also serves the admin API (/admin/...) on the proxy's own handler.
+	// Off (the default) it is served only by AdminHandler, which Run mounts on the health
+	// listener, an internal port: the admin API reads any session's records and starts
+	// flushes, and without SessionSecret nothing else guards it.
+	AdminOnProxyPort bool
 	// Now is the clock the cache-aware flush decisions read (nil: time.Now). Tests move it
 	// past the prompt cache's lifetime.
 	Now func() time.Time
@@ -129,6 +134,7 @@ type Server struct {
 	mux     *http.ServeMux
 	ready   func(context.Context) error
 	mcp     http.Handler
+	admin   *http.ServeMux
 	parses  *parseCache // each session's last parsed request, for wire.ParseReusing
 	flights sync.Map    // session → (<-chan struct{}) closed when the last flush this process started ended
 	states  sync.Map    // session → cachedState
@@ -182,9 +188,17 @@ func New(opt Options) (*Server, error) {
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("GET /storez", s.handleStore)
 	s.mux.Handle("GET /metrics", s.MetricsHandler())
-	s.mux.HandleFunc("GET /admin/sessions/{id}", s.handleAdminSession)
-	s.mux.HandleFunc("GET /admin/sessions/{id}/records/{ref}", s.handleAdminRecord)
-	s.mux.HandleFunc("POST /admin/sessions/{id}/flush", s.handleAdminFlush)
+	s.admin = http.NewServeMux()
+	s.admin.HandleFunc("GET /admin/sessions/{id}", s.handleAdminSession)
+	s.admin.HandleFunc("GET /admin/sessions/{id}/records/{ref}", s.handleAdminRecord)
+	s.admin.HandleFunc("POST /admin/sessions/{id}/flush", s.handleAdminFlush)
+	if opt.AdminOnProxyPort {
+		s.mux.Handle("/admin/", s.admin)
+	} else {
+		s.mux.HandleFunc("/admin/", func(w http.ResponseWriter, _ *http.Request) {
+			adminError(w, http.StatusNotFound, "condense proxy: the admin API is served on the health listener (listen.health), not on the proxy port (listen.adminOnProxyPort)")
+		})
+	}
 	s.mcp = s.newMCPHandler()
 	s.mux.Handle("/mcp", s.mcp)
 	s.mux.Handle("/mcp/", s.mcp)
@@ -215,6 +229,11 @@ func (s *Server) MetricsHandler() http.Handler {
 // SetReadiness sets an extra readiness check for /readyz (for example the flush worker's).
 // It must fail only when the proxy cannot serve requests.
 func (s *Server) SetReadiness(f func(context.Context) error) { s.ready = f }
+
+// AdminHandler serves the admin API (/admin/sessions/...): Run mounts it on the health
+// listener. Whoever reaches it reads any session's records and starts flushes unless
+// SessionSecret is set, so it belongs on an internal port.
+func (s *Server) AdminHandler() http.Handler { return s.admin }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

@@ -44,6 +44,7 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 		FlushWaitTimeout:  cfg.Limits.FlushWaitTimeout.D(),
 		MaxRecoveryRounds: cfg.Limits.MaxRecoveryRounds,
 		SlowRequestLog:    cfg.Limits.SlowRequestLog.D(),
+		AdminOnProxyPort:  cfg.Listen.AdminOnProxyPort,
 		Trigger: Trigger{
 			OnDemand:   cfg.Engine.Trigger.Mode == config.TriggerOnDemand,
 			CacheAware: cfg.Engine.Trigger.CacheAware,
@@ -161,6 +162,8 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	health.HandleFunc("/healthz", px.ServeHTTP)
 	health.HandleFunc("/readyz", px.ServeHTTP)
 	health.HandleFunc("/storez", px.ServeHTTP)
+	health.Handle("/admin/", px.AdminHandler())
+	warnUnauthenticated(log, cfg)
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", px.MetricsHandler())
 	defer func() {
@@ -187,6 +190,19 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 		return nil
 	case err := <-errc:
 		return err
+	}
+}
+
+// warnUnauthenticated logs, at startup, what any client reaching the proxy port can read
+// while session auth is off: every session's records through /mcp (it names the session
+// itself), and with listen.adminOnProxyPort the whole admin API.
+func warnUnauthenticated(log *slog.Logger, cfg *config.Config) {
+	if cfg.SessionAuth.Enabled {
+		return
+	}
+	log.Warn("sessionAuth is off: any client that reaches the proxy port can query the records of any session it can name through /mcp; enable sessionAuth to require each session's token")
+	if cfg.Listen.AdminOnProxyPort {
+		log.Warn("listen.adminOnProxyPort without sessionAuth: any client that reaches the proxy port can read every session and start flushes through /admin")
 	}
 }
 

@@ -25,30 +25,7 @@ func TestRunWithBoltStore(t *testing.T) {
 	cfg := config.Default()
 	cfg.Upstreams.Anthropic, cfg.Upstreams.OpenAI = up.URL, up.URL+"/v1"
 	cfg.Store.URL = "bolt:" + filepath.Join(t.TempDir(), "state.db")
-	listen := func() net.Listener {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	pl, ml, hl := listen(), listen(), listen()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, RunOptions{ProxyListener: pl, MetricsListener: ml, HealthListener: hl, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Error(err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return")
-		}
-	}()
+	pl, ml, hl := startRun(t, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	up.Enqueue(upstreamfake.Reply{Text: "served"})
 	c := anthropic.NewClient(aoption.WithBaseURL("http://"+pl.Addr().String()), aoption.WithAPIKey("k"), aoption.WithMaxRetries(2))
 	m, err := c.Messages.New(context.Background(), aParams([]anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}))
@@ -67,4 +44,35 @@ func TestRunWithBoltStore(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
 		}
 	}
+}
+
+// startRun runs Run with cfg on three loopback listeners until the test ends, and returns
+// the proxy, metrics and health listeners.
+func startRun(t *testing.T, cfg *config.Config, log *slog.Logger) (pl, ml, hl net.Listener) {
+	t.Helper()
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	pl, ml, hl = listen(), listen(), listen()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, RunOptions{ProxyListener: pl, MetricsListener: ml, HealthListener: hl, Log: log})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return")
+		}
+	})
+	return pl, ml, hl
 }

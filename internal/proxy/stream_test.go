@@ -331,7 +331,7 @@ func TestOnDemandFlushThroughAdmin(t *testing.T) {
 	if !strings.Contains(string(rec.Body), "build line 030") {
 		t.Fatal("on-demand session pruned without a request")
 	}
-	resp, _ := post(t, r.http.URL+"/admin/sessions/sess-demand/flush", "", nil)
+	resp, _ := post(t, adminURL(t, r)+"/admin/sessions/sess-demand/flush", "", nil)
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("admin flush: %d", resp.StatusCode)
 	}
