@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 // kustomizeBuild renders a kustomize directory with the kustomize binary built by
@@ -24,7 +26,7 @@ func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 		}
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("kustomize not found (%s): run hack/test.sh or set CONDENSE_TOOLS_BIN", bin)
+		needs.Missing(t, "kustomize not found (%s): run hack/test.sh or set CONDENSE_TOOLS_BIN", bin)
 	}
 	out, err := exec.Command(bin, "build", dir).CombinedOutput()
 	if err != nil {

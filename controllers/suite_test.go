@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 // testScheme holds the built-in and condense types.
@@ -39,7 +40,7 @@ var testScheme = func() *runtime.Scheme {
 func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) {
 	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run hack/test.sh (it builds kube-apiserver and etcd) or export it")
+		needs.Missing(t, "KUBEBUILDER_ASSETS is not set: run hack/test.sh (it builds kube-apiserver and etcd) or export it")
 	}
 	// Operator logs only on request (CONDENSE_TEST_LOG=1); otherwise discard them.
 	if os.Getenv("CONDENSE_TEST_LOG") != "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/strategies"
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 // chromium returns the headless Chromium binary or skips the test.
@@ -24,7 +25,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("chromium not installed (hack/install-chromium.sh installs Debian's chromium); skipping the HTML render check")
+	needs.Missing(t, "chromium not installed (hack/install-chromium.sh installs Debian's chromium): the HTML render check needs it")
 	return ""
 }
 

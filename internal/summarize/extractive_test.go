@@ -245,7 +245,7 @@ var labelTok = regexp.MustCompile(`\[\[\d+:[^\]\n]+\]\]`)
 func TestExtractiveCorpusDeterministic(t *testing.T) {
 	batches := corpusBatches(t)
 	if len(batches) == 0 {
-		t.Skip("no Claude Code batches in the corpus")
+		t.Fatal("no Claude Code batches in the corpus")
 	}
 	x := Extractive{}
 	var raw, sum int
@@ -273,7 +273,7 @@ func TestExtractiveCorpusDeterministic(t *testing.T) {
 func BenchmarkExtractiveCorpus(b *testing.B) {
 	batches := corpusBatches(b)
 	if len(batches) == 0 {
-		b.Skip("no Claude Code batches in the corpus")
+		b.Fatal("no Claude Code batches in the corpus")
 	}
 	reqs := make([]*Request, len(batches))
 	var bytes int64

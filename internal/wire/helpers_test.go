@@ -86,7 +86,7 @@ func largestClaudeCodeRequest(tb testing.TB) ([]byte, string) {
 		}
 	}
 	if best == nil {
-		tb.Skip("no Claude Code corpus files")
+		tb.Fatal("no Claude Code corpus files")
 	}
 	return best, name
 }
@@ -110,7 +110,7 @@ func twoMBRequest(tb testing.TB) []byte {
 			}
 		}
 	}
-	tb.Skip("Claude Code corpus smaller than 2 MB")
+	tb.Fatal("Claude Code corpus smaller than 2 MB")
 	return nil
 }
 

@@ -37,6 +37,7 @@ import (
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/controllers"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/testutil/needs"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 )
@@ -95,7 +96,7 @@ func scheme() *runtime.Scheme {
 func TestE2EWholeSystem(t *testing.T) {
 	tc := requireToolchain(t)
 	if !redistest.Available() {
-		t.Skip("redis-server not found in PATH (hack/install-redis.sh installs it)")
+		needs.Missing(t, "redis-server not found in PATH (hack/install-redis.sh installs it)")
 	}
 	t0 := time.Now()
 	logf.SetLogger(logr.Discard()) // the test's own clients; the operator under test logs to its file

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 // toolchain holds the paths of the real binaries the test runs.
@@ -38,8 +40,8 @@ func requireToolchain(t *testing.T) toolchain {
 	}
 	tools := os.Getenv("CONDENSE_TOOLS_BIN")
 	if tc.assets == "" || tc.kwok == "" || tc.kwokStages == "" || tools == "" {
-		t.Skip("the end-to-end test needs KUBEBUILDER_ASSETS (kube-apiserver, etcd, kubectl, kube-controller-manager, " +
-			"kube-scheduler), KWOK_BIN, KWOK_STAGES and CONDENSE_TOOLS_BIN (helm, kubectl); `make e2e` sets them " +
+		needs.Missing(t, "the end-to-end test needs KUBEBUILDER_ASSETS (kube-apiserver, etcd, kubectl, kube-controller-manager, "+
+			"kube-scheduler), KWOK_BIN, KWOK_STAGES and CONDENSE_TOOLS_BIN (helm, kubectl); `make e2e` sets them "+
 			"from hack/install-k8s-tools.sh")
 	}
 	tc.helm = filepath.Join(tools, "helm")

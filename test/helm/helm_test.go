@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -31,7 +33,7 @@ func helmBin(t *testing.T) string {
 	if p, err := exec.LookPath("helm"); err == nil {
 		return p
 	}
-	t.Skip("helm not found: run hack/install-k8s-tools.sh helm and set CONDENSE_TOOLS_BIN (make test does both)")
+	needs.Missing(t, "helm not found: run hack/install-k8s-tools.sh helm and set CONDENSE_TOOLS_BIN (make test does both)")
 	return ""
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 // EnvDir names an environment variable that overrides the corpus directory (the folder that
@@ -48,7 +50,7 @@ func Require(tb testing.TB) string {
 	tb.Helper()
 	d := Dir()
 	if d == "" {
-		tb.Skipf("agent-session corpus not found (expected ../shared/corpus beside the repository, or $%s); skipping", EnvDir)
+		needs.Missing(tb, "agent-session corpus not found (expected ../shared/corpus beside the repository, or $%s)", EnvDir)
 	}
 	return d
 }
@@ -78,7 +80,7 @@ func File(tb testing.TB, name string) string {
 	tb.Helper()
 	p := filepath.Join(Require(tb), "raw", name)
 	if _, err := os.Stat(p); err != nil {
-		tb.Skipf("corpus file %s not found; skipping", name)
+		needs.Missing(tb, "corpus file %s not found", name)
 	}
 	return p
 }

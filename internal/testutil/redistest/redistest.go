@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
 // Binary is the redis-server executable looked up in PATH.
@@ -91,7 +93,7 @@ func Start(tb testing.TB, opts *Options) *Server {
 func requireBinary(tb testing.TB) {
 	tb.Helper()
 	if !Available() {
-		tb.Skipf("redistest: %s not found in PATH (run hack/install-redis.sh); skipping", Binary)
+		needs.Missing(tb, "redistest: %s not found in PATH (run hack/install-redis.sh)", Binary)
 	}
 }
 
