@@ -2,9 +2,10 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 PKGS := ./...
-TOOLS_BIN = $(shell hack/install-k8s-tools.sh controller-gen kustomize helm 2>/dev/null | tail -n 1)
+# The directory of the Kubernetes tools, built on first use (its errors are shown and stop make).
+TOOLS_BIN = set -o pipefail; bin=$$(hack/install-k8s-tools.sh controller-gen kustomize helm | tail -n 1); test -x "$$bin/controller-gen"
 
-.PHONY: all build test lint bench fuzz generate manifests e2e loadtest bench-corpus verify-generated
+.PHONY: all build test lint bench fuzz generate manifests e2e loadtest bench-corpus verify-generated verify-corpus
 
 all: lint build
 
@@ -16,15 +17,16 @@ build:
 test:
 	hack/test.sh
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet and a tidy go.mod
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags loadtest ./internal/proxy/
 
 ## bench: every Go benchmark, 6 runs each for benchstat (results in bench.out)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.out
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.out
 
 ## fuzz: every fuzz target for FUZZTIME (default 60s) each
 fuzz:
@@ -32,22 +34,23 @@ fuzz:
 
 ## generate: deepcopy code for the API types
 generate:
-	$(TOOLS_BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(TOOLS_BIN); "$$bin"/controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 ## manifests: CRDs and RBAC under config/
 manifests:
-	$(TOOLS_BIN)/controller-gen crd:allowDangerousTypes=true rbac:roleName=manager paths=./api/... paths=./controllers/... \
+	$(TOOLS_BIN); "$$bin"/controller-gen crd:allowDangerousTypes=true rbac:roleName=manager paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 
-## verify-generated: fail when `make generate manifests` changes tracked files
+## verify-generated: fail when `make generate manifests` changes or adds files
 verify-generated: generate manifests
 	git diff --exit-code -- api config charts
+	@out=$$(git status --porcelain --untracked-files=all -- api config charts); if [ -n "$$out" ]; then echo "generated files not committed:"; echo "$$out"; exit 1; fi
 
 ## e2e: the whole-system test on a simulated cluster (also part of `make test`)
 e2e:
 	bin=$$(hack/install-k8s-tools.sh); KUBEBUILDER_ASSETS=$$bin KWOK_BIN=$$bin/kwok KWOK_STAGES=$$bin/kwok-stages.yaml \
-		CONDENSE_TOOLS_BIN=$$bin $(GO) test -count=1 -tags e2e -v ./test/...
+		CONDENSE_TOOLS_BIN=$$bin CONDENSE_REQUIRE_TOOLS=1 $(GO) test -count=1 -tags e2e -v ./test/e2e/
 
 ## loadtest: 200 concurrent agent sessions, each request sent direct and through a condense proxy process (not in CI; docs/performance.md "Proxy load")
 loadtest:
@@ -56,3 +59,9 @@ loadtest:
 ## bench-corpus: replay every corpus file and write docs/benchmarks/corpus.md
 bench-corpus:
 	$(GO) run ./cmd/condense replay ../shared/corpus/raw --markdown docs/benchmarks/corpus.md
+
+## verify-corpus: run the README's main job and fail when its report differs from docs/benchmarks/corpus.md
+verify-corpus:
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		$(GO) run ./cmd/condense replay ../shared/corpus/raw --progress never --markdown "$$tmp/corpus.md" >/dev/null && \
+		diff -u docs/benchmarks/corpus.md "$$tmp/corpus.md" || { echo "docs/benchmarks/corpus.md is stale: run make bench-corpus"; exit 1; }
