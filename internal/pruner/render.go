@@ -287,14 +287,15 @@ func (r *renderer) resolveChains() []acceptedRange {
 					strconv.Itoa(countIn(c.DroppedIDs, present)) + "/" + strconv.Itoa(len(c.DroppedIDs)) + " recorded calls present)"})
 			continue
 		}
-		if len(c.DroppedIDs) > 0 && !v.rangeHolds(s, e, c.DroppedIDs) {
-			// Both boundaries matched, but the span between them holds none of the chain's tool
-			// calls: identical messages at the same role-class ordinals (e.g. a repeated prompt
-			// and reply after a compaction removed the originals). Fail closed.
+		if n, ok := v.rangeHoldsChain(s, e, c); !ok {
+			// Both boundaries matched, but the span between them holds none of the chain's
+			// recorded occurrences: identical messages at the same role-class ordinals (e.g. a
+			// repeated prompt and reply after a compaction removed the originals; a provider
+			// that restarts ids per response reuses the ids too). Fail closed.
 			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: c.Block,
 				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final) +
 					" resolved to messages " + strconv.Itoa(s) + ".." + strconv.Itoa(e) + " holding none of its " +
-					strconv.Itoa(len(c.DroppedIDs)) + " tool call(s)"})
+					strconv.Itoa(n) + " tool call(s)"})
 			continue
 		}
 		resolved = append(resolved, acceptedRange{c: c, s: s, e: e})
@@ -337,6 +338,34 @@ func (v *view) toolIDs() map[string]bool {
 		}
 	}
 	return ids
+}
+
+// rangeHoldsChain reports whether the span strictly between messages s and e holds one of the
+// chain's recorded occurrences: a paired tool result whose occurrence key is among
+// c.DroppedKeys. Bare ids are compared only for an entry without keys (c.DroppedKeys empty):
+// providers that restart ids per response (call_0) make an id match meaningless. n is the
+// number of recorded items compared (for the diagnostic); a chain with neither keys nor ids
+// always holds. On the recorded range the first result's key is c.DroppedKeys[0], so this
+// hashes one result in practice.
+func (v *view) rangeHoldsChain(s, e int, c *Chain) (n int, ok bool) {
+	if len(c.DroppedKeys) == 0 {
+		return len(c.DroppedIDs), len(c.DroppedIDs) == 0 || v.rangeHolds(s, e, c.DroppedIDs)
+	}
+	for i := s + 1; i < e; i++ {
+		sp := v.resultSpan[i]
+		for _, res := range v.results[sp.lo:sp.hi] {
+			k := res.occKey()
+			if k == "" {
+				continue
+			}
+			for _, dk := range c.DroppedKeys {
+				if k == dk {
+					return len(c.DroppedKeys), true
+				}
+			}
+		}
+	}
+	return len(c.DroppedKeys), false
 }
 
 // rangeHolds reports whether a tool call or result strictly between messages s and e has one
