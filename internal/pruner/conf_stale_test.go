@@ -79,3 +79,58 @@ func TestStaleChainEntry(t *testing.T) {
 		}
 	})
 }
+
+// TestCoveredChainBackfill: a covered chain (one of its batches was summarized) drops every
+// tool result of its range, so a member that no record covers — its batch was skipped as
+// trivial or oversized — is backfilled as on the uncovered path: a record with a tN, its
+// result and arguments kept as blobs (context_tree_query returns it), its ref listed in the
+// synthetic's tools attribute.
+func TestCoveredChainBackfill(t *testing.T) {
+	small := big("On branch main, nothing to commit", 300)
+	cases := []struct {
+		name     string
+		minBatch int
+		member   string // the result text of the unindexed member c2
+		skipped  string // the Stats counter the member's batch bumped
+	}{
+		{"a trivial batch's result is backfilled", 1000, small, "trivial"},
+		{"an oversized batch's result is backfilled", 0, "M a.go", "oversized"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachFormat(t, func(t *testing.T, f wire.Format) {
+				pol := kPolicy(0)
+				pol.MinBatchChars = tc.minBatch
+				x := newTx(f).user("task").turn("c1", "read", `{"path":"a.go"}`, big("A", 2000)).
+					turn("c2", "bash", `{"cmd":"git status"}`, tc.member).asst("", "done").user("next")
+				req := x.req(t)
+				bs := blobStore{}
+				st := flushBlobs(t, req, NewState(), pol, bs)
+				if tc.skipped == "trivial" && st.Stats.SkippedTrivial != 1 || tc.skipped == "oversized" && st.Stats.SkippedOversized != 1 {
+					t.Fatalf("setup: %+v", st.Stats)
+				}
+				if len(st.Chains) != 1 || st.Chains[0].BodySource != "" {
+					t.Fatalf("setup: not a covered chain: %+v", st.Chains)
+				}
+				rec := st.Record("c2")
+				if rec == nil || !rec.Backfilled || rec.Ref == "" {
+					t.Fatalf("member not backfilled: %+v", rec)
+				}
+				if got := strings.Join(st.Chains[0].ToolRefs, ","); got != "t1,"+rec.Ref {
+					t.Fatalf("tools=%s, want t1,%s", got, rec.Ref)
+				}
+				res := Render(req, st, pol)
+				mustValid(t, req, res)
+				got := joined(res.Request)
+				if res.Stats.Chains != 1 || strings.Contains(got, tc.member) || !strings.Contains(got, `tools="t1,`+rec.Ref+`"`) {
+					t.Fatalf("%+v\n%s", res.Stats, got)
+				}
+				for _, q := range []string{"c2", rec.Ref} {
+					if out := Query(st, q, bs.lookup); !strings.Contains(out, tc.member) {
+						t.Fatalf("query %s: %s", q, out)
+					}
+				}
+			})
+		})
+	}
+}

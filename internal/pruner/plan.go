@@ -44,8 +44,8 @@ type chainTask struct {
 	ch       *Chain
 	keys     []string
 	fusion   *Batch
-	backfill []*Record // fresh records for an uncovered chain
-	members  []string  // keys of the records (indexed or fresh) composing the deterministic body
+	backfill []*Record // fresh records for members no record covers (covered and uncovered chains)
+	members  []string  // uncovered chains: keys of the records (indexed or fresh) composing the deterministic body
 	turns    int
 }
 
@@ -337,7 +337,26 @@ func (p *Plan) planChains(v *view) {
 		for _, k := range ch.keys {
 			keyset[k] = true
 		}
+		prot := map[string]bool{}
+		for _, k := range ch.protKeys {
+			prot[k] = true
+		}
 		if covering := st.summaryCovering(keyset); len(covering) > 0 {
+			// The range drops every result in it: a member no record covers (its batch was
+			// skipped as trivial or oversized) is backfilled, so context_tree_query still
+			// returns it and the synthetic's tools attribute lists it.
+			fresh := map[string]bool{}
+			for _, c := range ch.calls {
+				if c.res == nil {
+					continue
+				}
+				key := c.res.occKey()
+				if prot[key] || fresh[key] || st.IsSummarized(key) || spilled[key] != nil {
+					continue
+				}
+				fresh[key] = true
+				task.backfill = append(task.backfill, p.backfillRecord(c))
+			}
 			entry.ToolRefs = st.toolRefs(ch.keys)
 			var parts []string
 			seen := map[string]bool{}
@@ -360,10 +379,6 @@ func (p *Plan) planChains(v *view) {
 			continue
 		}
 		// Uncovered: compose a deterministic body from indexed and backfilled records.
-		prot := map[string]bool{}
-		for _, k := range ch.protKeys {
-			prot[k] = true
-		}
 		for _, c := range ch.calls {
 			if c.res == nil || prot[c.res.occKey()] {
 				continue
@@ -377,17 +392,7 @@ func (p *Plan) planChains(v *view) {
 				task.members = append(task.members, r.Key)
 				continue
 			}
-			path, hasPath := c.pathArg()
-			text := c.res.b.ResultText()
-			rec := &Record{Key: key, ID: c.b.ID, Tool: c.b.Name, Path: path, HasPath: hasPath,
-				ArgsExcerpt: argsExcerpt(c.b.Input), IsError: c.res.b.IsError, Chars: utf16Len(text),
-				Bytes: len(text), Hash: ContentHash(c.b.Name, text), Turn: -1, Backfilled: true}
-			if pol.SpillThreshold > 0 && rec.Chars >= pol.SpillThreshold {
-				rec.Spilled = true
-				rec.Preview = HeadPreview(text, pol.SpillPreviewChars)
-			}
-			p.addBlobs(rec, c.b.Input, text)
-			task.backfill = append(task.backfill, rec)
+			task.backfill = append(task.backfill, p.backfillRecord(c))
 			task.members = append(task.members, key)
 		}
 		if len(task.members) == 0 {
@@ -399,6 +404,22 @@ func (p *Plan) planChains(v *view) {
 		}
 		p.chains = append(p.chains, task)
 	}
+}
+
+// backfillRecord indexes a chain member that no record covers (Turn -1, Backfilled; spilled
+// when it reaches SpillThreshold) and adds its blobs. Its tN is allocated at commit.
+func (p *Plan) backfillRecord(c *call) *Record {
+	path, hasPath := c.pathArg()
+	text := c.res.b.ResultText()
+	rec := &Record{Key: c.res.occKey(), ID: c.b.ID, Tool: c.b.Name, Path: path, HasPath: hasPath,
+		ArgsExcerpt: argsExcerpt(c.b.Input), IsError: c.res.b.IsError, Chars: utf16Len(text),
+		Bytes: len(text), Hash: ContentHash(c.b.Name, text), Turn: -1, Backfilled: true}
+	if p.pol.SpillThreshold > 0 && rec.Chars >= p.pol.SpillThreshold {
+		rec.Spilled = true
+		rec.Preview = HeadPreview(text, p.pol.SpillPreviewChars)
+	}
+	p.addBlobs(rec, c.b.Input, text)
+	return rec
 }
 
 func fpString(fp Fingerprint) string { return fp.Hash + ":" + strconv.Itoa(fp.Ordinal) }
@@ -535,14 +556,17 @@ func (p *Plan) Commit(outputs map[string]string) (*State, error) {
 				n.Stats.SummarizerCalls++
 			}
 		}
-		if t.members != nil {
-			for _, r := range t.backfill {
-				rc := *r
-				rc.Ref = "t" + strconv.Itoa(n.NextRef)
-				n.NextRef++
-				n.Records[rc.Key] = &rc
-			}
+		for _, r := range t.backfill {
+			rc := *r
+			rc.Ref = "t" + strconv.Itoa(n.NextRef)
+			n.NextRef++
+			n.Records[rc.Key] = &rc
+		}
+		if len(t.backfill) > 0 {
 			n.rebuild()
+			entry.ToolRefs = n.toolRefs(t.keys)
+		}
+		if t.members != nil {
 			recs := make([]*Record, 0, len(t.members))
 			for _, k := range t.members {
 				if r := n.Records[k]; r != nil {
