@@ -40,6 +40,10 @@ serves it on the proxy port. /mcp (context_tree_query over MCP) is on the proxy 
 sessionAuth any client reaching that port can query any session it can name, and the proxy
 logs a warning saying so at startup.
 
+A request body must arrive within limits.bodyReadTimeout (default 5m; 408 otherwise), and the
+body buffer grows as bytes arrive (at most 1 MiB ahead of them), whatever Content-Length
+says; idle client connections close after limits.idleConnTimeout (default 5m).
+
 In-process flushes run at most GOMAXPROCS/2 at a time, on OS threads at nice +10 (Linux), so
 request handling gets the CPU first when it is scarce; the proxy then adds that many slots to
 GOMAXPROCS (unless GOMAXPROCS is set or a container CPU limit holds it below the machine's

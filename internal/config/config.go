@@ -58,6 +58,8 @@ const (
 	DefaultMaxBodyBytes       = 32 << 20
 	DefaultMaxRecoveryRounds  = 3
 	DefaultSlowRequestLog     = 100 * time.Millisecond
+	DefaultBodyReadTimeout    = 5 * time.Minute
+	DefaultIdleConnTimeout    = 5 * time.Minute
 	DefaultProtectedPath      = "**/skills/**/*.md"
 	DefaultHorizon            = 8
 	DefaultMaxHorizon         = 32
@@ -380,6 +382,13 @@ type Limits struct {
 	// SlowRequestLog logs every request whose own time in the proxy before going upstream
 	// reaches this, with the time each phase took (default 100ms; 0 never logs).
 	SlowRequestLog Duration `json:"slowRequestLog" yaml:"slowRequestLog"`
+	// BodyReadTimeout bounds reading one request body, from the end of its headers (default
+	// 5m; 0 disables): a client that stops sending gets 408 and its connection closed.
+	BodyReadTimeout Duration `json:"bodyReadTimeout" yaml:"bodyReadTimeout"`
+	// IdleConnTimeout closes a client's keep-alive connection after this long without a
+	// request (default 5m; 0 disables). Keep it above the backend keep-alive timeout of a load
+	// balancer in front of the proxy.
+	IdleConnTimeout Duration `json:"idleConnTimeout" yaml:"idleConnTimeout"`
 }
 
 // Default returns a complete configuration holding every default.
@@ -415,7 +424,8 @@ func Default() *Config {
 			Mode:           SummarizerInProxy,
 		},
 		Limits: Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxRecoveryRounds: DefaultMaxRecoveryRounds,
-			SlowRequestLog: Duration(DefaultSlowRequestLog)},
+			SlowRequestLog: Duration(DefaultSlowRequestLog), BodyReadTimeout: Duration(DefaultBodyReadTimeout),
+			IdleConnTimeout: Duration(DefaultIdleConnTimeout)},
 	}
 }
 

@@ -201,6 +201,8 @@ func TestValidationErrors(t *testing.T) {
 		"flushWait":     {func(c *Config) { c.Limits.FlushWaitTimeout = -1 }, "limits.flushWaitTimeout"},
 		"rounds":        {func(c *Config) { c.Limits.MaxRecoveryRounds = -1 }, "limits.maxRecoveryRounds"},
 		"slowLog":       {func(c *Config) { c.Limits.SlowRequestLog = -1 }, "limits.slowRequestLog"},
+		"bodyRead":      {func(c *Config) { c.Limits.BodyReadTimeout = -1 }, "limits.bodyReadTimeout"},
+		"idleConn":      {func(c *Config) { c.Limits.IdleConnTimeout = -1 }, "limits.idleConnTimeout"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

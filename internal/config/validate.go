@@ -227,6 +227,12 @@ func (c *Config) Validate() error {
 	if c.Limits.SlowRequestLog < 0 {
 		bad("limits.slowRequestLog", c.Limits.SlowRequestLog.D(), "must be >= 0 (0 never logs)")
 	}
+	if c.Limits.BodyReadTimeout < 0 {
+		bad("limits.bodyReadTimeout", c.Limits.BodyReadTimeout.D(), "must be >= 0 (0 disables)")
+	}
+	if c.Limits.IdleConnTimeout < 0 {
+		bad("limits.idleConnTimeout", c.Limits.IdleConnTimeout.D(), "must be >= 0 (0 disables)")
+	}
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}

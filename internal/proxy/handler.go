@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,15 +63,50 @@ type turn struct {
 	clock phaseClock
 }
 
+// maxPreGrow is the most readBody allocates for a body before its bytes arrive: a declared
+// Content-Length alone must not make the proxy hold its size.
+const maxPreGrow = 1 << 20
+
+// readBody reads a request body of at most limit bytes. The buffer starts at the declared
+// Content-Length (plus room for the read that sees EOF) up to maxPreGrow and doubles as the
+// bytes arrive, never past the declared length, so a body that arrives in full is read into
+// one buffer of about its size after at most log2(size/maxPreGrow) copies.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
-	var buf bytes.Buffer
+	body := http.MaxBytesReader(nil, r.Body, limit)
+	want := int64(-1) // the capacity a body of the declared length needs
+	size := int64(bytes.MinRead)
 	if r.ContentLength > 0 && r.ContentLength <= limit {
-		// Room for the body and the read that sees EOF: ReadFrom grows a full buffer (a second
-		// allocation and a copy of the whole body) before every read.
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+		want = r.ContentLength + bytes.MinRead
+		size = min(want, maxPreGrow)
 	}
-	_, err := io.Copy(&buf, http.MaxBytesReader(nil, r.Body, limit))
-	return buf.Bytes(), err
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			n := int64(2*cap(buf)) + bytes.MinRead
+			if want > int64(cap(buf)) {
+				n = min(n, want)
+			}
+			buf = slices.Grow(buf, int(n)-len(buf))
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// bodyDeadline bounds reading the request body (BodyReadTimeout). net/http lifts the
+// connection's read deadline itself once the body has been read to its end (it then starts
+// the background read that notices a client going away), so the bound never reaches the
+// response.
+func (s *Server) bodyDeadline(w http.ResponseWriter) {
+	if s.opt.BodyReadTimeout > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyReadTimeout))
+	}
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Format, ep endpoint) {
@@ -83,12 +120,19 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		}
 	}
 	defer count()
+	s.bodyDeadline(w)
 	body, err := readBody(r, s.opt.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			code = http.StatusRequestEntityTooLarge
 			writeError(w, f, code, "request_too_large", fmt.Sprintf("condense proxy: request body exceeds %d bytes", s.opt.MaxBodyBytes))
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			code = http.StatusRequestTimeout
+			s.log.Warn("the client did not send its request body in time", "endpoint", string(ep), "timeout", s.opt.BodyReadTimeout.String(), "read", len(body))
+			writeError(w, f, code, "body_read_timeout", fmt.Sprintf("condense proxy: the request body did not arrive within %s", s.opt.BodyReadTimeout))
 			return
 		}
 		code = http.StatusBadRequest

@@ -34,6 +34,8 @@ const (
 	DefaultMaxBodyBytes = 32 << 20
 	// DefaultStoreTimeout bounds each store call on the request path.
 	DefaultStoreTimeout = 2 * time.Second
+	// DefaultBodyReadTimeout bounds reading one request body.
+	DefaultBodyReadTimeout = 5 * time.Minute
 	// BudgetCap caps the budget trigger: a flush is due at min(BudgetCap, threshold × window).
 	BudgetCap = 300_000
 )
@@ -93,6 +95,9 @@ type Options struct {
 	Trigger Trigger
 	// MaxBodyBytes rejects larger request bodies with 413 (default 32 MiB).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a model request's body, from the end of its headers: a
+	// client that stops sending gets 408 (0: DefaultBodyReadTimeout; negative: no bound).
+	BodyReadTimeout time.Duration
 	// FlushWaitTimeout is how long a request waits for an unfinished flush of its session
 	// (0: never wait, use the last committed state).
 	FlushWaitTimeout time.Duration
@@ -160,6 +165,9 @@ func New(opt Options) (*Server, error) {
 	}
 	if opt.StoreTimeout <= 0 {
 		opt.StoreTimeout = DefaultStoreTimeout
+	}
+	if opt.BodyReadTimeout == 0 {
+		opt.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if opt.MaxRecoveryRounds < 0 {
 		opt.MaxRecoveryRounds = 0

@@ -45,6 +45,7 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 		MaxRecoveryRounds: cfg.Limits.MaxRecoveryRounds,
 		SlowRequestLog:    cfg.Limits.SlowRequestLog.D(),
 		AdminOnProxyPort:  cfg.Listen.AdminOnProxyPort,
+		BodyReadTimeout:   orNone(cfg.Limits.BodyReadTimeout.D()),
 		Trigger: Trigger{
 			OnDemand:   cfg.Engine.Trigger.Mode == config.TriggerOnDemand,
 			CacheAware: cfg.Engine.Trigger.CacheAware,
@@ -145,7 +146,7 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 				return fmt.Errorf("proxy: listen %s (%s): %w", addr, name, err)
 			}
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.Limits.IdleConnTimeout.D()}
 		servers = append(servers, srv)
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -191,6 +192,15 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// orNone maps a configured timeout to an Options one: 0 (disabled) becomes -1 (no bound),
+// since 0 in Options means the default.
+func orNone(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // warnUnauthenticated logs, at startup, what any client reaching the proxy port can read
