@@ -583,18 +583,31 @@ func TestConformanceNestedRange(t *testing.T) {
 	}
 }
 
-// A summary whose host message is dropped by a chain range moves to the chain's prompt.
+// A summary whose host message is dropped by a chain range moves to the chain's prompt. New
+// states anchor a summary on its own batch's turn, which a range dropping the host would
+// drop too (the summary is then suppressed); states written before that anchored it on the
+// last assistant of the flush's transcript, which can lie inside a later chain's range.
 func TestSummaryHostInsideDroppedRange(t *testing.T) {
 	// Chain a is flushed mid-chain b (budget-like flush), then chain b is compressed while
-	// chain a stays: a's summaries are anchored inside b's range.
+	// chain a stays: with the older anchoring, a's summary is anchored inside b's range.
 	x := newTx(wire.Anthropic).user("task a").turn("a1", "read", `{}`, big("A", 2000)).asst("", "done a")
 	x.user("task b").turn("b1", "read", `{"p":1}`, big("B", 2000))
 	mid := x.req(t)
 	x.turn("b2", "read", `{"p":2}`, big("C", 2000)).asst("", "done b").user("task c")
 	req := x.req(t)
 	pol := stubPolicy()
-	st := flush(t, mid, NewState(), pol) // summarizes a1 and b1, anchored at b1's assistant
-	st = flush(t, req, st, pol)          // summarizes b2
+	st := flush(t, mid, NewState(), pol) // summarizes a1 and b1
+	if got := texts(Render(req, st, pol).Request)[2]; !strings.Contains(got, "`t1` read returned") {
+		t.Fatalf("a new state shows a1's summary right after its result: %s", got)
+	}
+	v := newView(mid.Format, mid.Messages)
+	st = st.clone()
+	for i, s := range st.Summaries { // the older anchoring: b1's assistant, mid's last
+		c := *s
+		c.Anchor = v.fingerprints(v.assistants)[len(v.assistants)-1]
+		st.Summaries[i] = &c
+	}
+	st = flush(t, req, st, pol) // summarizes b2
 	// Compress only chain b by hand: reuse the planner on chain b alone.
 	p, _ := PlanFlush(req, st, kPolicy(0), t0)
 	st2, _ := p.Commit(map[string]string{})

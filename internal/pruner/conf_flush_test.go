@@ -241,10 +241,38 @@ func TestSummaryPlacement(t *testing.T) {
 			t.Fatal(joined(res.Request))
 		}
 	})
-	t.Run("anthropic summary precedes the user's text in the next prompt", func(t *testing.T) {
+	t.Run("a flush after the reply still anchors the summary on its batch's turn", func(t *testing.T) {
+		eachFormat(t, func(t *testing.T, f wire.Format) {
+			x := newTx(f).user("a").turn("c1", "read", `{}`, big("A", 2000)).asst("", "done").user("b")
+			req := x.req(t)
+			st := flush(t, req, NewState(), stubPolicy())
+			res := Render(req, st, stubPolicy())
+			mustValid(t, req, res)
+			want := []string{"user|a", "assistant|C(c1)", "user|R(c1):" + StubText("t1"), "assistant|done", "user|b"}
+			if f == wire.Anthropic {
+				want[2] += "|- `t1`"
+			} else {
+				want[2] = "tool|R(c1):" + StubText("t1")
+				want = append(want[:3], append([]string{"user|- `t1`"}, want[3:]...)...)
+			}
+			got := texts(res.Request)
+			for i, w := range want {
+				if i >= len(got) || !strings.HasPrefix(got[i], w) {
+					t.Fatalf("message %d: want prefix %q\n%s", i, w, strings.Join(got, "\n"))
+				}
+			}
+		})
+	})
+	t.Run("anthropic summary of an older state precedes the user's text in the next prompt", func(t *testing.T) {
+		// States written before summaries were anchored on their own batch anchored them on
+		// the last assistant of the flush's transcript.
 		x := newTx(wire.Anthropic).user("a").turn("c1", "read", `{}`, big("A", 2000)).asst("", "done").user("b")
 		req := x.req(t)
 		st := flush(t, req, NewState(), stubPolicy())
+		v := newView(req.Format, req.Messages)
+		old := *st.Summaries[0]
+		old.Anchor = v.fingerprints(v.assistants)[1]
+		st.Summaries[0] = &old
 		res := Render(req, st, stubPolicy())
 		m := res.Request.Messages[4]
 		if len(m.Blocks) != 2 || !strings.HasPrefix(m.Blocks[0].Text, "- `t1`") || m.Blocks[1].Text != "b" {
@@ -273,14 +301,16 @@ func TestSummaryPlacement(t *testing.T) {
 			t.Fatal("placement moved")
 		}
 	})
-	t.Run("anthropic prefill: summary waits for a user message", func(t *testing.T) {
+	t.Run("anthropic prefill: the summary is shown with its stubbed result", func(t *testing.T) {
+		// Before, the summary was anchored on the prefill and waited for a user message after
+		// it while the stub was already shown (TestStubNeedsItsSummary).
 		x := newTx(wire.Anthropic).user("a").turn("c1", "read", `{}`, big("A", 2000)).asst("", "prefill")
 		req := x.req(t)
 		st := flush(t, req, NewState(), stubPolicy())
 		res := Render(req, st, stubPolicy())
 		mustValid(t, req, res)
-		if res.Stats.Summaries != 0 || res.Stats.Stubbed != 1 {
-			t.Fatalf("%+v", res.Stats)
+		if res.Stats.Summaries != 1 || res.Stats.Stubbed != 1 || !strings.Contains(texts(res.Request)[2], "|- `t1`") {
+			t.Fatalf("%+v\n%s", res.Stats, joined(res.Request))
 		}
 	})
 	t.Run("cache marker inside replaced result content moves onto the result block", func(t *testing.T) {

@@ -134,3 +134,90 @@ func TestCoveredChainBackfill(t *testing.T) {
 		})
 	}
 }
+
+// TestStubNeedsItsSummary: a summary stub ("[Summarized in pruner summary, ref `tN`…]") is
+// shown only when the text it points to is in the request — its per-batch summary, or the
+// compressed chain that lists tN. A summary is anchored on its own batch's last assistant turn
+// (which exists whenever its stubbed results do); a summary whose anchor does not place it (an
+// older state anchored on the flush's last reply, since regenerated, or an Anthropic prefill)
+// is shown right after the turn of its last stubbed result. A backfilled record has no
+// summary of its own: outside an applied chain its result stays verbatim.
+func TestStubNeedsItsSummary(t *testing.T) {
+	flushed := func(f wire.Format) *tx {
+		return newTx(f).user("go").turn("c1", "read", `{"path":"a.go"}`, big("A", 5000)).asst("", "done")
+	}
+	cases := []struct {
+		name     string
+		flush    func(f wire.Format) *tx // the transcript the flush is planned on
+		pol      Policy
+		oldState bool // anchor the summaries on the flush transcript's last assistant (as states written before this change)
+		render   func(f wire.Format) *tx
+		stubbed  int
+		keep     string // a text the render must still hold
+	}{
+		{
+			name: "the flush's last reply is regenerated", flush: flushed, pol: stubPolicy(),
+			render: func(f wire.Format) *tx {
+				return newTx(f).user("go").turn("c1", "read", `{"path":"a.go"}`, big("A", 5000)).asst("", "done, regenerated").user("next")
+			},
+			stubbed: 1,
+		},
+		{
+			name: "an older state anchored on the regenerated reply", flush: flushed, pol: stubPolicy(), oldState: true,
+			render: func(f wire.Format) *tx {
+				return newTx(f).user("go").turn("c1", "read", `{"path":"a.go"}`, big("A", 5000)).asst("", "done, regenerated").user("next")
+			},
+			stubbed: 1,
+		},
+		{
+			name: "an older state rendered on a request that ends with its anchor (prefill)", flush: flushed, pol: stubPolicy(), oldState: true,
+			render:  flushed,
+			stubbed: 1,
+		},
+		{
+			name: "a backfilled result outside its (unresolved) chain stays verbatim",
+			flush: func(f wire.Format) *tx {
+				return newTx(f).user("task").turn("c1", "bash", `{"cmd":"ls"}`, "a.go b.go").asst("", "ok").user("next")
+			},
+			pol: kPolicy(0),
+			render: func(f wire.Format) *tx {
+				return compacted(f).turn("c1", "bash", `{"cmd":"ls"}`, "a.go b.go").asst("", "ok").user("next")
+			},
+			keep: "R(c1):a.go b.go",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			eachFormat(t, func(t *testing.T, f wire.Format) {
+				freq := tc.flush(f).req(t)
+				st := flush(t, freq, NewState(), tc.pol)
+				if len(st.Records) == 0 {
+					t.Fatal("setup: nothing indexed")
+				}
+				if tc.oldState {
+					v := newView(freq.Format, freq.Messages)
+					last := v.fingerprints(v.assistants)[len(v.assistants)-1]
+					st = st.clone()
+					for i, s := range st.Summaries {
+						c := *s
+						c.Anchor = last
+						st.Summaries[i] = &c
+					}
+				}
+				req := tc.render(f).req(t)
+				res := Render(req, st, tc.pol)
+				mustValid(t, req, res)
+				got := joined(res.Request)
+				if res.Stats.Stubbed != tc.stubbed {
+					t.Fatalf("stubbed %d, want %d:\n%s", res.Stats.Stubbed, tc.stubbed, got)
+				}
+				if ref := unreachableStubRef(res.Request); ref != "" {
+					t.Fatalf("stub %s shown without its summary:\n%s", ref, got)
+				}
+				if tc.keep != "" && !strings.Contains(got, tc.keep) {
+					t.Fatalf("%q not kept:\n%s", tc.keep, got)
+				}
+			})
+		})
+	}
+}

@@ -31,10 +31,13 @@ func Example() {
 
 	res := pruner.Render(req, st, pol)
 	fmt.Println(res.Unchanged, res.BytesAfter < res.BytesBefore)
-	for _, b := range res.Request.Messages[2].Blocks {
-		fmt.Println(b.ResultText())
+	for _, b := range res.Request.Messages[2].Blocks { // the stub, then its batch's summary
+		if b.Kind == wire.KindToolResult {
+			fmt.Println(b.ResultText())
+		} else {
+			fmt.Println(b.Text)
+		}
 	}
-	fmt.Println(res.Request.Messages[4].Blocks[0].Text)
 	// Output:
 	// false true
 	// [Summarized in pruner summary, ref `t1`. Use context_tree_query to retrieve full output.]

@@ -72,7 +72,6 @@ type Plan struct {
 	spills []*Record
 	salias [][2]string
 	chains []*chainTask
-	anchor *Fingerprint
 }
 
 // UnknownBatchError reports an output keyed by an id that is not a batch of the plan.
@@ -110,10 +109,6 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 	fpOf := make(map[int]Fingerprint, len(afps))
 	for i, ai := range v.assistants {
 		fpOf[ai] = afps[i]
-	}
-	if n := len(v.assistants); n > 0 {
-		fp := afps[n-1]
-		p.anchor = &fp
 	}
 	aloc := v.locator(v.assistants)
 	taken := map[string]bool{}
@@ -518,13 +513,13 @@ func (p *Plan) Commit(outputs map[string]string) (*State, error) {
 				seed(&r)
 				keys[i] = r.Key
 			}
-			sm := &Summary{ID: "s" + strconv.Itoa(n.NextSummary), Keys: keys, Refs: refs, Tools: tools, Text: text, Turn: it.turn}
+			// Anchored on the batch's own last assistant turn: it is in every transcript that
+			// holds the summary's last result, so the stubs never show without the summary.
+			sm := &Summary{ID: "s" + strconv.Itoa(n.NextSummary), Keys: keys, Refs: refs, Tools: tools, Text: text,
+				Anchor: it.asstFP, Turn: it.turn}
 			n.NextSummary++
 			for _, k := range keys {
 				n.Records[k].Summary = sm.ID
-			}
-			if p.anchor != nil {
-				sm.Anchor = *p.anchor
 			}
 			n.Summaries = append(n.Summaries, sm)
 			n.Stats.BatchesSummarized++

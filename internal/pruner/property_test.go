@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -184,6 +185,9 @@ func checkRender(tb testing.TB, req *wire.Request, st *State, pol Policy) {
 	if res.Unchanged && !bytes.Equal(res.Body, req.Raw()) {
 		tb.Fatal("unchanged but body differs")
 	}
+	if ref := unreachableStubRef(res.Request); ref != "" {
+		tb.Fatalf("stub ref %s shown without its summary or chain:\n%s", ref, joined(res.Request))
+	}
 	again := Render(req, st, pol)
 	if !bytes.Equal(res.Body, again.Body) {
 		tb.Fatal("render not deterministic")
@@ -307,4 +311,39 @@ func countCC(r *wire.Request) int {
 		}
 	}
 	return n
+}
+
+// unreachableStubRef returns the ref of a summary stub whose summary text is not in the
+// request: no other text names it (a per-batch summary's inline ref or footer) and no
+// compressed chain lists it in its tools attribute. "" when every stub is reachable.
+func unreachableStubRef(r *wire.Request) string {
+	var stubs []string
+	var other strings.Builder
+	for _, m := range r.Messages {
+		for _, b := range m.Blocks {
+			if b.Kind != wire.KindToolResult {
+				other.WriteString(b.Text + "\n")
+				continue
+			}
+			t := b.ResultText()
+			if i := strings.Index(t, "[Summarized in pruner summary, ref `"); i >= 0 {
+				rest := t[i+len("[Summarized in pruner summary, ref `"):]
+				stubs = append(stubs, rest[:strings.IndexByte(rest, '`')])
+			}
+		}
+	}
+	all := other.String()
+	tools := regexp.MustCompile(`<compressed-chain id="[^"]*" tools="([^"]*)">`)
+	listed := map[string]bool{}
+	for _, m := range tools.FindAllStringSubmatch(all, -1) {
+		for _, ref := range strings.Split(m[1], ",") {
+			listed[ref] = true
+		}
+	}
+	for _, ref := range stubs {
+		if !listed[ref] && !strings.Contains(all, "`"+ref+"`") {
+			return ref
+		}
+	}
+	return ""
 }

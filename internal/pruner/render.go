@@ -67,6 +67,9 @@ type renderer struct {
 	after  map[int][]*wire.Message
 	before map[int][]*wire.Message
 	tail   []*wire.Message
+	// lastStub maps a summary's index in st.Summaries to the assistant message of the last
+	// result stubbed under it (phase 1): where the summary goes when its anchor does not place it.
+	lastStub map[int]int
 }
 
 func (r *renderer) blk(i int) []*wire.Block {
@@ -106,12 +109,19 @@ func RenderView(req *wire.Request, st *State, pol Policy) *Result {
 		drop: make([]bool, len(v.msgs)), res: res, after: map[int][]*wire.Message{}, before: map[int][]*wire.Message{}}
 	ranges := r.resolveChains()
 	inRange := make([]bool, len(v.msgs))
+	var chainKeys map[string]bool
 	for _, cr := range ranges {
 		for i := cr.s + 1; i < cr.e; i++ {
 			inRange[i] = true
 		}
+		if chainKeys == nil {
+			chainKeys = map[string]bool{}
+		}
+		for _, k := range cr.c.DroppedKeys {
+			chainKeys[k] = true
+		}
 	}
-	r.stubReplace(inRange)
+	r.stubReplace(inRange, chainKeys)
 	r.purgeErrors(inRange)
 	suppressed := r.applyChains(ranges)
 	r.placeSummaries(suppressed)
@@ -156,8 +166,11 @@ func (r *renderer) freshDiags() []Diagnostic {
 }
 
 // stubReplace is phase 1: summarized results outside chain ranges become stubs, except
-// protected records and context_tree_query results in recovery grace.
-func (r *renderer) stubReplace(inRange []bool) {
+// protected records and context_tree_query results in recovery grace. A stub is shown only
+// with the text it points to: a summarized record's summary is then always placed (see
+// lastStub); a record without a summary of its own (backfilled by a chain compression) is
+// stubbed only when an applied chain (chainKeys) lists it, and otherwise stays verbatim.
+func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 	st, pol := r.st, r.pol
 	var grace map[string]bool
 	graceDone := false
@@ -169,7 +182,8 @@ func (r *renderer) stubReplace(inRange []bool) {
 		if !st.IsSummarized(key) {
 			continue
 		}
-		rec := st.Record(key)
+		rk, _ := st.Resolve(key)
+		rec := st.Records[rk]
 		if rec == nil {
 			continue
 		}
@@ -181,6 +195,18 @@ func (r *renderer) stubReplace(inRange []bool) {
 		}
 		if grace[key] {
 			continue
+		}
+		if !rec.Spilled {
+			si, ok := st.sumOf[rk]
+			if !ok && !chainKeys[key] && !chainKeys[rk] {
+				continue // nothing in the request names its ref
+			}
+			if ok {
+				if r.lastStub == nil {
+					r.lastStub = map[int]int{}
+				}
+				r.lastStub[si] = res.call.msg
+			}
 		}
 		ref := st.RefOf(key)
 		if ref == "" {
@@ -597,7 +623,9 @@ func sameSet(a, b map[string]bool) bool {
 
 // placeSummaries shows each per-batch summary right after the turn of its anchor assistant
 // (docs/engine.md): Anthropic appends a text block to the next user-role message after its
-// leading tool results; OpenAI inserts a user message after the anchor's tool messages.
+// leading tool results; OpenAI inserts a user message after the anchor's tool messages. A
+// summary whose anchor does not resolve or has no host yet, but whose results phase 1 stubbed,
+// is placed after the turn of its last stubbed result instead.
 func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	if len(r.st.Summaries) == 0 {
 		return
@@ -606,7 +634,7 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	aIdx := v.locator(v.assistants)
 	hostBlocks := map[int][]*wire.Block{}
 	var hosts []int
-	for _, s := range r.st.Summaries {
+	for i, s := range r.st.Summaries {
 		hidden := false
 		for _, k := range s.Keys {
 			if suppressed[k] {
@@ -618,34 +646,22 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			r.res.Stats.Suppressed++
 			continue
 		}
-		a := aIdx.resolve(s.Anchor)
-		if a < 0 {
+		h := -1
+		if a := aIdx.resolve(s.Anchor); a >= 0 {
+			h = r.hostAfter(a)
+		}
+		if a, ok := r.lastStub[i]; ok && h < 0 {
+			h = r.hostAfter(a)
+		}
+		if h < 0 {
 			continue
 		}
-		h := a + 1
 		if v.f == wire.Anthropic {
-			for h < len(v.msgs) && v.msgs[h].Role != wire.RoleUser {
-				h++
-			}
-			if h >= len(v.msgs) {
-				continue
-			}
-			// A host dropped by a chain range: the summary moves to the nearest earlier
-			// surviving user message (the chain's opening prompt, which holds the synthetic).
-			for h >= 0 && (r.drop[h] || v.msgs[h].Role != wire.RoleUser) {
-				h--
-			}
-			if h < 0 {
-				continue
-			}
 			if _, ok := hostBlocks[h]; !ok {
 				hosts = append(hosts, h)
 			}
 			hostBlocks[h] = append(hostBlocks[h], summaryBlock(v.f, s.Text))
 		} else {
-			for h < len(v.msgs) && v.cls[h] == clsResults {
-				h++
-			}
 			m := wire.NewTextMessage(v.f, wire.RoleUser, s.Text)
 			if h >= len(v.msgs) {
 				r.tail = append(r.tail, m)
@@ -670,6 +686,32 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 		nb = append(nb, bs[lead:]...)
 		r.blocks[h] = nb
 	}
+}
+
+// hostAfter returns where a summary shown after assistant a's turn goes, or -1. Anthropic:
+// the first user message after a (a host dropped by a chain range moves to the nearest
+// earlier surviving user message: the chain's opening prompt, which holds the synthetic), -1
+// when none follows yet. OpenAI: the index of the first message after a's tool messages,
+// len(msgs) for the end of the request.
+func (r *renderer) hostAfter(a int) int {
+	v := r.v
+	h := a + 1
+	if v.f != wire.Anthropic {
+		for h < len(v.msgs) && v.cls[h] == clsResults {
+			h++
+		}
+		return h
+	}
+	for h < len(v.msgs) && v.msgs[h].Role != wire.RoleUser {
+		h++
+	}
+	if h >= len(v.msgs) {
+		return -1
+	}
+	for h >= 0 && (r.drop[h] || v.msgs[h].Role != wire.RoleUser) {
+		h--
+	}
+	return h
 }
 
 // assemble builds the output message list.

@@ -77,8 +77,9 @@ type Summary struct {
 	Tools []string `json:"tools"`
 	// Text is the decorated summary with its footer.
 	Text string `json:"text"`
-	// Anchor is the fingerprint (among assistant messages) of the last assistant message of the
-	// transcript the flush was planned on; the summary is shown right after its turn.
+	// Anchor is the fingerprint (among assistant messages) of the batch's last assistant
+	// message (states written before that anchored on the last assistant message of the
+	// transcript the flush was planned on); the summary is shown right after its turn.
 	Anchor Fingerprint `json:"anchor"`
 	// Turn is the assistant ordinal of the batch's last turn.
 	Turn int `json:"turn"`
@@ -213,6 +214,7 @@ type State struct {
 	byID  map[string][]string // bare id -> keys (records and aliases), sorted
 	byRef map[string]string   // tN -> key
 	refOf map[string]string   // key (record or alias) -> tN
+	sumOf map[string]int      // record key -> index in Summaries of the first summary covering it
 }
 
 // NewState returns an empty state.
@@ -296,6 +298,14 @@ func (s *State) rebuild() {
 	}
 	for _, ks := range s.byID {
 		sort.Strings(ks)
+	}
+	s.sumOf = make(map[string]int, len(s.Records))
+	for i, sm := range s.Summaries {
+		for _, k := range sm.Keys {
+			if _, ok := s.sumOf[k]; !ok {
+				s.sumOf[k] = i
+			}
+		}
 	}
 }
 
