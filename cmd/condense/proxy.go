@@ -42,7 +42,12 @@ logs a warning saying so at startup.
 
 A request body must arrive within limits.bodyReadTimeout (default 5m; 408 otherwise), and the
 body buffer grows as bytes arrive (at most 1 MiB ahead of them), whatever Content-Length
-says; idle client connections close after limits.idleConnTimeout (default 5m).
+says; idle client connections close after limits.idleConnTimeout (default 5m). Upstream, the
+provider's response headers must come within limits.upstreamHeaderTimeout (default 15m, else
+502), each read of its body within limits.upstreamIdleTimeout (default 10m), and a JSON answer
+or one streamed event may not exceed limits.maxResponseBytes (default 64 MiB); a response cut
+short by them ends like a broken one (502, or an aborted stream) and is counted in
+condense_upstream_limits_total.
 
 In-process flushes run at most GOMAXPROCS/2 at a time, on OS threads at nice +10 (Linux), so
 request handling gets the CPU first when it is scarce; the proxy then adds that many slots to

@@ -60,6 +60,9 @@ const (
 	DefaultSlowRequestLog     = 100 * time.Millisecond
 	DefaultBodyReadTimeout    = 5 * time.Minute
 	DefaultIdleConnTimeout    = 5 * time.Minute
+	DefaultUpstreamHeaders    = 15 * time.Minute
+	DefaultUpstreamIdle       = 10 * time.Minute
+	DefaultMaxResponseBytes   = 64 << 20
 	DefaultProtectedPath      = "**/skills/**/*.md"
 	DefaultHorizon            = 8
 	DefaultMaxHorizon         = 32
@@ -389,6 +392,17 @@ type Limits struct {
 	// request (default 5m; 0 disables). Keep it above the backend keep-alive timeout of a load
 	// balancer in front of the proxy.
 	IdleConnTimeout Duration `json:"idleConnTimeout" yaml:"idleConnTimeout"`
+	// UpstreamHeaderTimeout bounds the wait for a provider's response headers (default 15m,
+	// above the 10 minutes the providers' SDKs wait for a non-streamed answer, whose headers
+	// come only once it is generated; 0 disables): past it the client gets 502.
+	UpstreamHeaderTimeout Duration `json:"upstreamHeaderTimeout" yaml:"upstreamHeaderTimeout"`
+	// UpstreamIdleTimeout bounds each wait for more of a provider's response body (default
+	// 10m: reasoning models can stream nothing for minutes; 0 disables): past it a JSON answer
+	// becomes a 502 and a relayed stream is aborted.
+	UpstreamIdleTimeout Duration `json:"upstreamIdleTimeout" yaml:"upstreamIdleTimeout"`
+	// MaxResponseBytes bounds a provider answer the proxy reads whole (non-streamed JSON) and
+	// one server-sent event of a stream (default 64 MiB).
+	MaxResponseBytes int64 `json:"maxResponseBytes" yaml:"maxResponseBytes"`
 }
 
 // Default returns a complete configuration holding every default.
@@ -425,7 +439,8 @@ func Default() *Config {
 		},
 		Limits: Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxRecoveryRounds: DefaultMaxRecoveryRounds,
 			SlowRequestLog: Duration(DefaultSlowRequestLog), BodyReadTimeout: Duration(DefaultBodyReadTimeout),
-			IdleConnTimeout: Duration(DefaultIdleConnTimeout)},
+			IdleConnTimeout: Duration(DefaultIdleConnTimeout), UpstreamHeaderTimeout: Duration(DefaultUpstreamHeaders),
+			UpstreamIdleTimeout: Duration(DefaultUpstreamIdle), MaxResponseBytes: DefaultMaxResponseBytes},
 	}
 }
 

@@ -203,6 +203,9 @@ func TestValidationErrors(t *testing.T) {
 		"slowLog":       {func(c *Config) { c.Limits.SlowRequestLog = -1 }, "limits.slowRequestLog"},
 		"bodyRead":      {func(c *Config) { c.Limits.BodyReadTimeout = -1 }, "limits.bodyReadTimeout"},
 		"idleConn":      {func(c *Config) { c.Limits.IdleConnTimeout = -1 }, "limits.idleConnTimeout"},
+		"upHeaders":     {func(c *Config) { c.Limits.UpstreamHeaderTimeout = -1 }, "limits.upstreamHeaderTimeout"},
+		"upIdle":        {func(c *Config) { c.Limits.UpstreamIdleTimeout = -1 }, "limits.upstreamIdleTimeout"},
+		"respBytes":     {func(c *Config) { c.Limits.MaxResponseBytes = 0 }, "limits.maxResponseBytes"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

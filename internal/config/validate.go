@@ -233,6 +233,15 @@ func (c *Config) Validate() error {
 	if c.Limits.IdleConnTimeout < 0 {
 		bad("limits.idleConnTimeout", c.Limits.IdleConnTimeout.D(), "must be >= 0 (0 disables)")
 	}
+	if c.Limits.UpstreamHeaderTimeout < 0 {
+		bad("limits.upstreamHeaderTimeout", c.Limits.UpstreamHeaderTimeout.D(), "must be >= 0 (0 disables)")
+	}
+	if c.Limits.UpstreamIdleTimeout < 0 {
+		bad("limits.upstreamIdleTimeout", c.Limits.UpstreamIdleTimeout.D(), "must be >= 0 (0 disables)")
+	}
+	if c.Limits.MaxResponseBytes <= 0 {
+		bad("limits.maxResponseBytes", c.Limits.MaxResponseBytes, "must be > 0")
+	}
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}

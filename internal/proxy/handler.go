@@ -180,8 +180,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 			code = 499
 			return
 		}
-		t.log.Warn("upstream unreachable", "err", err)
-		writeError(w, f, http.StatusBadGateway, "upstream_unreachable", "condense proxy: upstream unreachable: "+err.Error())
+		s.upstreamFailed(w, f, t.log, ep, err)
 		return
 	}
 	defer resp.Body.Close()
@@ -231,7 +230,7 @@ func (s *Server) send(ctx context.Context, t *turn, body wire.Segments) (*http.R
 		return nil, err
 	}
 	start := time.Now()
-	resp, err := s.client.Do(up)
+	resp, err := s.do(up)
 	s.met.UpstreamSecs.WithLabelValues(string(t.ep)).Observe(time.Since(start).Seconds())
 	return resp, err
 }

@@ -22,6 +22,8 @@ type Metrics struct {
 	UpstreamSecs *prometheus.HistogramVec
 	// UpstreamBroken is condense_upstream_broken_total{endpoint}.
 	UpstreamBroken *prometheus.CounterVec
+	// UpstreamLimits is condense_upstream_limits_total{endpoint,limit}.
+	UpstreamLimits *prometheus.CounterVec
 	// Bytes is condense_request_bytes_total{stage}.
 	Bytes *prometheus.CounterVec
 	// Tokens is condense_request_tokens_estimated_total{stage}.
@@ -63,6 +65,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Time from sending a request upstream to its response headers.", Buckets: prometheus.DefBuckets}, []string{"endpoint"}),
 		UpstreamBroken: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_upstream_broken_total",
 			Help: "Provider responses whose body broke off (a read error before its end): a JSON answer becomes a 502, a relayed response is aborted."}, []string{"endpoint"}),
+		UpstreamLimits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_upstream_limits_total",
+			Help: "Provider responses cut short by one of the proxy's bounds on them: header_timeout (no response headers in time: 502), idle_timeout (nothing more of the body in time), response_too_large (a JSON answer past the limit: 502), event_too_large (one server-sent event past the limit)."}, []string{"endpoint", "limit"}),
 		Bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_bytes_total",
 			Help: "Request body bytes before and after pruning."}, []string{"stage"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_request_tokens_estimated_total",
@@ -93,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(phases)
-		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.FinishSeconds, m.UpstreamSecs, m.UpstreamBroken, m.Bytes, m.Tokens, m.UsageTokens,
+		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.FinishSeconds, m.UpstreamSecs, m.UpstreamBroken, m.UpstreamLimits, m.Bytes, m.Tokens, m.UsageTokens,
 			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned)
 	}
 	return m

@@ -111,6 +111,15 @@ type Options struct {
 	SessionSecret []byte
 	// StoreTimeout bounds each store call on the request path (default 2s).
 	StoreTimeout time.Duration
+	// UpstreamHeaderTimeout bounds the wait for a provider's response headers, from sending
+	// the request (0: DefaultUpstreamHeaderTimeout; negative: no bound).
+	UpstreamHeaderTimeout time.Duration
+	// UpstreamIdleTimeout bounds each wait for more of a provider's response body (0:
+	// DefaultUpstreamIdleTimeout; negative: no bound).
+	UpstreamIdleTimeout time.Duration
+	// MaxResponseBytes bounds a provider response the proxy reads whole (a JSON answer) and
+	// one server-sent event of a stream (0: DefaultMaxResponseBytes).
+	MaxResponseBytes int64
 	// Client sends upstream requests (default: a transport without timeouts on the body).
 	Client *http.Client
 	// Logger receives structured logs (default slog.Default()).
@@ -168,6 +177,15 @@ func New(opt Options) (*Server, error) {
 	}
 	if opt.BodyReadTimeout == 0 {
 		opt.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if opt.UpstreamHeaderTimeout == 0 {
+		opt.UpstreamHeaderTimeout = DefaultUpstreamHeaderTimeout
+	}
+	if opt.UpstreamIdleTimeout == 0 {
+		opt.UpstreamIdleTimeout = DefaultUpstreamIdleTimeout
+	}
+	if opt.MaxResponseBytes <= 0 {
+		opt.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if opt.MaxRecoveryRounds < 0 {
 		opt.MaxRecoveryRounds = 0
@@ -372,10 +390,10 @@ func (s *Server) handlePassThrough(w http.ResponseWriter, r *http.Request) {
 	}
 	up.ContentLength = r.ContentLength
 	copyRequestHeaders(up.Header, r.Header)
-	resp, err := s.client.Do(up)
+	resp, err := s.do(up)
 	if err != nil {
 		s.met.Requests.WithLabelValues(string(epOther), f.String(), "502").Inc()
-		writeError(w, f, http.StatusBadGateway, "upstream_unreachable", "condense proxy: upstream unreachable: "+err.Error())
+		s.upstreamFailed(w, f, s.log.With("endpoint", string(epOther)), epOther, err)
 		return
 	}
 	defer resp.Body.Close()
@@ -420,6 +438,7 @@ func relayRaw(w http.ResponseWriter, resp *http.Response) error {
 func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ep endpoint, event []byte, err error) {
 	if ctx.Err() == nil { // else the client went away, and with it the upstream request
 		s.met.UpstreamBroken.WithLabelValues(string(ep)).Inc()
+		s.countLimit(ep, err)
 		log.Warn("the provider's response broke off; aborting the client's response", "err", err)
 		if event != nil {
 			_, _ = w.Write(event)
@@ -429,6 +448,19 @@ func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *sl
 		}
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// upstreamFailed answers a request whose provider could not be reached or sent no response
+// headers in time (UpstreamHeaderTimeout): a 502 in the provider's error shape.
+func (s *Server) upstreamFailed(w http.ResponseWriter, f wire.Format, log *slog.Logger, ep endpoint, err error) {
+	code, msg := "upstream_unreachable", "condense proxy: upstream unreachable: "
+	var ul *upstreamLimit
+	if errors.As(err, &ul) {
+		s.countLimit(ep, err)
+		code, msg = "upstream_timeout", "condense proxy: "
+	}
+	log.Warn("upstream request failed", "err", err)
+	writeError(w, f, http.StatusBadGateway, code, msg+err.Error())
 }
 
 // NewUpstreamTransport returns the HTTP transport the proxy sends upstream requests with:

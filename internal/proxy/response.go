@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -282,14 +283,10 @@ func (s *Server) settle(f wire.Format, stop string, query []call, asst, visible 
 func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	hdr := resp.Header.Clone()
-	data, err := io.ReadAll(resp.Body)
+	data, err := readAllMax(resp.Body, s.opt.MaxResponseBytes)
 	eof := time.Now()
 	if err != nil {
-		if ctx.Err() == nil {
-			s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
-			t.log.Warn("the provider's response broke off", "err", err)
-		}
-		writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
+		s.readFailed(ctx, w, t, err)
 		return out
 	}
 	if manyChoices(t) { // relayed untouched; choice 0 is the session's answer
@@ -316,7 +313,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		out.usage.add(r.u)
 		query, client := splitCalls(r.calls)
 		if resp2, next, appended := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false); resp2 != nil {
-			data, err = io.ReadAll(resp2.Body)
+			data, err = readAllMax(resp2.Body, s.opt.MaxResponseBytes)
 			eof = time.Now()
 			resp2.Body.Close()
 			if err == nil {
@@ -418,6 +415,18 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	return out
 }
 
+// readFailed answers a JSON request whose provider response could not be read whole (it
+// broke off, stalled past UpstreamIdleTimeout or exceeded MaxResponseBytes): a 502 in the
+// provider's error shape, counted and logged.
+func (s *Server) readFailed(ctx context.Context, w http.ResponseWriter, t *turn, err error) {
+	if ctx.Err() == nil {
+		s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
+		s.countLimit(t.ep, err)
+		t.log.Warn("the provider's response could not be read whole", "err", err)
+	}
+	writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
+}
+
 // writeJSON writes a 200 JSON response: the provider's headers hdr and body, then finishes
 // it (the client has the whole response then, not after the request's bookkeeping).
 func (s *Server) writeJSON(w http.ResponseWriter, hdr http.Header, body []byte, eof time.Time) {
@@ -462,11 +471,15 @@ type sseEvent struct {
 	data []byte
 }
 
-// readEvent reads one event (up to and including its blank line).
-func readEvent(br *bufio.Reader) (sseEvent, error) {
+// readEvent reads one event (up to and including its blank line) of at most max bytes
+// (an *upstreamLimit past that).
+func readEvent(br *bufio.Reader, max int) (sseEvent, error) {
 	var ev sseEvent
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, max-len(ev.raw))
+		if errors.Is(err, errLineTooLong) {
+			return ev, &upstreamLimit{limitEventSize, fmt.Sprintf("a server-sent event of the provider exceeds %d bytes", max)}
+		}
 		ev.raw = append(ev.raw, line...)
 		trim := bytes.TrimRight(line, "\r\n")
 		switch {
@@ -515,14 +528,19 @@ type emitter struct {
 // before its end it aborts the client's response (abortBroken; an Anthropic stream first
 // gets an error event), closing body; a partial last event is not relayed then.
 func (s *Server) readEvent(ctx context.Context, e emitter, t *turn, br *bufio.Reader, body io.Closer) (sseEvent, error) {
-	ev, err := readEvent(br)
+	ev, err := readEvent(br, int(s.opt.MaxResponseBytes))
 	if err == nil || errors.Is(err, io.EOF) {
 		return ev, err
 	}
 	body.Close()
 	var event []byte
 	if t.f == wire.Anthropic {
-		event = encodeEvent("error", ErrorBody(wire.Anthropic, http.StatusBadGateway, "", "condense proxy: the provider's response broke off: "+err.Error()))
+		msg := "condense proxy: the provider's response broke off: "
+		var ul *upstreamLimit
+		if errors.As(err, &ul) {
+			msg = "condense proxy: "
+		}
+		event = encodeEvent("error", ErrorBody(wire.Anthropic, http.StatusBadGateway, "", msg+err.Error()))
 	}
 	s.abortBroken(ctx, e.w, t.log, t.ep, event, err)
 	return ev, err

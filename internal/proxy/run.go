@@ -37,15 +37,18 @@ type RunOptions struct {
 // Logger, which Run builds).
 func OptionsFromConfig(cfg *config.Config) (Options, error) {
 	o := Options{
-		AnthropicBaseURL:  cfg.Upstreams.Anthropic,
-		OpenAIBaseURL:     cfg.Upstreams.OpenAI,
-		Policy:            flush.PolicyFromConfig(cfg.Engine),
-		MaxBodyBytes:      cfg.Limits.MaxBodyBytes,
-		FlushWaitTimeout:  cfg.Limits.FlushWaitTimeout.D(),
-		MaxRecoveryRounds: cfg.Limits.MaxRecoveryRounds,
-		SlowRequestLog:    cfg.Limits.SlowRequestLog.D(),
-		AdminOnProxyPort:  cfg.Listen.AdminOnProxyPort,
-		BodyReadTimeout:   orNone(cfg.Limits.BodyReadTimeout.D()),
+		AnthropicBaseURL:      cfg.Upstreams.Anthropic,
+		OpenAIBaseURL:         cfg.Upstreams.OpenAI,
+		Policy:                flush.PolicyFromConfig(cfg.Engine),
+		MaxBodyBytes:          cfg.Limits.MaxBodyBytes,
+		FlushWaitTimeout:      cfg.Limits.FlushWaitTimeout.D(),
+		MaxRecoveryRounds:     cfg.Limits.MaxRecoveryRounds,
+		SlowRequestLog:        cfg.Limits.SlowRequestLog.D(),
+		AdminOnProxyPort:      cfg.Listen.AdminOnProxyPort,
+		BodyReadTimeout:       orNone(cfg.Limits.BodyReadTimeout.D()),
+		MaxResponseBytes:      cfg.Limits.MaxResponseBytes,
+		UpstreamHeaderTimeout: orNone(cfg.Limits.UpstreamHeaderTimeout.D()),
+		UpstreamIdleTimeout:   orNone(cfg.Limits.UpstreamIdleTimeout.D()),
 		Trigger: Trigger{
 			OnDemand:   cfg.Engine.Trigger.Mode == config.TriggerOnDemand,
 			CacheAware: cfg.Engine.Trigger.CacheAware,

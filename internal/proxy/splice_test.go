@@ -24,15 +24,15 @@ import (
 func TestReadEventCRLFAndMultiData(t *testing.T) {
 	in := "event: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\n\ndata: [DONE]\n\n: tail"
 	br := bufio.NewReader(strings.NewReader(in))
-	ev, err := readEvent(br)
+	ev, err := readEvent(br, 1<<20)
 	if err != nil || ev.name != "a" || string(ev.data) != "{\"x\":\n1}" || string(ev.raw) != "event: a\r\ndata: {\"x\":\r\ndata: 1}\r\n\r\n" {
 		t.Fatalf("%+v %v", ev, err)
 	}
-	ev, err = readEvent(br)
+	ev, err = readEvent(br, 1<<20)
 	if err != nil || string(ev.data) != "[DONE]" {
 		t.Fatalf("%+v %v", ev, err)
 	}
-	ev, err = readEvent(br)
+	ev, err = readEvent(br, 1<<20)
 	if err == nil || string(ev.raw) != ": tail" || ev.data != nil {
 		t.Fatalf("%+v %v", ev, err)
 	}

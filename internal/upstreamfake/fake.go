@@ -96,6 +96,10 @@ type Reply struct {
 	// connection without ending the response, as when a provider's connection breaks: the
 	// client's read fails (unexpected EOF) instead of reaching the body's end.
 	Cut int
+	// Stall, when > 0, sends only the first Stall bytes of the response body and then sends
+	// nothing more until the client gives up (the request's context ends), as a provider
+	// that stalls mid-response.
+	Stall int
 }
 
 // Recorded is one request the fake received.
@@ -366,7 +370,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		gen = 0
 	}
 	if wait > 0 {
-		time.Sleep(time.Until(received.Add(wait)))
+		timer := time.NewTimer(time.Until(received.Add(wait)))
+		select {
+		case <-timer.C:
+		case <-r.Context().Done(): // the client gave up waiting
+			timer.Stop()
+			return
+		}
 		w.Header().Set(HeaderSlept, strconv.FormatInt(time.Since(received).Microseconds(), 10))
 	}
 	for k, vs := range rep.Header {
@@ -376,6 +386,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if rep.Cut > 0 {
 		w = &cutWriter{ResponseWriter: w, left: rep.Cut}
+	}
+	if rep.Stall > 0 {
+		w = &cutWriter{ResponseWriter: w, left: rep.Stall, stall: r.Context().Done()}
 	}
 	switch {
 	case rep.Raw != nil:
@@ -437,10 +450,11 @@ func openAIParamRejection(body []byte) (msg, param, code string, bad bool) {
 }
 
 // cutWriter passes on the first left bytes of a response body, then flushes them and drops
-// the connection (Reply.Cut).
+// the connection (Reply.Cut) — with stall set, only once stall is closed (Reply.Stall).
 type cutWriter struct {
 	http.ResponseWriter
-	left int
+	left  int
+	stall <-chan struct{}
 }
 
 func (c *cutWriter) Write(p []byte) (int, error) {
@@ -450,6 +464,9 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 	}
 	_, _ = c.ResponseWriter.Write(p[:c.left])
 	c.Flush()
+	if c.stall != nil {
+		<-c.stall
+	}
 	panic(http.ErrAbortHandler) // net/http closes the connection without the response's end
 }
 

@@ -173,6 +173,41 @@ func TestCutDropsTheConnection(t *testing.T) {
 	}
 }
 
+// TestStallSendsPartThenWaits: a stalled reply delivers its first Stall bytes and then
+// nothing until the client gives up; a delayed reply stops waiting when the client does.
+func TestStallSendsPartThenWaits(t *testing.T) {
+	s := Start()
+	defer s.Close()
+	s.Enqueue(Reply{Text: strings.Repeat("long answer ", 50), Stall: 100}, Reply{Text: "late", Delay: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"messages":[]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 100)
+	if _, err := io.ReadFull(resp.Body, got); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the client gives up while the fake stalls
+	if _, err := resp.Body.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a stalled reply sent more than its first Stall bytes")
+	}
+	resp.Body.Close()
+	ctx, cancel = context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"messages":[]}`))
+	errc := make(chan error, 1)
+	go func() { _, err := http.DefaultClient.Do(req); errc <- err }()
+	for len(s.Requests()) < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel() // the fake is waiting out the delay
+	if err := <-errc; err == nil {
+		t.Fatal("a reply delayed by an hour answered")
+	}
+	// s.Close (deferred) returns only once both handlers ended.
+}
+
 func TestOpenAIErrorShapeAndUnknownPath(t *testing.T) {
 	s := Start()
 	defer s.Close()
