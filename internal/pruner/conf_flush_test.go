@@ -191,9 +191,14 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		req := three().req(t)
 		v := newView(req.Format, req.Messages)
 		st := NewState()
-		st.Frontier = &Frontier{Assistant: v.fingerprints(v.assistants)[1], LastKey: "none"}
-		if p, _ := PlanFlush(req, st, stubPolicy(), t0); len(p.Batches) != 2 {
+		st.Frontier = &Frontier{Assistant: v.fingerprints(v.assistants)[1], LastKey: v.calls[1].res.occKey()}
+		if p, _ := PlanFlush(req, st, stubPolicy(), t0); len(p.Batches) != 1 {
 			t.Fatal(len(p.Batches))
+		}
+		// A turn that does not hold the frontier's last call took its fingerprint over.
+		st.Frontier.LastKey = "none"
+		if p, _ := PlanFlush(req, st, stubPolicy(), t0); len(p.Batches) != 3 {
+			t.Fatal("frontier whose turn lacks its call must not drop")
 		}
 		st.Frontier.Assistant = Fingerprint{Hash: "gone"}
 		if p, _ := PlanFlush(req, st, stubPolicy(), t0); len(p.Batches) != 3 {

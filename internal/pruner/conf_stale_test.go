@@ -221,3 +221,87 @@ func TestStubNeedsItsSummary(t *testing.T) {
 		})
 	}
 }
+
+// TestFingerprintTakeover: ordinals count only the messages still in the request, so after a
+// compaction or rewind a repeated message takes over a stored fingerprint. Planning and
+// rendering check what a fingerprint resolves to before trusting it.
+func TestFingerprintTakeover(t *testing.T) {
+	log := big("FAIL make test", 3000)
+	t.Run("a repeated prompt and reply do not mark a new chain as compressed", func(t *testing.T) {
+		eachFormat(t, func(t *testing.T, f wire.Format) {
+			pol := kPolicy(0)
+			pol.MinBatchChars = 0
+			old := newTx(f).user("continue").turn("call_0", "bash", `{"cmd":"ls"}`, "a.go b.go").asst("", "Done.").user("next")
+			st := flush(t, old.req(t), NewState(), pol)
+			if len(st.Chains) != 1 {
+				t.Fatalf("setup: %d chains", len(st.Chains))
+			}
+			req := compacted(f).asst("", "ok").user("continue").turn("call_0", "bash", `{"cmd":"make test"}`, log).asst("", "Done.").user("next").req(t)
+			st = flush(t, req, st, pol)
+			if len(st.Chains) != 2 {
+				t.Fatalf("the new chain was taken for b1: %d chains", len(st.Chains))
+			}
+			res := Render(req, st, pol)
+			mustValid(t, req, res)
+			if res.Stats.Chains != 1 || strings.Contains(joined(res.Request), log) || !strings.Contains(joined(res.Request), `id="b2"`) {
+				t.Fatalf("%+v\n%s", res.Stats, joined(res.Request))
+			}
+		})
+	})
+	t.Run("a frontier taken over by a repeated turn is not trusted", func(t *testing.T) {
+		eachFormat(t, func(t *testing.T, f wire.Format) {
+			pol := stubPolicy()
+			old := newTx(f).user("go").turn("call_0", "read", `{"path":"a.go"}`, big("A", 2000)).asst("", "ok").user("next")
+			st := flush(t, old.req(t), NewState(), pol)
+			if st.Frontier == nil {
+				t.Fatal("setup: no frontier")
+			}
+			// After a compaction, a new turn, then a turn identical to the frontier's (same id
+			// and input, another result): the frontier resolves to the second one.
+			req := compacted(f).turn("call_5", "read", `{"path":"b.go"}`, big("B", 2000)).
+				turn("call_0", "read", `{"path":"a.go"}`, big("A2", 2000)).asst("", "ok").user("next").req(t)
+			st = flush(t, req, st, pol)
+			if r := st.Record("call_5"); r == nil || r.Summary == "" {
+				t.Fatalf("the turn before the taken-over frontier was not captured: %+v", r)
+			}
+		})
+	})
+	t.Run("an anchor taken over by an earlier repeated reply does not place the summary before its stub", func(t *testing.T) {
+		eachFormat(t, func(t *testing.T, f wire.Format) {
+			pol := stubPolicy()
+			st := doneAnchored(t, f, pol)
+			req := compacted(f).asst("", "Done.").user("go").turn("c1", "read", `{"path":"a.go"}`, big("A", 2000)).asst("", "Done.").user("next").req(t)
+			res := Render(req, st, pol)
+			mustValid(t, req, res)
+			got := joined(res.Request)
+			stub, sum := strings.Index(got, StubText("t1")), strings.Index(got, "- `t1`")
+			if stub < 0 || sum < stub {
+				t.Fatalf("summary at %d, stub at %d:\n%s", sum, stub, got)
+			}
+		})
+	})
+	t.Run("a summary whose results are gone is not shown at a taken-over anchor", func(t *testing.T) {
+		eachFormat(t, func(t *testing.T, f wire.Format) {
+			pol := stubPolicy()
+			st := doneAnchored(t, f, pol)
+			req := compacted(f).asst("", "Done.").user("next").req(t)
+			res := Render(req, st, pol)
+			if res.Stats.Summaries != 0 || strings.Contains(joined(res.Request), "- `t1`") {
+				t.Fatalf("%+v\n%s", res.Stats, joined(res.Request))
+			}
+		})
+	})
+}
+
+// doneAnchored flushes [go, c1 read a.go, "Done.", next] and anchors its summary as states
+// written before summaries were anchored on their batch: on the flush's last reply "Done.".
+func doneAnchored(t *testing.T, f wire.Format, pol Policy) *State {
+	t.Helper()
+	req := newTx(f).user("go").turn("c1", "read", `{"path":"a.go"}`, big("A", 2000)).asst("", "Done.").user("next").req(t)
+	st := flush(t, req, NewState(), pol)
+	v := newView(req.Format, req.Messages)
+	s := *st.Summaries[0]
+	s.Anchor = v.fingerprints(v.assistants)[1]
+	st.Summaries[0] = &s
+	return st
+}

@@ -112,10 +112,15 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 	}
 	aloc := v.locator(v.assistants)
 	taken := map[string]bool{}
-	// Frontier position (fail open: unresolvable means no positional trim).
+	// Frontier position (fail open: unresolvable means no positional trim). Ordinals count
+	// only the messages still present, so after a compaction or rewind a repeated turn can
+	// take over the fingerprint: it is trusted only when its turn holds the frontier's call.
 	fIdx := -1
 	if st.Frontier != nil {
 		fIdx = aloc.resolve(st.Frontier.Assistant)
+		if fIdx >= 0 && !v.turnHolds(fIdx, st.Frontier.LastKey) {
+			fIdx = -1
+		}
 	}
 	var items []*planItem
 	var cur *planItem
@@ -279,13 +284,10 @@ func (p *Plan) planChains(v *view) {
 	for i, fp := range v.fingerprints(finals) {
 		ffp[finals[i]] = fp
 	}
-	done := map[Fingerprint]bool{}
-	for _, c := range st.Chains {
-		done[c.Start] = true
-	}
+	done := compressedChains(st.Chains)
 	var cands []*chainRange
 	for _, ch := range chains {
-		if ch.end < 0 || len(ch.ids) == 0 || done[pfp[ch.start]] {
+		if ch.end < 0 || len(ch.ids) == 0 || done.has(ch, pfp[ch.start], ffp[ch.end]) {
 			continue
 		}
 		cands = append(cands, ch)
@@ -399,6 +401,45 @@ func (p *Plan) planChains(v *view) {
 		}
 		p.chains = append(p.chains, task)
 	}
+}
+
+// compressed says which detected chains stored entries already compress. Fingerprints alone
+// do not tell: after a compaction or rewind a repeated prompt and reply take over an old
+// entry's boundaries. A chain is compressed when an entry has its span (start and final
+// fingerprints) and shares one of its occurrence keys, as render requires of a range; where
+// keys are missing (an entry or a chain without them) the span decides.
+type compressed map[[2]Fingerprint][]*Chain
+
+func compressedChains(chains []*Chain) compressed {
+	d := compressed{}
+	for _, c := range chains {
+		sp := spanOf(c.Start, c.Final)
+		d[sp] = append(d[sp], c)
+	}
+	return d
+}
+
+// has reports whether ch (with boundary fingerprints start and final) is compressed already.
+func (d compressed) has(ch *chainRange, start, final Fingerprint) bool {
+	for _, c := range d[spanOf(start, final)] {
+		if len(c.DroppedKeys) == 0 || len(ch.keys) == 0 {
+			return true
+		}
+		for _, k := range ch.keys {
+			for _, dk := range c.DroppedKeys {
+				if k == dk {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// spanOf is a chain's span key: its boundary fingerprints without the signatures.
+func spanOf(start, final Fingerprint) [2]Fingerprint {
+	start.Sig, final.Sig = 0, 0
+	return [2]Fingerprint{start, final}
 }
 
 // backfillRecord indexes a chain member that no record covers (Turn -1, Backfilled; spilled

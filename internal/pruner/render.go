@@ -623,9 +623,10 @@ func sameSet(a, b map[string]bool) bool {
 
 // placeSummaries shows each per-batch summary right after the turn of its anchor assistant
 // (docs/engine.md): Anthropic appends a text block to the next user-role message after its
-// leading tool results; OpenAI inserts a user message after the anchor's tool messages. A
-// summary whose anchor does not resolve or has no host yet, but whose results phase 1 stubbed,
-// is placed after the turn of its last stubbed result instead.
+// leading tool results; OpenAI inserts a user message after the anchor's tool messages. Only
+// summaries with a result stubbed by phase 1 are shown; one whose anchor does not resolve,
+// lies before that result or has no host yet is placed after the turn of its last stubbed
+// result instead.
 func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	if len(r.st.Summaries) == 0 {
 		return
@@ -646,15 +647,19 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			r.res.Stats.Suppressed++
 			continue
 		}
-		h := -1
-		if a := aIdx.resolve(s.Anchor); a >= 0 {
-			h = r.hostAfter(a)
+		last, stubbed := r.lastStub[i]
+		if !stubbed {
+			continue // its results are gone, verbatim or in a range: it stands in for nothing
 		}
-		if a, ok := r.lastStub[i]; ok && h < 0 {
+		// Both kinds of anchor (the batch's turn; the flush's last assistant in older states)
+		// lie at or after the batch's results: an anchor before them was taken over by a
+		// repeated message (ordinals count only the messages still present).
+		h := -1
+		if a := aIdx.resolve(s.Anchor); a >= last {
 			h = r.hostAfter(a)
 		}
 		if h < 0 {
-			continue
+			h = r.hostAfter(last)
 		}
 		if v.f == wire.Anthropic {
 			if _, ok := hostBlocks[h]; !ok {

@@ -84,6 +84,17 @@ func (v *view) callsOf(i int) []*call {
 // toolUsing reports whether message i is an assistant message with tool calls.
 func (v *view) toolUsing(i int) bool { s := v.callSpan[i]; return s.hi > s.lo }
 
+// turnHolds reports whether a tool call of assistant message i has a result with occurrence
+// key key.
+func (v *view) turnHolds(i int, key string) bool {
+	for _, c := range v.callsOf(i) {
+		if c.res != nil && c.res.occKey() == key {
+			return true
+		}
+	}
+	return false
+}
+
 // resultAt returns the result of block j of message i, or nil.
 func (v *view) resultAt(i, j int) *result {
 	s := v.resultSpan[i]
