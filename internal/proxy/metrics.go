@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		FailOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_fail_open_total",
 			Help: "Requests forwarded unpruned because something failed, by reason."}, []string{"reason"}),
 		Recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_recovery_total",
-			Help: "context_tree_query handling: rounds answered in the proxy, deferred calls (mixed, rounds exhausted), dropped calls (an answer cut off)."}, []string{"mode"}),
+			Help: "context_tree_query handling: rounds answered in the proxy, deferred calls (mixed, rounds exhausted), dropped calls (an answer cut off), failed continuations (the provider's error relayed to the client)."}, []string{"mode"}),
 		FlushTriggers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_flush_triggers_total",
 			Help: "Flushes started by the proxy, by trigger."}, []string{"trigger"}),
 		FlushWaits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_flush_waits_total",

@@ -440,6 +440,15 @@ func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *sl
 		s.met.UpstreamBroken.WithLabelValues(string(ep)).Inc()
 		s.countLimit(ep, err)
 		log.Warn("the provider's response broke off; aborting the client's response", "err", err)
+	}
+	abortResponse(ctx, w, event)
+}
+
+// abortResponse sends event (nil: none) unless the client is gone (ctx ended), then aborts
+// the client's connection — net/http closes it without the response's end. It does not
+// return.
+func abortResponse(ctx context.Context, w http.ResponseWriter, event []byte) {
+	if ctx.Err() == nil {
 		if event != nil {
 			_, _ = w.Write(event)
 		}

@@ -114,9 +114,27 @@ func (s *Server) queryText(ctx context.Context, t *turn, input []byte) string {
 	return pruner.QueryAll(t.state, ids, lookup)
 }
 
+// continuation is a recovery round's continuation upstream: the response (200, of the wanted
+// kind), the request that was sent and the messages it appended.
+type continuation struct {
+	resp     *http.Response
+	next     *wire.Request
+	appended []json.RawMessage
+}
+
+// contFailure is a recovery continuation the provider did not answer: its error response
+// (resp: status, headers and unread body, as it came), or err when none came (unreachable,
+// no headers in time, a response of another kind than the client's).
+type contFailure struct {
+	resp *http.Response
+	err  error
+}
+
 // continueWith sends a continuation of the forwarded request with msgs appended. It returns
-// nil when the continuation cannot be used (the caller then defers the queries).
-func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessage, wantStream bool) (*http.Response, *wire.Request) {
+// nil, nil when it cannot be built (the caller then defers the queries), and a failure when
+// the provider did not answer it: the client then gets that error, never the previous
+// rounds' answer with the queries deferred, which may leave it an empty message.
+func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessage, wantStream bool) (*continuation, *contFailure) {
 	extra, err := parseMessages(t.f, msgs)
 	if err != nil {
 		t.log.Warn("building the recovery continuation failed", "err", err)
@@ -125,36 +143,78 @@ func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessa
 	next := t.fwd.WithMessages(append(append([]*wire.Message(nil), t.fwd.Messages...), extra...))
 	resp, err := s.send(ctx, t, next.Segments())
 	if err != nil {
-		t.log.Warn("recovery continuation failed", "err", err)
-		return nil, nil
+		return nil, s.continuationFailed(t, &contFailure{err: err})
 	}
-	isStream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	if resp.StatusCode != http.StatusOK || isStream != wantStream {
-		t.log.Warn("recovery continuation refused upstream; deferring the queries", "status", resp.StatusCode)
-		_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, s.continuationFailed(t, &contFailure{resp: resp})
+	}
+	if isStream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"); isStream != wantStream {
 		resp.Body.Close()
-		return nil, nil
+		return nil, s.continuationFailed(t, &contFailure{err: fmt.Errorf("the provider answered the recovery continuation with %q", resp.Header.Get("Content-Type"))})
 	}
 	s.met.Recoveries.WithLabelValues("answered").Inc()
-	return resp, next
+	return &continuation{resp: resp, next: next, appended: msgs}, nil
+}
+
+// continuationFailed counts and logs a failed recovery continuation and returns it.
+func (s *Server) continuationFailed(t *turn, f *contFailure) *contFailure {
+	s.met.Recoveries.WithLabelValues("failed").Inc()
+	if f.resp != nil {
+		t.log.Warn("the provider refused the recovery continuation; relaying its error", "status", f.resp.StatusCode)
+	} else {
+		s.countLimit(t.ep, f.err)
+		t.log.Warn("the recovery continuation failed; failing the request", "err", f.err)
+	}
+	return f
+}
+
+// writeJSONFailure answers a non-streamed request with a failed continuation: the provider's
+// error as it came, or a 502.
+func (s *Server) writeJSONFailure(ctx context.Context, w http.ResponseWriter, t *turn, f *contFailure) {
+	if f.resp == nil {
+		s.upstreamFailed(w, t.f, t.log, t.ep, f.err)
+		return
+	}
+	defer f.resp.Body.Close()
+	if err := relayRaw(w, f.resp); err != nil {
+		s.abortBroken(ctx, w, t.log, t.ep, nil, err)
+	}
+}
+
+// abortStreamFailure ends a stream whose continuation failed: an Anthropic stream gets an
+// error event (the provider's own error when it sent one), then the client's connection is
+// aborted, so the client sees an error, not a cleanly ended answer. It does not return.
+func (s *Server) abortStreamFailure(ctx context.Context, e emitter, t *turn, f *contFailure) {
+	var event []byte
+	if t.f == wire.Anthropic {
+		var body []byte
+		if f.resp != nil {
+			body, _ = readAllMax(f.resp.Body, 1<<20)
+			if v := gjson.ParseBytes(body); v.Get("type").Str != "error" || !v.Get("error.type").Exists() {
+				body = ErrorBody(wire.Anthropic, f.resp.StatusCode, "", "condense proxy: the provider refused the recovery continuation: "+http.StatusText(f.resp.StatusCode))
+			}
+		} else {
+			body = ErrorBody(wire.Anthropic, http.StatusBadGateway, "", "condense proxy: the recovery continuation failed: "+f.err.Error())
+		}
+		event = encodeEvent("error", body)
+	}
+	if f.resp != nil {
+		f.resp.Body.Close()
+	}
+	abortResponse(ctx, e.w, event)
 }
 
 // continueRecovery answers a round's context_tree_query calls in the proxy and continues
-// upstream with the round's assistant message and the answers appended. It returns the
-// continuation's response, the request it sent and the appended messages, or a nil response
+// upstream with the round's assistant message and the answers appended. It returns nil, nil
 // when the round may not continue (mixed with the client's own calls, not a tool stop, out of
-// rounds) or the continuation failed; the caller then defers the queries.
-func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, toolStop, wantStream bool) (*http.Response, *wire.Request, []json.RawMessage) {
+// rounds; the caller then defers the queries), and a failure when the provider did not answer
+// the continuation.
+func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, toolStop, wantStream bool) (*continuation, *contFailure) {
 	if !s.canContinue(round, query, client, toolStop) {
-		return nil, nil, nil
+		return nil, nil
 	}
 	cont, _ := s.answer(ctx, t, query)
-	appended := append([]json.RawMessage{asst}, cont...)
-	resp, next := s.continueWith(ctx, t, appended, wantStream)
-	if resp == nil {
-		return nil, nil, nil
-	}
-	return resp, next, appended
+	return s.continueWith(ctx, t, append([]json.RawMessage{asst}, cont...), wantStream)
 }
 
 // canContinue reports whether a round's queries may be answered in the proxy.
@@ -280,6 +340,31 @@ func (s *Server) settle(f wire.Format, stop string, query []call, asst, visible 
 	return nil, visible
 }
 
+// hiddenOnlyText is the text of an assistant message that would otherwise be empty because the
+// proxy hid the context_tree_query calls that were all the model sent: an empty assistant
+// message is invalid for the provider when a client sends it back.
+const hiddenOnlyText = "[condense: the model only asked to retrieve pruned context]"
+
+// hiddenOnlyBlock is hiddenOnlyText as an Anthropic text block.
+var hiddenOnlyBlock = json.RawMessage(`{"type":"text","text":` + string(jsonStr(hiddenOnlyText)) + `}`)
+
+// nonEmpty returns an assistant message the proxy builds (to store or to show) with
+// hiddenOnlyText as its content when it has none: no content blocks (Anthropic), no text and
+// no tool calls (OpenAI).
+func nonEmpty(f wire.Format, msg json.RawMessage) json.RawMessage {
+	m := gjson.ParseBytes(msg)
+	if f == wire.Anthropic {
+		if len(m.Get("content").Array()) == 0 {
+			return anthropicAssistant([]json.RawMessage{hiddenOnlyBlock})
+		}
+		return msg
+	}
+	if m.Get("content").Str == "" && len(m.Get("tool_calls").Array()) == 0 {
+		return openAIAssistant(hiddenOnlyText, nil)
+	}
+	return msg
+}
+
 func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	hdr := resp.Header.Clone()
@@ -302,31 +387,40 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	var replace []json.RawMessage
 	for {
 		r, err := parseJSONRound(t.f, data)
+		if err != nil && len(rounds) == 0 { // not a shape we know: relay untouched
+			s.writeJSON(w, hdr, data, eof)
+			return out
+		}
 		if err != nil {
-			if len(rounds) == 0 { // not a shape we know: relay untouched
-				s.writeJSON(w, hdr, data, eof)
-				return out
-			}
-			break
+			s.writeJSONFailure(ctx, w, t, s.continuationFailed(t, &contFailure{err: fmt.Errorf("the provider's answer to the recovery continuation: %w", err)}))
+			return out
 		}
 		rounds = append(rounds, r)
 		out.usage.add(r.u)
 		query, client := splitCalls(r.calls)
-		if resp2, next, appended := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false); resp2 != nil {
-			data, err = readAllMax(resp2.Body, s.opt.MaxResponseBytes)
-			eof = time.Now()
-			resp2.Body.Close()
-			if err == nil {
-				replace = append(replace, appended...)
-				t.fwd = next
-				continue
-			}
+		c, fail := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false)
+		if fail != nil {
+			s.writeJSONFailure(ctx, w, t, fail)
+			return out
 		}
-		break
+		if c == nil {
+			break
+		}
+		data, err = readAllMax(c.resp.Body, s.opt.MaxResponseBytes)
+		eof = time.Now()
+		c.resp.Body.Close()
+		if err != nil {
+			s.readFailed(ctx, w, t, err)
+			return out
+		}
+		replace = append(replace, c.appended...)
+		t.fwd = c.next
 	}
 	last := rounds[len(rounds)-1]
 	query, lastClient := splitCalls(last.calls)
 	deferred, lastAsst := s.settle(t.f, last.stop, query, last.asst, last.vasst)
+	lastAsst = nonEmpty(t.f, lastAsst)
+	hid := len(rounds) > 1 || len(query) > 0
 	var results []json.RawMessage
 	if len(deferred) > 0 {
 		s.met.Recoveries.WithLabelValues("deferred").Inc()
@@ -355,6 +449,10 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 				}
 			}
 		}
+		if len(vis) == 0 && hid {
+			vis = append(vis, string(hiddenOnlyBlock))
+			dg.text(hiddenOnlyText)
+		}
 		content := "[" + strings.Join(vis, ",") + "]"
 		body, _ = sjson.SetRawBytes(last.data, "content", []byte(content))
 		body, _ = sjson.SetBytes(body, "stop_reason", stop)
@@ -370,15 +468,20 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 			}
 		}
 		text := strings.Join(texts, "\n\n")
-		dg.text(text)
 		var tcs []string
 		gjson.GetBytes(last.data, "choices.0.message.tool_calls").ForEach(func(_, tc gjson.Result) bool {
 			if tc.Get("function.name").Str != pruner.QueryToolName {
 				tcs = append(tcs, tc.Raw)
-				dg.call(tc.Get("id").Str)
 			}
 			return true
 		})
+		if text == "" && len(tcs) == 0 && hid {
+			text = hiddenOnlyText
+		}
+		dg.text(text)
+		for _, tc := range tcs {
+			dg.call(gjson.Get(tc, "id").Str)
+		}
 		body = last.data
 		if text != last.text {
 			body, _ = sjson.SetBytes(body, "choices.0.message.content", text)
@@ -720,9 +823,8 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		}
 		asst := json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
 		query, client := splitCalls(calls)
-		if resp2, next, appended := s.continueRecovery(ctx, t, round, asst, query, client, r.deltaData != nil && r.stop == "tool_use", true); resp2 != nil {
-			replace = append(replace, appended...)
-			t.fwd, resp = next, resp2
+		if next := s.continueStream(ctx, e, t, round, asst, query, client, r.deltaData != nil && r.stop == "tool_use", &replace); next != nil {
+			resp = next
 			continue
 		}
 		last = r
@@ -731,7 +833,14 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			return out
 		}
 		deferred, lastAsst := s.settle(t.f, last.stop, query, asst, anthropicAssistant(roundVisible))
-		replace = append(replace, lastAsst)
+		replace = append(replace, nonEmpty(t.f, lastAsst))
+		if len(visible) == 0 && (round > 1 || len(query) > 0) { // the client saw no block at all
+			e.emit(encodeEvent("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)))
+			e.emit(encodeEvent("content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(jsonStr(hiddenOnlyText))+`}}`)))
+			e.emit(encodeEvent("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`)))
+			visible = append(visible, string(hiddenOnlyBlock))
+			dg.text(hiddenOnlyText)
+		}
 		stop := last.stop
 		if len(deferred) > 0 && len(lastClient) == 0 {
 			stop = "end_turn"
@@ -769,6 +878,23 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 		s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
 		return out
 	}
+}
+
+// continueStream continues a streamed response upstream after a round of context_tree_query
+// calls (continueRecovery): it returns the continuation's response, after adding the messages
+// it appended to replace, or nil when the round does not continue. When the provider does not
+// answer the continuation it aborts the client's stream and does not return.
+func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round int, asst json.RawMessage, query, client []call, toolStop bool, replace *[]json.RawMessage) *http.Response {
+	c, fail := s.continueRecovery(ctx, t, round, asst, query, client, toolStop, true)
+	if fail != nil {
+		s.abortStreamFailure(ctx, e, t, fail)
+	}
+	if c == nil {
+		return nil
+	}
+	*replace = append(*replace, c.appended...)
+	t.fwd = c.next
+	return c.resp
 }
 
 // reindex rewrites an event's "index" member when the client sees another index.
@@ -837,9 +963,8 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		}
 		asst := openAIAssistant(r.text.String(), tcs)
 		query, client := splitCalls(calls)
-		if resp2, next, appended := s.continueRecovery(ctx, t, round, asst, query, client, r.finishChunk != nil && r.finish == "tool_calls", true); resp2 != nil {
-			replace = append(replace, appended...)
-			t.fwd, resp = next, resp2
+		if next := s.continueStream(ctx, e, t, round, asst, query, client, r.finishChunk != nil && r.finish == "tool_calls", &replace); next != nil {
+			resp = next
 			continue
 		}
 		if r.finishChunk == nil { // no finish chunk: the rest, as it came
@@ -847,7 +972,14 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			return out
 		}
 		deferred, lastAsst := s.settle(t.f, r.finish, query, asst, openAIAssistant(r.text.String(), roundVisible))
-		replace = append(replace, lastAsst)
+		replace = append(replace, nonEmpty(t.f, lastAsst))
+		if visibleText.Len() == 0 && clientCalls == 0 && (round > 1 || len(query) > 0) { // the client saw nothing
+			ch, _ := sjson.SetRawBytes(r.finishChunk, "choices.0.delta", []byte(`{"content":`+string(jsonStr(hiddenOnlyText))+`}`))
+			ch, _ = sjson.SetRawBytes(ch, "choices.0.finish_reason", []byte("null"))
+			ch, _ = sjson.DeleteBytes(ch, "usage")
+			e.emit(encodeEvent("", ch))
+			visibleText.WriteString(hiddenOnlyText)
+		}
 		stop := r.finish
 		if len(deferred) > 0 && len(client) == 0 {
 			stop = "stop"

@@ -287,22 +287,6 @@ func TestTruncatedAnswerKeepsItsStopReason(t *testing.T) {
 	}
 }
 
-// TestContinuationFailureDefersQuery: when the continuation request fails upstream, the
-// client still gets the first round (query hidden) and the answer comes next time.
-func TestContinuationFailureDefersQuery(t *testing.T) {
-	r := newRig(t, nil, nil, nil)
-	msgs, c := conversation(t, r, "sess-contfail", true)
-	r.up.Enqueue(
-		upstreamfake.Reply{Text: "Checking.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_f", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}},
-		upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "busy"},
-	)
-	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("?")))
-	m := aTurn(t, c, msgs, true)
-	if m.StopReason != "end_turn" || len(m.Content) != 1 || m.Content[0].Text != "Checking." {
-		t.Fatalf("client saw %+v %s", m.Content, m.StopReason)
-	}
-}
-
 // TestBudgetTriggerFlushesBeforeForwarding: with on-demand flushing and a tiny budget, the
 // request that crosses the budget starts a flush, waits for it and goes out pruned.
 func TestBudgetTriggerFlushesBeforeForwarding(t *testing.T) {
