@@ -165,6 +165,13 @@ func (s *Server) buildView(t *turn) (*wire.Request, error) {
 				out = append(out, m)
 				continue
 			}
+			if t.f == wire.Anthropic && len(sp.Results) > 0 && (i+1 == len(in) || in[i+1].Role != wire.RoleUser) {
+				// The exchange ends in calls whose results go into the next user message, and
+				// none follows (count_tokens up to here, a prefill, a merged assistant turn):
+				// the client's own message, never a call without its result.
+				out = append(out, m)
+				continue
+			}
 			repl, err := parseMessages(t.f, sp.Replace)
 			if err != nil {
 				return nil, err
@@ -186,11 +193,9 @@ func (s *Server) buildView(t *turn) (*wire.Request, error) {
 			if err != nil {
 				return nil, err
 			}
-			if i+1 < len(in) && in[i+1].Role == wire.RoleUser {
-				nb := append(append([]*wire.Block(nil), blocks...), in[i+1].Blocks...)
-				out = append(out, in[i+1].WithBlocks(nb))
-				i++
-			}
+			nb := append(append([]*wire.Block(nil), blocks...), in[i+1].Blocks...)
+			out = append(out, in[i+1].WithBlocks(nb))
+			i++
 		}
 		if changed {
 			req = req.WithMessages(out)

@@ -166,3 +166,48 @@ func TestRequestWaitsForAnotherReplicasFlush(t *testing.T) {
 		t.Fatalf("the state committed under the lease was not used: %d bytes", len(rec.Body))
 	}
 }
+
+// TestDeferredExchangeAtTheEndStaysValid: a deferred hidden exchange ends in the model's
+// context_tree_query call, whose results go into the following user message. When the client
+// sends the transcript up to that assistant message only — count_tokens on it, or the message
+// as an assistant prefill — or follows it with another assistant message (the Messages API
+// merges consecutive turns), there is no such user message: the client's own message goes
+// upstream, never the hidden call without its result.
+func TestDeferredExchangeAtTheEndStaysValid(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	msgs, c := conversation(t, r, "sess-tail", false)
+	r.up.Enqueue(upstreamfake.Reply{Text: "Let me check.", ToolCalls: []upstreamfake.ToolCall{
+		{ID: "toolu_own", Name: "bash", Input: `{"cmd":"ls"}`},
+		{ID: "toolu_q", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`},
+	}})
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("what is there?")))
+	m := aTurn(t, c, msgs, false)
+	if m.StopReason != "tool_use" || len(m.Content) != 2 || m.Content[1].Name != "bash" {
+		t.Fatalf("client saw %+v %s", m.Content, m.StopReason)
+	}
+	upTo := append(msgs, m.ToParam())
+	if _, err := c.Messages.CountTokens(context.Background(), anthropic.MessageCountTokensParams{Model: "claude-sonnet-test",
+		Messages: upTo, Tools: []anthropic.MessageCountTokensToolUnionParam{{OfTool: bashTool.OfTool}}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := r.up.Last()
+	if !strings.HasSuffix(rec.Path, "count_tokens") {
+		t.Fatalf("last upstream request %s", rec.Path)
+	}
+	mustValid(t, wire.Anthropic, rec.Body)
+	if strings.Contains(string(rec.Body), "toolu_q") {
+		t.Fatalf("the hidden call went upstream without its result: %s", rec.Body)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Text: " and more."})
+	aTurn(t, c, append(upTo, anthropic.NewAssistantMessage(anthropic.NewTextBlock("So far:"))), false)
+	if rec, _ := r.up.Last(); strings.Contains(string(rec.Body), "toolu_q") {
+		t.Fatalf("the hidden call went upstream without its result: %s", rec.Body)
+	}
+	// The next turn (with the bash result) still gets the hidden exchange re-inserted.
+	r.up.Enqueue(upstreamfake.Reply{Text: "Two files."})
+	aTurn(t, c, append(upTo, anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own", "a\nb", false))), false)
+	_, req := lastModelRequest(t, r.up, wire.Anthropic)
+	if !strings.Contains(string(req.Raw()), "toolu_q") {
+		t.Fatalf("the hidden exchange was not re-inserted: %s", req.Raw())
+	}
+}
