@@ -9,15 +9,16 @@ import (
 
 // Reference catalogue: src/recovery-grace.test.ts and pruner.test.ts 13-19, 31-32.
 func TestConformanceRecoveryGrace(t *testing.T) {
-	// One recovery in user turn 1, then `after` more user turns.
-	build := func(after int, tool string) (*wire.Request, *State) {
+	// One recovery in user turn 1, then `after` more user turns, flushed with pol (the end of
+	// grace is decided at flush time).
+	build := func(after int, tool string, pol Policy) (*wire.Request, *State) {
 		x := newTx(wire.OpenAI).user("u1").turn("q1", tool, `{"toolCallIds":["t9"]}`, big("RECOVERED", 2000)).asst("", "ok")
 		for i := 0; i < after; i++ {
 			x.user("more").asst("", "ok")
 		}
 		x.user("now")
 		req := x.req(t)
-		return req, flush(t, req, NewState(), stubPolicy())
+		return req, flush(t, req, NewState(), pol)
 	}
 	for _, c := range []struct {
 		name    string
@@ -33,9 +34,9 @@ func TestConformanceRecoveryGrace(t *testing.T) {
 		{"grace applies only to context_tree_query results", 0, 3, "read", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			req, st := build(c.after, c.tool)
 			pol := stubPolicy()
 			pol.RecoveryGraceTurns = c.grace
+			req, st := build(c.after, c.tool, pol)
 			res := Render(req, st, pol)
 			if (res.Stats.Stubbed == 1) != c.stubbed {
 				t.Fatalf("stubbed=%d", res.Stats.Stubbed)
@@ -43,9 +44,9 @@ func TestConformanceRecoveryGrace(t *testing.T) {
 		})
 	}
 	t.Run("protection beats grace", func(t *testing.T) {
-		req, st := build(5, QueryToolName)
 		pol := stubPolicy()
 		pol.RecoveryGraceTurns = 0
+		req, st := build(5, QueryToolName, pol)
 		pol.ProtectedTools = []string{QueryToolName}
 		if Render(req, st, pol).Stats.Stubbed != 0 {
 			t.Fatal()
@@ -60,7 +61,7 @@ func TestConformanceRecoveryGrace(t *testing.T) {
 		}
 		pol := stubPolicy()
 		pol.RecoveryGraceTurns = 0
-		if Render(req, st, pol).Stats.SpillStubs != 1 {
+		if Render(req, flush(t, req, st, pol), pol).Stats.SpillStubs != 1 {
 			t.Fatal("not stubbed after grace")
 		}
 	})

@@ -231,7 +231,8 @@ func TestConformanceErrorPurge(t *testing.T) {
 		}
 		return x.req(t)
 	}
-	// A non-empty state so Render runs its phases.
+	// The purge is decided at flush time: each case flushes its transcript over a non-empty
+	// state (so Render runs its phases) and renders it.
 	st := flush(t, newTx(wire.Anthropic).user("x").turn("z9", "read", `{}`, big("Q", 2000)).asst("", "ok").user("y").req(t), NewState(), stubPolicy())
 	cases := []struct {
 		name   string
@@ -256,7 +257,7 @@ func TestConformanceErrorPurge(t *testing.T) {
 				}
 				req := build(f, c.errd, c.args, c.after)
 				before := string(req.Raw())
-				res := Render(req, st, stubPolicy())
+				res := Render(req, flush(t, req, st, stubPolicy()), stubPolicy())
 				if (res.Stats.Purged == 1) != c.purged {
 					t.Fatalf("purged=%d", res.Stats.Purged)
 				}
@@ -279,7 +280,7 @@ func TestConformanceErrorPurge(t *testing.T) {
 		x := newTx(wire.Anthropic).user("go").asst("", "", tcall{"a", "bash", long}, tcall{"b", "bash", long}).
 			results(tres{id: "a", text: "ok"}, tres{id: "b", text: "bad", isErr: true}).
 			turn("k1", "read", `{}`, "1").turn("k2", "read", `{}`, "2")
-		res := Render(x.req(t), st, stubPolicy())
+		res := Render(x.req(t), flush(t, x.req(t), st, stubPolicy()), stubPolicy())
 		if res.Stats.Purged != 1 {
 			t.Fatal(res.Stats.Purged)
 		}
@@ -294,7 +295,7 @@ func TestConformanceErrorPurge(t *testing.T) {
 	t.Run("a reused id does not purge an unrelated call", func(t *testing.T) {
 		x := newTx(wire.Anthropic).user("go").asst("", "", tcall{"r1", "bash", long}).results(tres{id: "r1", text: "bad", isErr: true}).
 			asst("", "", tcall{"r1", "bash", long}).results(tres{id: "r1", text: "fine"}).turn("k1", "read", `{}`, "1").turn("k2", "read", `{}`, "2")
-		res := Render(x.req(t), st, stubPolicy())
+		res := Render(x.req(t), flush(t, x.req(t), st, stubPolicy()), stubPolicy())
 		if res.Stats.Purged != 1 {
 			t.Fatalf("purged %d", res.Stats.Purged)
 		}

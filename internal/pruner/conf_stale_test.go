@@ -305,3 +305,67 @@ func doneAnchored(t *testing.T, f wire.Format, pol Policy) *State {
 	st.Summaries[0] = &s
 	return st
 }
+
+// TestDecidedAtFlush: the prompt cache holds the bytes a request shares with the one before
+// it, so a render changes already-sent messages only when a flush changes the state. The
+// error purge (an errored call's arguments, CooldownTurns assistant turns old) and the end of
+// recovery grace (a context_tree_query result, RecoveryGraceTurns user turns old) are
+// decided at flush time and stored in the state; between flushes a longer request renders
+// the shorter one's messages unchanged.
+func TestDecidedAtFlush(t *testing.T) {
+	long := `{"cmd":"` + strings.Repeat("y", 600) + `"}`
+	cases := []struct {
+		name  string
+		short func(x *tx) *tx // the transcript flushed, then rendered
+		more  func(x *tx) *tx // what the next requests append
+		stat  func(s RenderStats) int
+	}{
+		{
+			name: "error purge",
+			short: func(x *tx) *tx {
+				return x.user("go").asst("", "", tcall{"e1", "bash", long}).results(tres{id: "e1", text: "failed", isErr: true}).
+					turn("r1", "read", `{"path":"a.go"}`, big("A", 2000))
+			},
+			more: func(x *tx) *tx { return x.turn("k1", "read", `{}`, "1").turn("k2", "read", `{}`, "2") },
+			stat: func(s RenderStats) int { return s.Purged },
+		},
+		{
+			name: "end of recovery grace",
+			short: func(x *tx) *tx {
+				return x.user("u1").turn("q1", QueryToolName, `{"toolCallIds":["t9"]}`, big("RECOVERED", 2000)).asst("", "ok").user("u2")
+			},
+			more: func(x *tx) *tx {
+				return x.asst("", "ok").user("u3").asst("", "ok").user("u4").asst("", "ok").user("u5")
+			},
+			stat: func(s RenderStats) int { return s.Stubbed },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// OpenAI tool messages carry no error flag: only Anthropic purges.
+			f := wire.Anthropic
+			pol := stubPolicy()
+			short := tc.short(newTx(f)).req(t)
+			st := flush(t, short, NewState(), pol)
+			r1 := Render(short, st, pol)
+			if tc.stat(r1.Stats) != 0 {
+				t.Fatalf("setup: already applied %+v", r1.Stats)
+			}
+			long := tc.more(tc.short(newTx(f))).req(t)
+			r2 := Render(long, st, pol)
+			mustValid(t, long, r2)
+			for i := 0; i < len(r1.Request.Messages)-1; i++ {
+				if a, b := r1.Request.Messages[i].Bytes(), r2.Request.Messages[i].Bytes(); string(a) != string(b) {
+					t.Fatalf("message %d changed without a flush:\n%s\n%s", i, a, b)
+				}
+			}
+			if tc.stat(r2.Stats) != 0 {
+				t.Fatalf("applied without a flush: %+v", r2.Stats)
+			}
+			st = flush(t, long, st, pol)
+			if r3 := Render(long, st, pol); tc.stat(r3.Stats) != 1 {
+				t.Fatalf("not applied after the flush: %+v", r3.Stats)
+			}
+		})
+	}
+}

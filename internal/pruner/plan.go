@@ -72,6 +72,9 @@ type Plan struct {
 	spills []*Record
 	salias [][2]string
 	chains []*chainTask
+	// purge and graceOver are the flush-time decisions not yet in the state (State.Purged,
+	// State.GraceOver; graceOver keys are kept at commit only when indexed).
+	purge, graceOver []string
 }
 
 // UnknownBatchError reports an output keyed by an id that is not a batch of the plan.
@@ -90,7 +93,8 @@ var ErrNilRequest = errors.New("pruner: nil request")
 
 // Empty reports whether the plan does nothing at all.
 func (p *Plan) Empty() bool {
-	return len(p.items) == 0 && len(p.spills) == 0 && len(p.salias) == 0 && len(p.chains) == 0 && len(p.Diagnostics) == 0
+	return len(p.items) == 0 && len(p.spills) == 0 && len(p.salias) == 0 && len(p.chains) == 0 && len(p.Diagnostics) == 0 &&
+		len(p.purge) == 0 && len(p.graceOver) == 0
 }
 
 // PlanFlush captures every tool result of req not yet indexed or attempted, applies protection,
@@ -197,10 +201,38 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 		p.finishItem(v, it)
 	}
 	p.items = items
+	p.decide(v, taken)
 	if pol.Chain.Enabled {
 		p.planChains(v)
 	}
 	return p, nil
+}
+
+// decide makes the render decisions that change already-sent messages, so that they change
+// only with the state (prompt cache): errored calls whose arguments are purged (at least
+// CooldownTurns assistant turns old, argument JSON of at least MinArgChars UTF-16 units) and
+// recovery results whose grace has ended (indexed already, or captured by this plan: taken).
+func (p *Plan) decide(v *view, taken map[string]bool) {
+	st, pol := p.st, &p.pol
+	if pp := pol.PurgeErrors; pp.Enabled {
+		for _, c := range v.calls {
+			if c.res == nil || !c.res.b.IsError || len(v.assistants)-c.turn < pp.CooldownTurns {
+				continue
+			}
+			if key := c.res.occKey(); key != "" && !st.Purged[key] && utf16Len(compactJSON(c.b.Input)) >= pp.MinArgChars {
+				p.purge = append(p.purge, key)
+			}
+		}
+	}
+	grace := v.graceKeys(pol.RecoveryGraceTurns)
+	for _, r := range v.results {
+		if r.call == nil || r.call.b.Name != QueryToolName {
+			continue
+		}
+		if key := r.occKey(); !grace[key] && !st.GraceOver[key] && (taken[key] || st.IsSummarized(key)) {
+			p.graceOver = append(p.graceOver, key)
+		}
+	}
 }
 
 func (p *Plan) addBlobs(rec *Record, args []byte, text string) {
@@ -615,6 +647,14 @@ func (p *Plan) Commit(outputs map[string]string) (*State, error) {
 		}
 		n.Chains = append(n.Chains, &entry)
 		n.Stats.ChainsCompressed++
+	}
+	for _, k := range p.purge {
+		n.Purged[k] = true
+	}
+	for _, k := range p.graceOver {
+		if n.IsSummarized(k) {
+			n.GraceOver[k] = true
+		}
 	}
 	if processed > 0 || len(p.chains) > 0 || len(p.spills) > 0 {
 		n.Stats.Flushes++

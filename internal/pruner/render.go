@@ -166,14 +166,13 @@ func (r *renderer) freshDiags() []Diagnostic {
 }
 
 // stubReplace is phase 1: summarized results outside chain ranges become stubs, except
-// protected records and context_tree_query results in recovery grace. A stub is shown only
+// protected records and context_tree_query results whose grace had not ended at the last
+// flush (State.GraceOver). A stub is shown only
 // with the text it points to: a summarized record's summary is then always placed (see
 // lastStub); a record without a summary of its own (backfilled by a chain compression) is
 // stubbed only when an applied chain (chainKeys) lists it, and otherwise stays verbatim.
 func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 	st, pol := r.st, r.pol
-	var grace map[string]bool
-	graceDone := false
 	for _, res := range r.v.results {
 		if res.call == nil || inRange[res.msg] || len(st.byID[res.b.ID]) == 0 {
 			continue
@@ -190,10 +189,7 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 		if pol.IsProtected(rec.Tool, rec.Path, rec.HasPath) {
 			continue
 		}
-		if !graceDone {
-			grace, graceDone = r.v.graceKeys(pol.RecoveryGraceTurns), true
-		}
-		if grace[key] {
+		if res.call.b.Name == QueryToolName && !st.GraceOver[key] {
 			continue
 		}
 		if !rec.Spilled {
@@ -250,26 +246,19 @@ func blockCC(b *wire.Block) []byte {
 	return innerCC(b)
 }
 
-// purgeErrors is phase 2: an errored call's arguments are replaced once the call is at least
-// CooldownTurns assistant turns old and its argument JSON has at least MinArgChars units.
-// Errors are paired with their own call (per turn), never by bare id.
+// purgeErrors is phase 2: an errored call's arguments are replaced once a flush found the
+// call at least CooldownTurns assistant turns old with argument JSON of at least MinArgChars
+// units (State.Purged, by occurrence key: errors are paired with their own call, per turn,
+// never by bare id).
 func (r *renderer) purgeErrors(inRange []bool) {
-	pp := r.pol.PurgeErrors
-	if !pp.Enabled {
+	if !r.pol.PurgeErrors.Enabled || len(r.st.Purged) == 0 {
 		return
 	}
-	current := len(r.v.assistants)
 	for _, c := range r.v.calls {
-		if c.res == nil || !c.res.b.IsError || inRange[c.msg] {
-			continue
-		}
-		if current-c.turn < pp.CooldownTurns {
+		if c.res == nil || !c.res.b.IsError || inRange[c.msg] || !r.st.Purged[c.res.occKey()] {
 			continue
 		}
 		size := utf16Len(compactJSON(c.b.Input))
-		if size < pp.MinArgChars {
-			continue
-		}
 		r.blk(c.msg)[c.blk] = c.b.WithInput(PurgedArgs(size))
 		r.res.Stats.Purged++
 	}

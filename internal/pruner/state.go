@@ -198,6 +198,12 @@ type State struct {
 	Chains []*Chain `json:"chains,omitempty"`
 	// Skipped holds occurrence keys attempted but left verbatim (trivial or oversized batch).
 	Skipped map[string]bool `json:"skipped,omitempty"`
+	// Purged holds the occurrence keys of errored results whose call's arguments render
+	// purges, decided at flush time (CooldownTurns assistant turns old, MinArgChars).
+	Purged map[string]bool `json:"purged,omitempty"`
+	// GraceOver holds the occurrence keys of indexed context_tree_query results whose recovery
+	// grace had ended at a flush; render stubs a recovery result only once it is listed.
+	GraceOver map[string]bool `json:"graceOver,omitempty"`
 	// Frontier is the last attempted boundary; nil before the first flush.
 	Frontier *Frontier `json:"frontier,omitempty"`
 	// NextRef is the next tN number (starts at 1).
@@ -226,7 +232,7 @@ func NewState() *State {
 
 // Empty reports whether the state holds nothing that affects rendering.
 func (s *State) Empty() bool {
-	return s == nil || (len(s.Records) == 0 && len(s.Aliases) == 0 && len(s.Summaries) == 0 && len(s.Chains) == 0)
+	return s == nil || (len(s.Records) == 0 && len(s.Aliases) == 0 && len(s.Summaries) == 0 && len(s.Chains) == 0 && len(s.Purged) == 0)
 }
 
 // MarshalBinary encodes the state as JSON (schema in docs/state.md).
@@ -320,6 +326,8 @@ func (s *State) clone() *State {
 	n.Aliases = copyMap(s.Aliases)
 	n.Hashes = copyMap(s.Hashes)
 	n.Skipped = copyMap(s.Skipped)
+	n.Purged = copyMap(s.Purged)
+	n.GraceOver = copyMap(s.GraceOver)
 	n.Summaries = append([]*Summary(nil), s.Summaries...)
 	n.Chains = append([]*Chain(nil), s.Chains...)
 	if s.Frontier != nil {
