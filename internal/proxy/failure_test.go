@@ -248,13 +248,13 @@ func TestSessionIDDerivation(t *testing.T) {
 	if src != SourceDerived || ida != idb {
 		t.Fatalf("derived ids differ: %s %s", ida, idb)
 	}
-	if id, src := SessionID(wire.Anthropic, h, []byte(`{"metadata":{"user_id":"u1"},"messages":[]}`)); id != "u1" || src != SourceMetadata {
+	if id, src := SessionID(wire.Anthropic, h, []byte(`{"metadata":{"user_id":"u1"},"messages":[]}`)); !strings.HasPrefix(id, "u1:") || src != SourceMetadata {
 		t.Fatal(id, src)
 	}
-	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"prompt_cache_key":"pk","messages":[]}`)); id != "pk" {
+	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "pk:") {
 		t.Fatal(id)
 	}
-	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); id != "u" {
+	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "u:") {
 		t.Fatal(id)
 	}
 	h.Set(HeaderSession, "hdr")

@@ -26,36 +26,49 @@ type SessionSource string
 const (
 	// SourceHeader: the X-Condense-Session header.
 	SourceHeader SessionSource = "header"
-	// SourceMetadata: Anthropic metadata.user_id.
+	// SourceMetadata: Anthropic metadata.user_id, with the conversation hash.
 	SourceMetadata SessionSource = "metadata.user_id"
-	// SourceUser: OpenAI user.
+	// SourceUser: OpenAI user, with the conversation hash.
 	SourceUser SessionSource = "user"
-	// SourceCacheKey: OpenAI prompt_cache_key.
+	// SourceCacheKey: OpenAI prompt_cache_key, with the conversation hash.
 	SourceCacheKey SessionSource = "prompt_cache_key"
-	// SourceDerived: a hash of the system prompt and the first user message.
+	// SourceDerived: a hash of the system prompt and the first user message alone.
 	SourceDerived SessionSource = "derived"
 )
 
-// SessionID derives the session id of a request: the X-Condense-Session header; else the
-// Anthropic metadata.user_id; else the OpenAI user, then prompt_cache_key; else "d-" and 24 hex
-// of a SHA-256 over the model-visible text of the system prompt and the first user message
-// (text only, so cache_control markers and key order do not change it).
+// SessionID derives the session id of a request. The X-Condense-Session header is the exact
+// id. Otherwise the id names the conversation: "d-" and 24 hex of a SHA-256 over the
+// model-visible text of the system prompt and the first user message (text only, so
+// cache_control markers and key order do not change it), with the end user the body names —
+// Anthropic metadata.user_id, else OpenAI user, then prompt_cache_key — in place of "d-" as a
+// namespace: "<value>:<24 hex>". Those fields identify a user (or, OpenAI's prompt_cache_key, a
+// prompt shared across users), not a conversation, so they alone would make every
+// conversation of one user, or every user of one prompt, share a session.
 func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
 	if v := strings.TrimSpace(h.Get(HeaderSession)); v != "" {
 		return v, SourceHeader
 	}
+	ns, src := "", SourceDerived
 	if f == wire.Anthropic {
 		if v := gjson.GetBytes(body, "metadata.user_id"); v.Type == gjson.String && v.Str != "" {
-			return v.Str, SourceMetadata
+			ns, src = v.Str, SourceMetadata
 		}
 	} else {
 		if v := gjson.GetBytes(body, "user"); v.Type == gjson.String && v.Str != "" {
-			return v.Str, SourceUser
-		}
-		if v := gjson.GetBytes(body, "prompt_cache_key"); v.Type == gjson.String && v.Str != "" {
-			return v.Str, SourceCacheKey
+			ns, src = v.Str, SourceUser
+		} else if v := gjson.GetBytes(body, "prompt_cache_key"); v.Type == gjson.String && v.Str != "" {
+			ns, src = v.Str, SourceCacheKey
 		}
 	}
+	if ns == "" {
+		return "d-" + conversationHash(f, body), SourceDerived
+	}
+	return ns + ":" + conversationHash(f, body), src
+}
+
+// conversationHash is 24 hex of a SHA-256 over the text of the request's system prompt
+// (OpenAI: its leading system/developer messages) and first user message.
+func conversationHash(f wire.Format, body []byte) string {
 	hsh := sha256.New()
 	hsh.Write([]byte(f.String()))
 	hsh.Write([]byte{0})
@@ -80,7 +93,7 @@ func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource
 		return true
 	})
 	sum := hsh.Sum(nil)
-	return "d-" + hex.EncodeToString(sum[:12]), SourceDerived
+	return hex.EncodeToString(sum[:12])
 }
 
 type byteWriter interface{ Write([]byte) (int, error) }

@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	aoption "github.com/anthropics/anthropic-sdk-go/option"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// TestBodyFieldsAreANamespace: Anthropic metadata.user_id and OpenAI user / prompt_cache_key
+// name an end user (or a shared prompt), not a conversation: two conversations of one user
+// get different sessions, two users with the same system prompt and first message too, and
+// one conversation keeps its session as it grows. The header names a session exactly.
+func TestBodyFieldsAreANamespace(t *testing.T) {
+	h := http.Header{}
+	conv := func(field, first string, more ...string) []byte {
+		msgs := `{"role":"user","content":"` + first + `"}`
+		for _, m := range more {
+			msgs += `,` + m
+		}
+		return []byte(`{` + field + `"system":"sys","messages":[` + msgs + `]}`)
+	}
+	a1, src := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build"))
+	a2, _ := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build", `{"role":"assistant","content":"done"}`, `{"role":"user","content":"thanks"}`))
+	b1, _ := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "write the docs"))
+	c1, _ := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u2"},`, "fix the build"))
+	if src != SourceMetadata || a1 != a2 || a1 == b1 || a1 == c1 || !strings.HasPrefix(a1, "u1:") || store.ValidateSessionID(a1) != nil {
+		t.Fatalf("anthropic: %s (%s) %s %s %s", a1, src, a2, b1, c1)
+	}
+	oconv := func(field, first string) []byte {
+		return []byte(`{` + field + `"messages":[{"role":"system","content":"sys"},{"role":"user","content":"` + first + `"}]}`)
+	}
+	for _, field := range []string{`"user":"u",`, `"prompt_cache_key":"pk",`} {
+		x, src := SessionID(wire.OpenAI, h, oconv(field, "fix the build"))
+		y, _ := SessionID(wire.OpenAI, h, oconv(field, "write the docs"))
+		if x == y || src == SourceDerived || store.ValidateSessionID(x) != nil {
+			t.Fatalf("openai %s: %s (%s) %s", field, x, src, y)
+		}
+	}
+	if x, _ := SessionID(wire.OpenAI, h, oconv(`"user":"u","prompt_cache_key":"pk",`, "go")); !strings.HasPrefix(x, "u:") {
+		t.Fatalf("user is the namespace before prompt_cache_key: %s", x)
+	}
+	h.Set(HeaderSession, "exact")
+	if id, src := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build")); id != "exact" || src != SourceHeader {
+		t.Fatal(id, src)
+	}
+}
+
+// TestOneUserTwoConversations: two conversations of one user (same metadata.user_id, no
+// header) keep apart — the hidden exchange of one is still re-inserted after the other stored
+// its own.
+func TestOneUserTwoConversations(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	c := r.anthropic("", aoption.WithJSONSet("metadata.user_id", "alice"))
+	start := func(first string) []anthropic.MessageParam {
+		r.up.Enqueue(upstreamfake.Reply{Text: "Let me look.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_" + first[:4], Name: "bash", Input: `{"cmd":"cat"}`}}},
+			upstreamfake.Reply{Text: "Read it."})
+		msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(first))}
+		m := aTurn(t, c, msgs, false)
+		msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_"+first[:4], bigOutput(first[:4], 60), false)))
+		m = aTurn(t, c, msgs, false)
+		return append(msgs, m.ToParam())
+	}
+	// A query mixed with a client call: the query is hidden and its exchange stored.
+	hide := func(msgs []anthropic.MessageParam, id string) []anthropic.MessageParam {
+		r.up.Enqueue(upstreamfake.Reply{Text: "Checking.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own" + id, Name: "bash", Input: `{"cmd":"ls"}`},
+			{ID: "toolu_q" + id, Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
+		msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("and now?")))
+		m := aTurn(t, c, msgs, false)
+		return append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own"+id, "x", false)))
+	}
+	a := hide(start("alpha conversation"), "a")
+	hide(start("bravo conversation"), "b")
+	r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+	aTurn(t, c, a, false)
+	if rec, _ := lastModelRequest(t, r.up, wire.Anthropic); !strings.Contains(string(rec.Body), "toolu_qa") {
+		t.Fatalf("conversation alpha lost its hidden exchange to conversation bravo: %s", rec.Body)
+	}
+	sessions, err := r.st.List(context.Background())
+	if err != nil || len(sessions) != 2 {
+		t.Fatalf("%d sessions, want 2: %v", len(sessions), err)
+	}
+}
