@@ -202,8 +202,8 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	// The request's bookkeeping runs once the handler has returned: a streamed answer's
 	// closing chunk goes out at that return and must not wait for the stats or a log line.
 	s.background(func(ctx context.Context) {
-		if delta := s.statsDelta(t, out.usage); delta != nil {
-			s.storeStats(ctx, t, delta)
+		if st := s.sessionStats(t, out.usage); st != nil {
+			s.storeStats(ctx, t, st)
 		}
 		s.afterResponse(t, out)
 	})
@@ -760,16 +760,22 @@ func (s *Server) background(f func(ctx context.Context)) {
 	}()
 }
 
-// recordStats adds the request's counters to the session (one store write, in the background).
+// recordStats writes the request's session counters (in the background).
 func (s *Server) recordStats(t *turn, u usage) {
-	if delta := s.statsDelta(t, u); delta != nil {
-		s.background(func(ctx context.Context) { s.storeStats(ctx, t, delta) })
+	if st := s.sessionStats(t, u); st != nil {
+		s.background(func(ctx context.Context) { s.storeStats(ctx, t, st) })
 	}
 }
 
-// statsDelta counts the request's usage in the metrics and returns its session counters (nil
-// when the request is not recorded in the session).
-func (s *Server) statsDelta(t *turn, u usage) map[string]int64 {
+// requestStats are what one request writes to its session's counters: increments, and the
+// last values it sets.
+type requestStats struct {
+	incr, set map[string]int64
+}
+
+// sessionStats counts the request's usage in the metrics and returns its session counters
+// (nil when the request is not recorded in the session).
+func (s *Server) sessionStats(t *turn, u usage) *requestStats {
 	s.met.UsageTokens.WithLabelValues("input").Add(float64(u.input))
 	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
 	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
@@ -778,7 +784,7 @@ func (s *Server) statsDelta(t *turn, u usage) map[string]int64 {
 		return nil
 	}
 	before, after := len(t.client.Raw()), t.body.Len()
-	delta := map[string]int64{
+	st := &requestStats{incr: map[string]int64{
 		store.StatRequests:         1,
 		store.StatBytesBefore:      int64(before),
 		store.StatBytesAfter:       int64(after),
@@ -788,28 +794,39 @@ func (s *Server) statsDelta(t *turn, u usage) map[string]int64 {
 		store.StatCacheWriteTokens: int64(u.cacheCreation),
 		"inputTokens":              int64(u.input),
 		"outputTokens":             int64(u.output),
-	}
+	}}
 	if t.open != "" {
-		delta[statFailOpen] = 1
+		st.incr[statFailOpen] = 1
 	}
 	if t.snap != nil {
-		delta[statLastTokens] = int64(estimateTokens(after)) - t.snap.Stats[statLastTokens]
-		delta[statLastRequestMs] = t.at.UnixMilli() - t.snap.Stats[statLastRequestMs]
-		delta[statLastMessages] = int64(len(t.client.Messages)) - t.snap.Stats[statLastMessages]
-		delta[statContextReqs] = int64(s.contextRequests(t)) - t.snap.Stats[statContextReqs]
+		// Set, not added: an increment from the snapshot this request loaded would apply
+		// twice when another request of the session wrote meanwhile.
+		st.set = map[string]int64{
+			statLastTokens:    int64(estimateTokens(after)),
+			statLastRequestMs: t.at.UnixMilli(),
+			statLastMessages:  int64(len(t.client.Messages)),
+			statContextReqs:   int64(s.contextRequests(t)),
+		}
 	}
-	return delta
+	return st
 }
 
-// storeStats adds delta to the session's counters.
-func (s *Server) storeStats(ctx context.Context, t *turn, delta map[string]int64) {
-	start := time.Now()
-	err := s.opt.Store.IncrStats(ctx, t.sid, delta)
-	s.met.StoreSeconds.WithLabelValues("incr_stats").Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.met.StoreErrors.WithLabelValues("incr_stats").Inc()
-		t.log.Warn("recording stats failed", "err", err)
+// storeStats writes a request's session counters: its increments, then its last values.
+func (s *Server) storeStats(ctx context.Context, t *turn, st *requestStats) {
+	write := func(op string, f func(context.Context, string, map[string]int64) error, m map[string]int64) {
+		if len(m) == 0 {
+			return
+		}
+		start := time.Now()
+		err := f(ctx, t.sid, m)
+		s.met.StoreSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
+		if err != nil {
+			s.met.StoreErrors.WithLabelValues(op).Inc()
+			t.log.Warn("recording stats failed", "op", op, "err", err)
+		}
 	}
+	write("incr_stats", s.opt.Store.IncrStats, st.incr)
+	write("set_stats", s.opt.Store.SetStats, st.set)
 }
 
 // persistSplice stores a hidden exchange before the response completes, so the client's

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -87,5 +88,49 @@ func TestOneUserTwoConversations(t *testing.T) {
 	sessions, err := r.st.List(context.Background())
 	if err != nil || len(sessions) != 2 {
 		t.Fatalf("%d sessions, want 2: %v", len(sessions), err)
+	}
+}
+
+// TestLastValueStatsAreSet: the session counters that hold a last value (message count, token
+// estimate, request time, context requests) are set, not incremented from the snapshot the
+// request loaded: two concurrent requests of one session leave one of their values, not the
+// sum of both.
+func TestLastValueStatsAreSet(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	c := r.anthropic("last-values")
+	hold := make(chan struct{})
+	r.up.Enqueue(upstreamfake.Reply{Text: "one", Hold: hold}, upstreamfake.Reply{Text: "two", Hold: hold})
+	short := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+	long := append(short, anthropic.NewAssistantMessage(anthropic.NewTextBlock("hello")), anthropic.NewUserMessage(anthropic.NewTextBlock("again")))
+	done := make(chan struct{}, 2)
+	for _, msgs := range [][]anthropic.MessageParam{short, long} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			aTurn(t, c, msgs, true)
+		}()
+	}
+	for len(r.up.Requests()) < 2 { // both loaded the same (empty) snapshot and went upstream
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(hold)
+	<-done
+	<-done
+	r.px.bg.Wait() // the stats are written in the background
+	snap, err := r.st.Load(context.Background(), "last-values")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Stats
+	if n := st[statLastMessages]; n != 1 && n != 3 {
+		t.Fatalf("%s = %d, want 1 or 3 (the last request's)", statLastMessages, n)
+	}
+	if n := st[statContextReqs]; n != 1 {
+		t.Fatalf("%s = %d, want 1", statContextReqs, n)
+	}
+	if ms := st[statLastRequestMs]; ms > time.Now().UnixMilli() || ms < time.Now().Add(-time.Hour).UnixMilli() {
+		t.Fatalf("%s = %d is not a time of this test", statLastRequestMs, ms)
+	}
+	if st[store.StatRequests] != 2 {
+		t.Fatalf("requests = %d, want 2", st[store.StatRequests])
 	}
 }

@@ -485,15 +485,28 @@ func addCounter(b kvBucket, name string, delta int64) error {
 
 // IncrStats implements Store.
 func (s *EmbeddedStore) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
+	return s.writeStats(ctx, session, delta, addCounter)
+}
+
+// SetStats implements Store.
+func (s *EmbeddedStore) SetStats(ctx context.Context, session string, values map[string]int64) error {
+	return s.writeStats(ctx, session, values, func(b kvBucket, name string, v int64) error {
+		return putU64(b, []byte(name), uint64(v))
+	})
+}
+
+// writeStats applies write to each (name, value) of values in the session's counters bucket,
+// in one transaction.
+func (s *EmbeddedStore) writeStats(ctx context.Context, session string, values map[string]int64, write func(b kvBucket, name string, v int64) error) error {
 	if err := s.check(session); err != nil {
 		return err
 	}
-	for k := range delta {
+	for k := range values {
 		if err := validateCounterName(k); err != nil {
 			return err
 		}
 	}
-	if len(delta) == 0 {
+	if len(values) == 0 {
 		return nil
 	}
 	if err := ctxErr(ctx, "stats"); err != nil {
@@ -509,8 +522,8 @@ func (s *EmbeddedStore) IncrStats(ctx context.Context, session string, delta map
 		if err != nil {
 			return err
 		}
-		for k, v := range delta {
-			if err := addCounter(cb, k, v); err != nil {
+		for k, v := range values {
+			if err := write(cb, k, v); err != nil {
 				return err
 			}
 		}

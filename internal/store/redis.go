@@ -296,20 +296,30 @@ func (s *RedisStore) AddDiagnostics(ctx context.Context, session string, diags [
 
 // IncrStats implements Store.
 func (s *RedisStore) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
+	return s.writeStats(ctx, "stats", scriptStats, session, delta)
+}
+
+// SetStats implements Store.
+func (s *RedisStore) SetStats(ctx context.Context, session string, values map[string]int64) error {
+	return s.writeStats(ctx, "setstats", scriptSetStats, session, values)
+}
+
+// writeStats runs a counters script (scriptStats, scriptSetStats) over (name, value) pairs.
+func (s *RedisStore) writeStats(ctx context.Context, op string, script *redis.Script, session string, values map[string]int64) error {
 	if err := s.check(session); err != nil {
 		return err
 	}
-	if len(delta) == 0 {
+	if len(values) == 0 {
 		return nil
 	}
 	args := []any{session, s.ttlArg()}
-	for k, v := range delta {
+	for k, v := range values {
 		if err := validateCounterName(k); err != nil {
 			return err
 		}
 		args = append(args, k, strconv.FormatInt(v, 10))
 	}
-	return s.wrap("stats", scriptStats.Run(ctx, s.rdb, s.redisKeys(session), args...).Err())
+	return s.wrap(op, script.Run(ctx, s.rdb, s.redisKeys(session), args...).Err())
 }
 
 // PutBlob implements Store.

@@ -96,6 +96,14 @@ touch(ARGV[1], ARGV[2], now_ms())
 return 1
 `)
 
+// setstats: ARGV id, ttl, then pairs (name, value).
+var scriptSetStats = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+touch(ARGV[1], ARGV[2], now_ms())
+return 1
+`)
+
 // putblob: ARGV id, ttl, key, value.
 var scriptPutBlob = redis.NewScript(luaPrelude + `
 local e = check_id(ARGV[1]); if e then return e end
@@ -152,5 +160,5 @@ if n > 0 then redis.call('PUBLISH', ARGV[2], 'x0:' .. ARGV[1]) end
 return n
 `)
 
-var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptPutBlob,
+var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptSetStats, scriptPutBlob,
 	scriptAcquire, scriptRenew, scriptRelease, scriptDelete}

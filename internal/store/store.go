@@ -23,7 +23,7 @@ import (
 // Every method is safe for concurrent use. Session ids are validated by ValidateSessionID;
 // an invalid id yields an error satisfying errors.Is(err, ErrInvalidSession) and touches nothing.
 //
-// Every successful write (Commit, AddDiagnostics, IncrStats, PutBlob, AcquireLease) refreshes
+// Every successful write (Commit, AddDiagnostics, IncrStats, SetStats, PutBlob, AcquireLease) refreshes
 // the session's last-seen time and idle expiry; Load of an existing session refreshes them when
 // last-seen is older than a tenth of the TTL (at most one minute), so most loads write nothing.
 // A session untouched for the store's TTL disappears with everything it owns.
@@ -48,6 +48,12 @@ type Store interface {
 	// IncrStats adds each delta to the session's named counter (missing counters start at 0)
 	// without a commit and without changing the state version.
 	IncrStats(ctx context.Context, session string, delta map[string]int64) error
+
+	// SetStats sets each named counter to its value (missing counters are created), in one
+	// atomic write, without a commit and without changing the state version. It is for
+	// counters that hold a last value (a time, a size), which concurrent writers must set,
+	// not add to: an increment computed from an older snapshot would apply twice.
+	SetStats(ctx context.Context, session string, values map[string]int64) error
 
 	// PutBlob stores data under key for the session, compressed, replacing any previous value.
 	// Keys are non-empty strings of at most MaxBlobKeyLen bytes.
@@ -193,7 +199,7 @@ type Event struct {
 	Version uint64 `json:"version,omitempty"`
 }
 
-// Well-known counter names for IncrStats; any other name is allowed too.
+// Well-known counter names for IncrStats and SetStats; any other name is allowed too.
 const (
 	StatRequests             = "requests"
 	StatBytesBefore          = "bytesBefore"

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Factory) {
 		{"LeaseExpiry", testLeaseExpiry},
 		{"Diagnostics", testDiagnostics},
 		{"Stats", testStats},
+		{"SetStats", testSetStats},
 		{"Blobs", testBlobs},
 		{"ListAndDelete", testListDelete},
 		{"Watch", testWatch},
@@ -430,6 +431,61 @@ func testStats(t *testing.T, open Factory) {
 	}
 }
 
+func testSetStats(t *testing.T, open Factory) {
+	s, ctx := mustOpen(t, open, 0), ctxT(t)
+	const id = "sess-setstats"
+	if err := s.IncrStats(ctx, id, map[string]int64{"last": 5, store.StatRequests: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// SetStats replaces a counter's value, creates missing ones and leaves the others alone.
+	if err := s.SetStats(ctx, id, map[string]int64{"last": 3, "new": -7, "big": 1 << 50}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"last": 3, "new": -7, "big": 1 << 50, store.StatRequests: 1}
+	if fmt.Sprint(snap.Stats) != fmt.Sprint(want) {
+		t.Fatalf("stats = %v; want %v", snap.Stats, want)
+	}
+	if snap.Version != 0 || snap.State != nil {
+		t.Fatalf("SetStats created a state: %+v", snap)
+	}
+	if err := s.IncrStats(ctx, id, map[string]int64{"last": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["last"] != 4 {
+		t.Fatalf("an increment after a set = %d; want 4", snap.Stats["last"])
+	}
+	for _, bad := range []string{"", strings.Repeat("n", store.MaxNameLen+1)} {
+		if err := s.SetStats(ctx, id, map[string]int64{"ok": 1, bad: 1}); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("counter name of %d bytes = %v", len(bad), err)
+		}
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["ok"] != 0 {
+		t.Fatal("a refused SetStats stored a counter")
+	}
+	// Concurrent writers of one value leave one of their values, never a sum.
+	var wg sync.WaitGroup
+	for g := 1; g <= 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				if err := s.SetStats(ctx, id, map[string]int64{"last": int64(g)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if snap, _ := s.Load(ctx, id); snap.Stats["last"] < 1 || snap.Stats["last"] > 8 {
+		t.Fatalf("last = %d after concurrent sets of 1..8", snap.Stats["last"])
+	}
+}
+
 func testBlobs(t *testing.T, open Factory) {
 	s, ctx := mustOpen(t, open, 0), ctxT(t)
 	const id = "sess-blob"
@@ -790,6 +846,7 @@ func testSessionIDs(t *testing.T, open Factory) {
 		_, checks["Commit"] = s.Commit(ctx, id, 0, []byte("x"), 0)
 		checks["AddDiagnostics"] = s.AddDiagnostics(ctx, id, []store.Diagnostic{{Kind: "k", Key: "k"}})
 		checks["IncrStats"] = s.IncrStats(ctx, id, map[string]int64{"n": 1})
+		checks["SetStats"] = s.SetStats(ctx, id, map[string]int64{"n": 1})
 		checks["PutBlob"] = s.PutBlob(ctx, id, "b", []byte("x"))
 		_, checks["GetBlob"] = s.GetBlob(ctx, id, "b")
 		_, checks["AcquireLease"] = s.AcquireLease(ctx, id, "o", time.Minute)
