@@ -616,7 +616,6 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		job.Cache = &flush.CacheCheck{At: t.at, LastRequest: o.last, Requests: s.contextRequests(t) - 1,
 			Horizon: s.opt.Trigger.Horizon, MaxHorizon: s.opt.Trigger.MaxHorizon}
 	}
-	served := t.snap.Stats[statFlushRequested] - t.snap.Stats[statFlushServed]
 	submit := func() *flush.Ticket {
 		job.Body = body // nil: the flusher uses req (a queue serializes it)
 		tk, err := s.opt.Flusher.Submit(s.ctx, job)
@@ -626,11 +625,6 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		}
 		s.met.FlushTriggers.WithLabelValues(trigger).Inc()
 		t.log.Info("flush started", "trigger", trigger)
-		if trigger == "manual" {
-			s.background(func(ctx context.Context) {
-				_ = s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statFlushServed: served})
-			})
-		}
 		return tk
 	}
 	done := make(chan struct{})
@@ -643,7 +637,11 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		}
 		c, cancel := context.WithTimeout(s.ctx, maxFlushTrack)
 		defer cancel()
-		if res, err := tk.Wait(c); err != nil && c.Err() == nil {
+		res, err := tk.Wait(c)
+		if trigger == "manual" && res != nil && res.Outcome != flush.OutcomeBusy {
+			s.flushServed(t)
+		}
+		if err != nil && c.Err() == nil {
 			t.log.Warn("flush failed", "trigger", trigger, "err", err)
 		} else if res != nil {
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
@@ -669,6 +667,20 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		track(tk)
 	}()
 	return done
+}
+
+// flushServed records that the admin flush requests the request saw are served: a manual
+// flush ran (whatever its outcome, except finding the lease held: it did not run then, and
+// the session's next request starts it again). The counter is set to the requests seen, not
+// incremented, so two requests serving the same admin request count it once and a later
+// admin request is never taken for served.
+func (s *Server) flushServed(t *turn) {
+	ctx, cancel := s.storeCtx(s.ctx)
+	defer cancel()
+	if err := s.opt.Store.SetStats(ctx, t.sid, map[string]int64{statFlushServed: t.snap.Stats[statFlushRequested]}); err != nil {
+		s.met.StoreErrors.WithLabelValues("set_stats").Inc()
+		t.log.Warn("recording the served admin flush failed", "err", err)
+	}
 }
 
 // sessionEndpoint describes the session's own model, the summarizer's fallback target. The
