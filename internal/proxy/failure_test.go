@@ -320,11 +320,10 @@ func TestOpenAISDKRecoveryStreamingAndNot(t *testing.T) {
 	}
 }
 
-// TestTwoProxiesShareRedis: two proxy servers on one real Redis serve one session
-// alternately; the flush started by one is used by the other.
-func TestTwoProxiesShareRedis(t *testing.T) {
-	rs := redistest.Start(t, nil)
-	open := func() store.Store {
+// redisOpener returns a function that opens another store on the Redis rs, closed when the
+// test ends (each proxy of a test gets its own, as each replica has its own client).
+func redisOpener(t *testing.T, rs *redistest.Server) func() store.Store {
+	return func() store.Store {
 		st, err := store.Open(context.Background(), rs.URL())
 		if err != nil {
 			t.Fatal(err)
@@ -332,6 +331,13 @@ func TestTwoProxiesShareRedis(t *testing.T) {
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}
+}
+
+// TestTwoProxiesShareRedis: two proxy servers on one real Redis serve one session
+// alternately; the flush started by one is used by the other.
+func TestTwoProxiesShareRedis(t *testing.T) {
+	rs := redistest.Start(t, nil)
+	open := redisOpener(t, rs)
 	a := newRig(t, nil, open(), nil)
 	b := newRig(t, a.up, open(), nil)
 	ca, cb := a.anthropic("shared"), b.anthropic("shared")

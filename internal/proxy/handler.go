@@ -25,7 +25,7 @@ import (
 
 // Counter names the proxy keeps in the store besides the store.Stat* ones.
 const (
-	statSplices        = "proxySplices"        // > 0: the splice blob exists
+	statSplices        = "proxySplices"        // > 0: the legacy splice blob exists (see statSplicePrefix)
 	statLastTokens     = "proxyLastTokens"     // estimated tokens of the last forwarded request
 	statFlushRequested = "proxyFlushRequested" // admin flush requests
 	statFlushServed    = "proxyFlushServed"    // admin flush requests started
@@ -329,8 +329,8 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		return
 	}
 	t.clock.done(phaseDecode)
-	if n := snap.Stats[statSplices]; n > 0 {
-		sp, err := s.loadSplices(ctx, t.sid)
+	if hasSplices(snap.Stats) {
+		sp, err := s.loadSplices(ctx, t)
 		if err != nil {
 			s.failOpen(t, "store", err)
 			return

@@ -157,9 +157,13 @@ type Server struct {
 	nmid    atomic.Int64
 	lastReq sync.Map // session → time.Time: when this process last forwarded a request of it
 	nlast   atomic.Int64
-	bg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// spliceCache holds hidden exchanges read or written by this process:
+	// session + "\x00" + client index → cachedSplice.
+	spliceCache sync.Map
+	nsplices    atomic.Int64
+	bg          sync.WaitGroup
+	ctx         context.Context
+	cancel      context.CancelFunc
 }
 
 // New returns a Server.

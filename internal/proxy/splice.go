@@ -9,14 +9,30 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// blobSplices is the store blob holding a session's hidden exchanges.
-const blobSplices = "proxy-splices"
+// Where a session's hidden exchanges are stored. Each is a blob of its own, keyed by the
+// client message index it stands at, written once and never read-modified-written; the
+// session counters index them, so the snapshot every request loads already lists them.
+const (
+	// blobSplicePrefix + At is the blob of the hidden exchange at client index At.
+	blobSplicePrefix = "proxy-splice/"
+	// statSplicePrefix + At is the counter that says the exchange at At exists: the time it
+	// was written (unix ns), which tells a process whether the copy it holds is current; 0
+	// once a later exchange at an earlier index dropped it (the client went back).
+	statSplicePrefix = "proxySplice/"
+	// blobSplices is the blob that held all of a session's hidden exchanges before they were
+	// stored one by one (statSplices > 0 says it exists): read, and moved to the new form
+	// by the session's next stored exchange.
+	blobSplices = "proxy-splices"
+)
 
 // splice is one hidden exchange: the assistant message the client saw at client index At
 // (identified by Digest) stands for the model-view messages Replace; Results are
@@ -29,50 +45,165 @@ type splice struct {
 	Results []json.RawMessage `json:"results,omitempty"`
 }
 
-// spliceSet is the stored form of a session's hidden exchanges.
+// spliceSet is a session's hidden exchanges, ordered by At (and the stored form of the
+// legacy blob).
 type spliceSet struct {
 	Splices []splice `json:"splices"`
 }
 
-func (s *Server) loadSplices(ctx context.Context, sid string) (*spliceSet, error) {
+// cachedSplice is a hidden exchange as read from the store, with the stamp it was written
+// with.
+type cachedSplice struct {
+	stamp int64
+	sp    *splice
+}
+
+// spliceIndex returns the hidden exchanges a session's counters list: client index → stamp.
+func spliceIndex(stats map[string]int64) map[int]int64 {
+	var idx map[int]int64
+	for k, v := range stats {
+		if v == 0 || !strings.HasPrefix(k, statSplicePrefix) {
+			continue
+		}
+		at, err := strconv.Atoi(k[len(statSplicePrefix):])
+		if err != nil {
+			continue
+		}
+		if idx == nil {
+			idx = map[int]int64{}
+		}
+		idx[at] = v
+	}
+	return idx
+}
+
+// hasSplices reports whether a session snapshot lists hidden exchanges.
+func hasSplices(stats map[string]int64) bool {
+	return stats[statSplices] > 0 || len(spliceIndex(stats)) > 0
+}
+
+// loadSplices returns the hidden exchanges the request's snapshot lists. Each is read from
+// the store once per process: later requests find it in memory while its stamp holds.
+func (s *Server) loadSplices(ctx context.Context, t *turn) (*spliceSet, error) {
+	byAt := map[int]splice{}
+	if t.snap.Stats[statSplices] > 0 {
+		legacy, err := s.legacySplices(ctx, t.sid)
+		if err != nil {
+			return nil, err
+		}
+		for _, sp := range legacy {
+			byAt[sp.At] = sp
+		}
+	}
+	for at, stamp := range spliceIndex(t.snap.Stats) {
+		key := t.sid + "\x00" + strconv.Itoa(at)
+		if v, ok := s.spliceCache.Load(key); ok && v.(cachedSplice).stamp == stamp {
+			byAt[at] = *v.(cachedSplice).sp
+			continue
+		}
+		data, err := s.getBlob(ctx, t.sid, blobSplicePrefix+strconv.Itoa(at))
+		if errors.Is(err, store.ErrNotFound) {
+			continue // listed by a writer whose blob write failed: nothing to re-insert
+		}
+		if err != nil {
+			return nil, err
+		}
+		var sp splice
+		if err := json.Unmarshal(data, &sp); err != nil {
+			return nil, fmt.Errorf("proxy: stored hidden exchange at %d: %w", at, err)
+		}
+		s.cacheSplice(key, cachedSplice{stamp, &sp})
+		byAt[at] = sp
+	}
+	set := &spliceSet{Splices: make([]splice, 0, len(byAt))}
+	for _, sp := range byAt {
+		set.Splices = append(set.Splices, sp)
+	}
+	sort.Slice(set.Splices, func(i, j int) bool { return set.Splices[i].At < set.Splices[j].At })
+	return set, nil
+}
+
+// cacheSplice remembers a hidden exchange read or written by this process; past
+// maxStateCache*4 entries the cache starts over.
+func (s *Server) cacheSplice(key string, c cachedSplice) {
+	if _, had := s.spliceCache.Swap(key, c); !had && s.nsplices.Add(1) > 4*maxStateCache {
+		s.spliceCache.Clear()
+		s.nsplices.Store(0)
+	}
+}
+
+// getBlob reads one blob of the session with the request path's store timeout.
+func (s *Server) getBlob(ctx context.Context, sid, key string) ([]byte, error) {
 	c, cancel := s.storeCtx(ctx)
 	defer cancel()
-	data, err := s.opt.Store.GetBlob(c, sid, blobSplices)
+	data, err := s.opt.Store.GetBlob(c, sid, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.met.StoreErrors.WithLabelValues("get_blob").Inc()
+	}
+	return data, err
+}
+
+// legacySplices reads the blob that held all of a session's hidden exchanges.
+func (s *Server) legacySplices(ctx context.Context, sid string) ([]splice, error) {
+	data, err := s.getBlob(ctx, sid, blobSplices)
 	if errors.Is(err, store.ErrNotFound) {
-		return &spliceSet{}, nil
+		return nil, nil
 	}
 	if err != nil {
-		s.met.StoreErrors.WithLabelValues("get_blob").Inc()
 		return nil, err
 	}
 	var set spliceSet
 	if err := json.Unmarshal(data, &set); err != nil {
 		return nil, fmt.Errorf("proxy: stored hidden exchanges: %w", err)
 	}
-	return &set, nil
+	return set.Splices, nil
 }
 
-// saveSplice adds sp to the session's hidden exchanges (replacing one at the same index).
+// saveSplice stores sp as the session's hidden exchange at sp.At: its own blob, then one
+// SetStats that lists it and drops the exchanges at later indexes the request's snapshot
+// listed (the client went back and continued differently). Nothing is read and rewritten,
+// so concurrent requests of the session never lose each other's exchanges; an exchange
+// another request wrote meanwhile at a later index stays listed and is re-inserted only
+// while the client's message there matches its digest.
 func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
-	set, err := s.loadSplices(ctx, t.sid)
-	if err != nil {
+	stamp := time.Now().UnixNano()
+	set := map[string]int64{}
+	put := func(sp *splice) error {
+		data, err := json.Marshal(sp)
+		if err != nil {
+			return err
+		}
+		if err := s.opt.Store.PutBlob(ctx, t.sid, blobSplicePrefix+strconv.Itoa(sp.At), data); err != nil {
+			return err
+		}
+		set[statSplicePrefix+strconv.Itoa(sp.At)] = stamp
+		s.cacheSplice(t.sid+"\x00"+strconv.Itoa(sp.At), cachedSplice{stamp, sp})
+		return nil
+	}
+	if err := put(sp); err != nil {
 		return err
 	}
-	kept := set.Splices[:0]
-	for _, o := range set.Splices {
-		if o.At < sp.At {
-			kept = append(kept, o)
+	listed := spliceIndex(t.snap.Stats)
+	for at := range listed {
+		if at > sp.At {
+			set[statSplicePrefix+strconv.Itoa(at)] = 0
 		}
 	}
-	set.Splices = append(kept, *sp)
-	data, err := json.Marshal(set)
-	if err != nil {
-		return err
+	if t.snap.Stats[statSplices] > 0 { // move the earlier exchanges of the legacy blob
+		legacy, err := s.legacySplices(ctx, t.sid)
+		if err != nil {
+			return err
+		}
+		for i := range legacy {
+			if _, ok := listed[legacy[i].At]; !ok && legacy[i].At < sp.At {
+				if err := put(&legacy[i]); err != nil {
+					return err
+				}
+			}
+		}
+		set[statSplices] = 0
 	}
-	if err := s.opt.Store.PutBlob(ctx, t.sid, blobSplices, data); err != nil {
-		return err
-	}
-	return s.opt.Store.IncrStats(ctx, t.sid, map[string]int64{statSplices: 1})
+	return s.opt.Store.SetStats(ctx, t.sid, set)
 }
 
 // joinRaw returns prefix, the raw JSON values separated by commas, and suffix.

@@ -3,9 +3,12 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -209,5 +213,149 @@ func TestDeferredExchangeAtTheEndStaysValid(t *testing.T) {
 	_, req := lastModelRequest(t, r.up, wire.Anthropic)
 	if !strings.Contains(string(req.Raw()), "toolu_q") {
 		t.Fatalf("the hidden exchange was not re-inserted: %s", req.Raw())
+	}
+}
+
+// gatedSpliceStore is a store whose reads of the hidden-exchange blobs are counted; while
+// gate is set, the first such read waits for it to close: it lets a test interleave two
+// requests' splice writes.
+type gatedSpliceStore struct {
+	store.Store
+	gate  chan struct{}
+	held  atomic.Bool
+	reads atomic.Int64
+}
+
+func (g *gatedSpliceStore) GetBlob(ctx context.Context, session, key string) ([]byte, error) {
+	if strings.HasPrefix(key, "proxy-splice") {
+		g.reads.Add(1)
+		if g.gate != nil && g.held.CompareAndSwap(false, true) {
+			<-g.gate
+		}
+	}
+	return g.Store.GetBlob(ctx, session, key)
+}
+
+// TestConcurrentHiddenExchangesAreKept: two requests of one session storing hidden exchanges
+// at the same time (two replicas, a retried request) both keep theirs — no read-modify-write
+// of one shared blob loses one — and a session's stored exchanges are read from the store once
+// per process, not on every request.
+func TestConcurrentHiddenExchangesAreKept(t *testing.T) {
+	gs := &gatedSpliceStore{Store: store.NewMemory(0)}
+	t.Cleanup(func() { _ = gs.Close() })
+	r := newRig(t, nil, gs, nil)
+	ctx := context.Background()
+	snap, err := gs.Load(ctx, "sess-cas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(at int, text string) *splice {
+		var dg digester
+		dg.text(text)
+		return &splice{At: at, Digest: dg.sum(), Replace: []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[{"type":"text","text":"` + text + `"}]}`)}}
+	}
+	gs.gate = make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- r.px.saveSplice(ctx, &turn{sid: "sess-cas", snap: snap, log: r.px.log}, mk(1, "one"))
+	}()
+	for !gs.held.Load() && len(first) == 0 { // the first write reads what is stored, if it does
+		time.Sleep(time.Millisecond)
+	}
+	if err := r.px.saveSplice(ctx, &turn{sid: "sess-cas", snap: snap, log: r.px.log}, mk(3, "three")); err != nil {
+		t.Fatal(err)
+	}
+	close(gs.gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	gs.gate = nil
+	snap, _ = gs.Load(ctx, "sess-cas")
+	set, err := r.px.loadSplices(ctx, &turn{sid: "sess-cas", snap: snap, log: r.px.log})
+	if err != nil || len(set.Splices) != 2 {
+		t.Fatalf("stored exchanges %+v, %v; want those at 1 and 3", set, err)
+	}
+	// Read again: from this process's memory, not the store.
+	reads := gs.reads.Load()
+	if _, err := r.px.loadSplices(ctx, &turn{sid: "sess-cas", snap: snap, log: r.px.log}); err != nil || gs.reads.Load() != reads {
+		t.Fatalf("%d more blob reads, %v", gs.reads.Load()-reads, err)
+	}
+}
+
+// TestHiddenExchangesAcrossReplicas: on one real Redis, proxy A stores the hidden exchanges
+// of two turns and proxy B re-inserts both; when the client goes back before the first and
+// continues differently, the exchange B stores there replaces the first and drops the second.
+func TestHiddenExchangesAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t, nil)
+	open := redisOpener(t, rs)
+	a := newRig(t, nil, open(), nil)
+	b := newRig(t, a.up, open(), nil)
+	msgs, ca := conversation(t, a, "sess-replicas", false)
+	cb := b.anthropic("sess-replicas")
+	// A mixed turn: the query is hidden, its result owed to the next user message.
+	mixed := func(c *anthropic.Client, msgs []anthropic.MessageParam, id string) []anthropic.MessageParam {
+		a.up.Enqueue(upstreamfake.Reply{Text: "Checking " + id + ".", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own" + id, Name: "bash", Input: `{"cmd":"ls"}`},
+			{ID: "toolu_q" + id, Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
+		msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("turn "+id)))
+		m := aTurn(t, c, msgs, false)
+		return append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own"+id, "x", false)))
+	}
+	one := mixed(ca, msgs, "1")
+	two := mixed(ca, one, "2")
+	a.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+	aTurn(t, cb, two, false)
+	_, req := lastModelRequest(t, a.up, wire.Anthropic)
+	if raw := string(req.Raw()); !strings.Contains(raw, "toolu_q1") || !strings.Contains(raw, "toolu_q2") {
+		t.Fatalf("proxy B did not re-insert both hidden exchanges: %s", raw)
+	}
+	// Back to before turn 1, on B: its new exchange there replaces turn 1's and drops turn 2's.
+	mixed(cb, msgs, "3")
+	snap, _ := b.st.Load(context.Background(), "sess-replicas")
+	if idx := spliceIndex(snap.Stats); len(idx) != 1 {
+		t.Fatalf("listed exchanges %v, want turn 3's alone", idx)
+	}
+}
+
+// TestLegacySpliceBlob: a session whose hidden exchanges are still in the one blob of the
+// former format has them re-inserted, and its next stored exchange moves them.
+func TestLegacySpliceBlob(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	msgs, c := conversation(t, r, "sess-legacy", false)
+	r.up.Enqueue(upstreamfake.Reply{Text: "Checking.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own", Name: "bash", Input: `{"cmd":"ls"}`},
+		{ID: "toolu_qL", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("look")))
+	m := aTurn(t, c, msgs, false)
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own", "x", false)))
+	// Rewrite what was stored into the former format, as an older proxy left it.
+	ctx := context.Background()
+	snap, _ := r.st.Load(ctx, "sess-legacy")
+	set, err := r.px.loadSplices(ctx, &turn{sid: "sess-legacy", snap: snap, log: r.px.log})
+	if err != nil || len(set.Splices) != 1 {
+		t.Fatalf("%+v %v", set, err)
+	}
+	data, _ := json.Marshal(set)
+	if err := r.st.PutBlob(ctx, "sess-legacy", blobSplices, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.SetStats(ctx, "sess-legacy", map[string]int64{statSplices: 1, statSplicePrefix + strconv.Itoa(set.Splices[0].At): 0}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := newRig(t, r.up, r.st, nil) // a process that never saw the exchange
+	c2 := r2.anthropic("sess-legacy")
+	r.up.Enqueue(upstreamfake.Reply{Text: "Checking again.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own2", Name: "bash", Input: `{"cmd":"ls"}`},
+		{ID: "toolu_qM", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
+	m = aTurn(t, c2, msgs, false)
+	if rec, _ := lastModelRequest(t, r.up, wire.Anthropic); !strings.Contains(string(rec.Body), "toolu_qL") {
+		t.Fatalf("the legacy exchange was not re-inserted: %s", rec.Body)
+	}
+	snap, _ = r.st.Load(ctx, "sess-legacy")
+	if snap.Stats[statSplices] != 0 || len(spliceIndex(snap.Stats)) != 2 {
+		t.Fatalf("not moved to the new form: %v", snap.Stats)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+	aTurn(t, c2, append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own2", "y", false))), false)
+	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	if !strings.Contains(string(rec.Body), "toolu_qL") || !strings.Contains(string(rec.Body), "toolu_qM") {
+		t.Fatalf("exchanges lost in the move: %s", rec.Body)
 	}
 }
