@@ -140,7 +140,7 @@ func TestCoveredChainBackfill(t *testing.T) {
 // compressed chain that lists tN. A summary is anchored on its own batch's last assistant turn
 // (which exists whenever its stubbed results do); a summary whose anchor does not place it (an
 // older state anchored on the flush's last reply, since regenerated, or an Anthropic prefill)
-// is shown right after the turn of its last stubbed result. A backfilled record has no
+// is shown right after the turn of its first stubbed result. A backfilled record has no
 // summary of its own: outside an applied chain its result stays verbatim.
 func TestStubNeedsItsSummary(t *testing.T) {
 	flushed := func(f wire.Format) *tx {
@@ -277,6 +277,30 @@ func TestFingerprintTakeover(t *testing.T) {
 			stub, sum := strings.Index(got, StubText("t1")), strings.Index(got, "- `t1`")
 			if stub < 0 || sum < stub {
 				t.Fatalf("summary at %d, stub at %d:\n%s", sum, stub, got)
+			}
+		})
+	})
+	t.Run("a later dedup alias does not move its original's summary", func(t *testing.T) {
+		eachFormat(t, func(t *testing.T, f wire.Format) {
+			pol := stubPolicy()
+			x := newTx(f).user("a").turn("c1", "read", `{"path":"f"}`, big("SAME", 2000)).asst("", "ok").user("b")
+			st := flush(t, x.req(t), NewState(), pol)
+			before := Render(x.req(t), st, pol)
+			x.turn("c2", "read", `{"path":"f"}`, big("SAME", 2000)).asst("", "ok").user("c")
+			req := x.req(t)
+			st = flush(t, req, st, pol)
+			if len(st.Aliases) != 1 {
+				t.Fatalf("setup: %d aliases", len(st.Aliases))
+			}
+			res := Render(req, st, pol)
+			mustValid(t, req, res)
+			for i := 0; i < len(before.Request.Messages)-1; i++ {
+				if a, b := before.Request.Messages[i].Bytes(), res.Request.Messages[i].Bytes(); string(a) != string(b) {
+					t.Fatalf("message %d changed:\n%s\n%s", i, a, b)
+				}
+			}
+			if got := joined(res.Request); strings.Count(got, "- `t1`") != 1 || strings.Count(got, StubText("t1")) != 2 {
+				t.Fatal(got)
 			}
 		})
 	})

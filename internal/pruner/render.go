@@ -67,10 +67,15 @@ type renderer struct {
 	after  map[int][]*wire.Message
 	before map[int][]*wire.Message
 	tail   []*wire.Message
-	// lastStub maps a summary's index in st.Summaries to the assistant message of the last
-	// result stubbed under it (phase 1): where the summary goes when its anchor does not place it.
-	lastStub map[int]int
+	// stubAt maps a summary's index in st.Summaries to where phase 1 stubbed results under it:
+	// only summaries with a stubbed result are shown, after its anchor or else there.
+	stubAt map[int]stubPos
 }
+
+// stubPos is the assistant message of the first result stubbed under a summary: own counts
+// the summary's own results only (-1: only dedup aliases of them are stubbed), any all. The
+// first one, so that stubs appearing later (aliases at later flushes) never move a summary.
+type stubPos struct{ own, any int }
 
 func (r *renderer) blk(i int) []*wire.Block {
 	if r.blocks[i] == nil {
@@ -169,7 +174,7 @@ func (r *renderer) freshDiags() []Diagnostic {
 // protected records and context_tree_query results whose grace had not ended at the last
 // flush (State.GraceOver). A stub is shown only
 // with the text it points to: a summarized record's summary is then always placed (see
-// lastStub); a record without a summary of its own (backfilled by a chain compression) is
+// stubAt); a record without a summary of its own (backfilled by a chain compression) is
 // stubbed only when an applied chain (chainKeys) lists it, and otherwise stays verbatim.
 func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 	st, pol := r.st, r.pol
@@ -198,10 +203,17 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 				continue // nothing in the request names its ref
 			}
 			if ok {
-				if r.lastStub == nil {
-					r.lastStub = map[int]int{}
+				if r.stubAt == nil {
+					r.stubAt = map[int]stubPos{}
 				}
-				r.lastStub[si] = res.call.msg
+				p, seen := r.stubAt[si]
+				if !seen {
+					p = stubPos{own: -1, any: res.call.msg}
+				}
+				if rk == key && p.own < 0 {
+					p.own = res.call.msg
+				}
+				r.stubAt[si] = p
 			}
 		}
 		ref := st.RefOf(key)
@@ -614,8 +626,8 @@ func sameSet(a, b map[string]bool) bool {
 // (docs/engine.md): Anthropic appends a text block to the next user-role message after its
 // leading tool results; OpenAI inserts a user message after the anchor's tool messages. Only
 // summaries with a result stubbed by phase 1 are shown; one whose anchor does not resolve,
-// lies before that result or has no host yet is placed after the turn of its last stubbed
-// result instead.
+// lies before its first stubbed own result or has no host yet is placed after the turn of
+// that result (of a stubbed alias when none of its own is) instead.
 func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	if len(r.st.Summaries) == 0 {
 		return
@@ -636,19 +648,23 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			r.res.Stats.Suppressed++
 			continue
 		}
-		last, stubbed := r.lastStub[i]
+		pos, stubbed := r.stubAt[i]
 		if !stubbed {
 			continue // its results are gone, verbatim or in a range: it stands in for nothing
 		}
 		// Both kinds of anchor (the batch's turn; the flush's last assistant in older states)
-		// lie at or after the batch's results: an anchor before them was taken over by a
+		// lie at or after the batch's own results: an anchor before them was taken over by a
 		// repeated message (ordinals count only the messages still present).
 		h := -1
-		if a := aIdx.resolve(s.Anchor); a >= last {
+		if a := aIdx.resolve(s.Anchor); a >= 0 && a >= pos.own {
 			h = r.hostAfter(a)
 		}
 		if h < 0 {
-			h = r.hostAfter(last)
+			at := pos.own
+			if at < 0 {
+				at = pos.any
+			}
+			h = r.hostAfter(at)
 		}
 		if v.f == wire.Anthropic {
 			if _, ok := hostBlocks[h]; !ok {
