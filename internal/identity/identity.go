@@ -65,9 +65,18 @@ func OccurrenceKey(id, toolName string, input []byte, resultText string) string 
 // OccurrenceKeyOf is OccurrenceKey(result.ID, call.Name, call.Input, result.ResultText())
 // for a tool call block and its result block, taking the blocks' cached fingerprints
 // (wire.Block.IdentitySum) for the memo, so a repeat does not read their bytes.
+//
+// The key is also remembered on the result block for its call (wire.Block.PairMemo): a
+// result that the parse reuse shares between requests, with the same call, gets it back
+// without the memo's lock, lookup and formatting.
 func OccurrenceKeyOf(call, result *wire.Block) string {
+	if k, ok := result.PairMemo(call); ok {
+		return k
+	}
 	mk := occMemoKey(call.Name, call.IdentitySum(), result.IdentitySum(), len(call.Input), result.ResultTextLen())
-	return occurrenceKey(result.ID, mk, func() [4]byte { return occurrenceSum(call.Name, call.Input, result.ResultText()) })
+	k := occurrenceKey(result.ID, mk, func() [4]byte { return occurrenceSum(call.Name, call.Input, result.ResultText()) })
+	result.SetPairMemo(call, k)
+	return k
 }
 
 // occurrenceKey formats the key of id whose memo key is mk; sum computes the hash part when

@@ -100,6 +100,15 @@ func TestOccurrenceKeyOfMatchesDefinition(t *testing.T) {
 			}
 		}
 	}
+	// The key remembered on a result (wire.Block.PairMemo) is its call's only: paired with
+	// another call it is computed anew, and then the original pair still gets its own.
+	for i, res := range results {
+		for _, call := range []*wire.Block{calls[(i+1)%len(calls)], calls[i]} {
+			if got, want := OccurrenceKeyOf(call, res), referenceKey(res.ID, call.Name, call.Input, res.ResultText()); got != want {
+				t.Fatalf("%s with call %s: OccurrenceKeyOf %s, want %s", res.ID, call.ID, got, want)
+			}
+		}
+	}
 }
 
 // TestOccurrencesCorpusMatchDefinition checks every occurrence key of a mini-SWE-agent

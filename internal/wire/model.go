@@ -175,6 +175,15 @@ type Block struct {
 	// resultMemo is the *textMemo of the last WithResultText call (nil before one), read and
 	// written atomically.
 	resultMemo unsafe.Pointer
+	// pairMemo is the *pairMemo of the last SetPairMemo call (nil before one), read and
+	// written atomically.
+	pairMemo unsafe.Pointer
+}
+
+// pairMemo remembers one value derived from a block together with another block.
+type pairMemo struct {
+	with *Block
+	val  string
 }
 
 // textMemo remembers one WithResultText result.
@@ -269,6 +278,24 @@ func (b *Block) IdentitySum() uint64 {
 	atomic.StoreUint64(&b.idSum, sum) // racing callers store the same value
 	atomic.StoreUint32(&b.idSumSet, 1)
 	return sum
+}
+
+// PairMemo returns the value SetPairMemo last remembered on b for the pair (b, with). The
+// identity package keeps a tool result's occurrence key here, with its tool call as with, so
+// a result that ParseReusing shares between requests gets its key without recomputing it.
+// Parsed blocks never change, so a value derived from the two blocks' content stays valid; a
+// modified copy (WithResultText, WithCacheControl, ...) starts without one.
+func (b *Block) PairMemo(with *Block) (string, bool) {
+	if m := (*pairMemo)(atomic.LoadPointer(&b.pairMemo)); m != nil && m.with == with {
+		return m.val, true
+	}
+	return "", false
+}
+
+// SetPairMemo remembers val for the pair (b, with) in place of any earlier value. Callers
+// racing on a shared block must store the same value for the same pair.
+func (b *Block) SetPairMemo(with *Block, val string) {
+	atomic.StorePointer(&b.pairMemo, unsafe.Pointer(&pairMemo{with: with, val: val}))
 }
 
 // ShapeSum is a structural fingerprint of the message computed from decoded fields only:

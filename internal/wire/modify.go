@@ -180,8 +180,8 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 
 // clone returns a shallow copy of b with obj replaced.
 func (b *Block) clone(obj *object) *Block {
-	// Field by field, not *b: the cached identity sum and the WithResultText memo are
-	// written atomically by other goroutines sharing b, and belong to b's content anyway.
+	// Field by field, not *b: the cached identity sum and the WithResultText and pair memos
+	// are written atomically by other goroutines sharing b, and belong to b's content anyway.
 	// TestBlockCloneCopiesEveryField fails when a field is added and not copied here.
 	return &Block{Kind: b.Kind, Type: b.Type, Text: b.Text, Signature: b.Signature, ID: b.ID, Name: b.Name,
 		Input: b.Input, IsError: b.IsError, Content: b.Content, ContentString: b.ContentString,

@@ -666,21 +666,21 @@ func TestIdentitySum(t *testing.T) {
 }
 
 // TestBlockCloneCopiesEveryField: clone copies every field but the object (replaced), the
-// string-form literal (dropped), the cached identity sum (recomputed) and the WithResultText
-// memo. Adding a field
+// string-form literal (dropped), the cached identity sum (recomputed), the WithResultText
+// memo and the pair memo. Adding a field
 // to Block fails the count below until clone and this test handle it.
 func TestBlockCloneCopiesEveryField(t *testing.T) {
-	if n := reflect.TypeFor[Block]().NumField(); n != 19 {
-		t.Fatalf("Block has %d fields, this test and Block.clone know 19", n)
+	if n := reflect.TypeFor[Block]().NumField(); n != 20 {
+		t.Fatalf("Block has %d fields, this test and Block.clone know 20", n)
 	}
 	b := &Block{Kind: KindToolResult, Type: "tool_result", Text: "t", Signature: "s", ID: "i", Name: "n",
 		Input: []byte("{}"), IsError: true, Content: []*Block{{Text: "c"}}, ContentString: true,
 		CacheControl: []byte(`{"type":"ephemeral"}`), f: OpenAI, obj: &object{}, str: []byte(`"x"`),
-		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1, resultMemo: unsafe.Pointer(&textMemo{})}
+		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1, resultMemo: unsafe.Pointer(&textMemo{}), pairMemo: unsafe.Pointer(&pairMemo{})}
 	obj := &object{}
 	c := b.clone(obj)
 	want := *b
-	want.obj, want.str, want.idSum, want.idSumSet, want.resultMemo = obj, nil, 0, 0, nil
+	want.obj, want.str, want.idSum, want.idSumSet, want.resultMemo, want.pairMemo = obj, nil, 0, 0, nil, nil
 	if !reflect.DeepEqual(*c, want) {
 		t.Fatalf("clone:\n%+v\nwant\n%+v", *c, want)
 	}
