@@ -14,6 +14,6 @@ export CONDENSE_TOOLS_BIN="$bin"
 # Every tool is installed now: a test that finds one missing fails instead of skipping
 # (internal/testutil/needs), so a broken install cannot pass the suite with tests skipped.
 export CONDENSE_REQUIRE_TOOLS=1
-go test -count=1 -timeout 15m ./...
+go test -count=1 -timeout 20m ./...
 # The end-to-end test only: the other packages under test/ ran above.
-go test -count=1 -timeout 5m -tags e2e ./test/e2e/
+go test -count=1 -timeout 10m -tags e2e ./test/e2e/
