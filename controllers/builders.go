@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -26,18 +27,19 @@ import (
 // rendered configuration, so a configuration change rolls the pods.
 const AnnotationConfigHash = "condense.dev/config-hash"
 
-// AnnotationSecretsHash is set on the proxy and pruner pod templates to a digest of the
-// resourceVersions of the Secrets the pods read (external Redis URL, summarizer key,
-// session-auth secret), so rotating one rolls the pods: environment variables and the
-// session-auth secret are read once, at start.
+// AnnotationSecretsHash is set on the proxy and pruner pod templates to a digest of the data
+// of the Secret keys the pods read (external Redis URL, summarizer key, session-auth secret;
+// see SecretsHash), so rotating one rolls the pods: environment variables and the
+// session-auth secret are read once, at start. Edits that leave those keys alone (labels,
+// annotations, other keys) roll nothing.
 const AnnotationSecretsHash = "condense.dev/secrets-hash"
 
 // PodHashes are the pod template annotations that roll the proxy and pruner pods.
 type PodHashes struct {
 	// Config is the rendered configuration's hash (AnnotationConfigHash).
 	Config string
-	// Secrets digests the referenced Secrets' versions (AnnotationSecretsHash); "" when the
-	// policy references none.
+	// Secrets digests the data of the referenced Secret keys (AnnotationSecretsHash); "" when
+	// the policy references none.
 	Secrets string
 }
 
@@ -459,35 +461,73 @@ func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
 	return ss
 }
 
+// referencedSecretKeys returns the Secret keys the proxy and pruner pods read, sorted by
+// Secret name and key, without duplicates.
+func referencedSecretKeys(p *condensev1.PruningPolicy) []corev1.SecretKeySelector {
+	var sels []corev1.SecretKeySelector
+	s := &p.Spec
+	if s.Redis.External != nil {
+		sels = append(sels, s.Redis.External.URLSecretRef)
+	}
+	if s.SessionAuth != nil {
+		sels = append(sels, s.SessionAuth.SecretRef)
+	}
+	if s.Summarizer.Credentials != nil {
+		sels = append(sels, s.Summarizer.Credentials.SecretKeyRef)
+	}
+	slices.SortFunc(sels, compareSecretKeys)
+	return slices.CompactFunc(sels, func(a, b corev1.SecretKeySelector) bool { return compareSecretKeys(a, b) == 0 })
+}
+
+// compareSecretKeys orders Secret key selectors by Secret name, then key.
+func compareSecretKeys(a, b corev1.SecretKeySelector) int {
+	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Key, b.Key))
+}
+
 // referencedSecrets returns the names of the Secrets the proxy and pruner pods read, sorted
 // and without duplicates.
 func referencedSecrets(p *condensev1.PruningPolicy) []string {
 	var names []string
-	s := &p.Spec
-	if s.Redis.External != nil {
-		names = append(names, s.Redis.External.URLSecretRef.Name)
+	for _, sel := range referencedSecretKeys(p) {
+		names = append(names, sel.Name)
 	}
-	if s.SessionAuth != nil {
-		names = append(names, s.SessionAuth.SecretRef.Name)
-	}
-	if s.Summarizer.Credentials != nil {
-		names = append(names, s.Summarizer.Credentials.SecretKeyRef.Name)
-	}
-	slices.Sort(names)
 	return slices.Compact(names)
 }
 
-// SecretsHash digests the resourceVersions of the referenced Secrets (name to version, ""
-// for a missing Secret); "" when there are none.
-func SecretsHash(versions map[string]string) string {
-	if len(versions) == 0 {
+// SecretKeyValue is one Secret key the proxy and pruner pods read, as the operator found it.
+type SecretKeyValue struct {
+	// Secret and Key name the key.
+	Secret, Key string
+	// Value is the key's data.
+	Value []byte
+	// Found is false when the Secret or the key does not exist.
+	Found bool
+}
+
+// SecretsHash digests the Secret keys the pods read: the SHA-256 over each key's Secret name,
+// key name and value (length-prefixed, in name order), truncated to 32 hex digits; "" when
+// there are none. Only the data counts, never a Secret's resourceVersion, so label or
+// annotation edits do not change it. The result is published as an annotation: it is a
+// digest, never the data.
+func SecretsHash(keys []SecretKeyValue) string {
+	if len(keys) == 0 {
 		return ""
 	}
+	keys = slices.Clone(keys)
+	slices.SortFunc(keys, func(a, b SecretKeyValue) int {
+		return cmp.Or(strings.Compare(a.Secret, b.Secret), strings.Compare(a.Key, b.Key))
+	})
 	h := sha256.New()
-	for _, name := range slices.Sorted(maps.Keys(versions)) {
-		fmt.Fprintf(h, "%s=%s\n", name, versions[name])
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k.Secret), k.Secret, len(k.Key), k.Key)
+		if k.Found {
+			fmt.Fprintf(h, "+%d:", len(k.Value))
+			h.Write(k.Value)
+		} else {
+			h.Write([]byte("-"))
+		}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // BuildRedisNetworkPolicy renders the NetworkPolicy of the managed Redis: ingress to its port

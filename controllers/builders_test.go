@@ -235,17 +235,46 @@ func TestBuildProxyDeployment(t *testing.T) {
 }
 
 func TestSecretsHash(t *testing.T) {
-	a := SecretsHash(map[string]string{"redis": "10", "auth": "7"})
-	if a == "" || a != SecretsHash(map[string]string{"auth": "7", "redis": "10"}) {
-		t.Fatalf("hash must be stable and independent of order: %q", a)
+	kv := func(secret, key, value string) SecretKeyValue {
+		return SecretKeyValue{Secret: secret, Key: key, Value: []byte(value), Found: true}
 	}
-	for _, changed := range []map[string]string{{"redis": "11", "auth": "7"}, {"redis": "10", "auth": ""}, {"redis": "10"}} {
+	a := SecretsHash([]SecretKeyValue{kv("redis", "url", "redis://a"), kv("auth", "hmac", "s3cret")})
+	if len(a) != 32 || a != SecretsHash([]SecretKeyValue{kv("auth", "hmac", "s3cret"), kv("redis", "url", "redis://a")}) {
+		t.Fatalf("hash must be 32 hex digits, stable and independent of order: %q", a)
+	}
+	for _, changed := range [][]SecretKeyValue{
+		{kv("redis", "url", "redis://b"), kv("auth", "hmac", "s3cret")},                   // rotated value
+		{kv("redis", "url", "redis://a"), kv("auth", "other", "s3cret")},                  // another key
+		{kv("redis", "url", "redis://a"), kv("auth", "hmac", "")},                         // emptied
+		{kv("redis", "url", "redis://a"), {Secret: "auth", Key: "hmac"}},                  // missing
+		{kv("redis", "url", "redis://a")},                                                 // no longer referenced
+		{kv("redis", "url", "redis://as3cret"), kv("auth", "hmac", "")},                   // value moved between keys
+		{kv("redis", "url", "redis://a"), kv("auth", "hmac", "s3cret"), kv("x", "k", "")}, // one more
+	} {
 		if SecretsHash(changed) == a {
 			t.Errorf("%v hashes like the original", changed)
 		}
 	}
 	if SecretsHash(nil) != "" {
 		t.Error("no secrets, no hash")
+	}
+}
+
+func TestReferencedSecretKeys(t *testing.T) {
+	sel := func(name, key string) corev1.SecretKeySelector {
+		return corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
+	}
+	p := policy(func(p *condensev1.PruningPolicy) {
+		p.Spec.Redis = condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{URLSecretRef: sel("shared", "url")}}
+		p.Spec.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: sel("shared", "hmac")}
+		p.Spec.Summarizer.Credentials = &condensev1.CredentialsSpec{SecretKeyRef: sel("shared", "url")}
+	})
+	want := []corev1.SecretKeySelector{sel("shared", "hmac"), sel("shared", "url")}
+	if got := referencedSecretKeys(p); !reflect.DeepEqual(got, want) {
+		t.Errorf("referenced keys %v, want %v", got, want)
+	}
+	if got := referencedSecrets(p); !reflect.DeepEqual(got, []string{"shared"}) {
+		t.Errorf("referenced secrets %v", got)
 	}
 }
 

@@ -953,7 +953,8 @@ func testSecretsCachedAsMetadata(t *testing.T, c client.Client, mgr *testManager
 }
 
 // testSecretRotation rotates the Secrets a policy's pods read: each rotation rolls the proxy
-// (the pods read them once, at start), and a new session-auth secret re-issues the tokens.
+// (the pods read them once, at start), and a new session-auth secret re-issues the tokens;
+// edits that leave the data the pods read alone (annotations, labels, other keys) roll nothing.
 func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)
@@ -994,6 +995,14 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 			return string(tok.Data["token"]) == want, string(tok.Data["token"])
 		})
 	}
+	// digest is the secrets hash of the given session-auth and summarizer key values.
+	digest := func(hmacValue, llmValue string) string {
+		return SecretsHash([]SecretKeyValue{
+			{Secret: "rotate-redis-url", Key: "url", Value: []byte(rds.URL() + "/9"), Found: true},
+			{Secret: "hmac", Key: "secret", Value: []byte(hmacValue), Found: true},
+			{Secret: "llm", Key: "key", Value: []byte(llmValue), Found: true},
+		})
+	}
 	token("first token", "0123456789abcdef-first")
 	var cfgHash, first string
 	eventually(t, 20*time.Second, "secrets hash on the pod template", func() (bool, string) {
@@ -1001,6 +1010,37 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 		cfgHash, first, err = templateHashes()
 		return err == nil && first != "", fmt.Sprint(cfgHash, first, err)
 	})
+	if want := digest("0123456789abcdef-first", "sk-first"); first != want {
+		t.Fatalf("secrets hash %q, want the digest of the referenced keys' data %q", first, want)
+	}
+
+	// Edits that leave the referenced keys' data alone (an annotation, a label, another key)
+	// change the Secrets' resourceVersions but must not roll the pods.
+	var dep appsv1.Deployment
+	if err := get(ctx, c, ns, "rotate-proxy", &dep); err != nil {
+		t.Fatal(err)
+	}
+	generation := dep.Generation
+	for _, sec := range []*corev1.Secret{hmac, llm} {
+		eventually(t, 10*time.Second, "annotate "+sec.Name, func() (bool, string) {
+			if err := get(ctx, c, ns, sec.Name, sec); err != nil {
+				return false, err.Error()
+			}
+			metav1.SetMetaDataAnnotation(&sec.ObjectMeta, "reflector.example/synced", time.Now().String())
+			metav1.SetMetaDataLabel(&sec.ObjectMeta, "team", "x")
+			sec.Data["unused"] = []byte("not read by the pods")
+			return c.Update(ctx, sec) == nil, "update failed"
+		})
+	}
+	// The policy resyncs every 2s and the Secret watch enqueues it at once: after 3s it has
+	// been reconciled with the edited Secrets.
+	time.Sleep(3 * time.Second)
+	if err := get(ctx, c, ns, "rotate-proxy", &dep); err != nil {
+		t.Fatal(err)
+	}
+	if h := dep.Spec.Template.Annotations[AnnotationSecretsHash]; h != first || dep.Generation != generation {
+		t.Fatalf("metadata-only Secret edits rolled the pods: secrets hash %q (was %q), generation %d (was %d)", h, first, dep.Generation, generation)
+	}
 	// rotate changes one key of a Secret and waits for a new secrets hash (same configuration).
 	rotate := func(sec *corev1.Secret, key, value, prev string) string {
 		t.Helper()
@@ -1020,8 +1060,13 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 		return next
 	}
 	second := rotate(hmac, "secret", "0123456789abcdef-second", first)
+	if want := digest("0123456789abcdef-second", "sk-first"); second != want {
+		t.Errorf("secrets hash after rotating hmac %q, want %q", second, want)
+	}
 	token("token re-issued with the rotated secret", "0123456789abcdef-second")
-	rotate(llm, "key", "sk-second", second)
+	if third := rotate(llm, "key", "sk-second", second); third != digest("0123456789abcdef-second", "sk-second") {
+		t.Errorf("secrets hash after rotating llm %q, want %q", third, digest("0123456789abcdef-second", "sk-second"))
+	}
 }
 
 // testRestrictedPodSecurity runs a policy with a managed Redis in a namespace that enforces

@@ -278,17 +278,17 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
-// secretsHash digests the current versions of the Secrets the policy's pods read.
+// secretsHash digests the data of the Secret keys the policy's pods read.
 func (r *PruningPolicyReconciler) secretsHash(ctx context.Context, p *condensev1.PruningPolicy) (string, error) {
-	versions := map[string]string{}
-	for _, name := range referencedSecrets(p) {
-		v, err := r.Secrets.Version(ctx, p.Namespace, name)
+	var keys []SecretKeyValue
+	for _, sel := range referencedSecretKeys(p) {
+		v, found, err := r.Secrets.Lookup(ctx, p.Namespace, sel)
 		if err != nil {
 			return "", err
 		}
-		versions[name] = v
+		keys = append(keys, SecretKeyValue{Secret: sel.Name, Key: sel.Key, Value: v, Found: found})
 	}
-	return SecretsHash(versions), nil
+	return SecretsHash(keys), nil
 }
 
 // applyChildren server-side applies every child object and deletes the optional ones the

@@ -43,24 +43,6 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// Version returns the resourceVersion of a Secret from the metadata cache ("" when the Secret
-// does not exist).
-func (s *SecretReader) Version(ctx context.Context, ns, name string) (string, error) {
-	key := types.NamespacedName{Namespace: ns, Name: name}
-	if s.Meta == nil {
-		var sec corev1.Secret
-		if err := s.API.Get(ctx, key, &sec); err != nil {
-			return "", client.IgnoreNotFound(err)
-		}
-		return sec.ResourceVersion, nil
-	}
-	m := secretMetadata()
-	if err := s.Meta.Get(ctx, key, m); err != nil {
-		return "", client.IgnoreNotFound(err)
-	}
-	return m.ResourceVersion, nil
-}
-
 // Value reads one key of a Secret in ns: from memory when the cached metadata still reports
 // the resourceVersion it was read at, otherwise from the API server.
 func (s *SecretReader) Value(ctx context.Context, ns string, sel corev1.SecretKeySelector) ([]byte, error) {
@@ -74,6 +56,20 @@ func (s *SecretReader) Value(ctx context.Context, ns string, sel corev1.SecretKe
 		return nil, fmt.Errorf("secret %s/%s has no key %q", ns, sel.Name, sel.Key)
 	}
 	return v, nil
+}
+
+// Lookup reads one key of a Secret in ns like Value, but a missing Secret or key is not an
+// error: found is false.
+func (s *SecretReader) Lookup(ctx context.Context, ns string, sel corev1.SecretKeySelector) (value []byte, found bool, err error) {
+	data, err := s.secretData(ctx, types.NamespacedName{Namespace: ns, Name: sel.Name})
+	if apierrors.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	value, found = data[sel.Key]
+	return value, found, nil
 }
 
 func (s *SecretReader) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
