@@ -482,13 +482,16 @@ func estimateTokens(n int) int { return (n + 3) / 4 }
 // contextRequests counts the requests of the session's current context including this one:
 // it starts over when the message count drops (the client compacted its context).
 func (s *Server) contextRequests(t *turn) int {
-	if t.snap == nil {
-		return 1
-	}
-	if int64(len(t.client.Messages)) < t.snap.Stats[statLastMessages] {
+	if t.snap == nil || contextStartsOver(t) {
 		return 1
 	}
 	return int(t.snap.Stats[statContextReqs]) + 1
+}
+
+// contextStartsOver reports whether the request has fewer messages than the session's
+// previous one: the client compacted its context, and the count of its requests starts over.
+func contextStartsOver(t *turn) bool {
+	return int64(len(t.client.Messages)) < t.snap.Stats[statLastMessages]
 }
 
 // waitUntil is the latest time the request may still wait for flushes.
@@ -779,15 +782,10 @@ func (s *Server) recordStats(t *turn, u usage) {
 	}
 }
 
-// requestStats are what one request writes to its session's counters: increments, and the
-// last values it sets.
-type requestStats struct {
-	incr, set map[string]int64
-}
-
 // sessionStats counts the request's usage in the metrics and returns its session counters
-// (nil when the request is not recorded in the session).
-func (s *Server) sessionStats(t *turn, u usage) *requestStats {
+// (nil when the request is not recorded in the session): what it adds, the last values it
+// sets, and the times it raises.
+func (s *Server) sessionStats(t *turn, u usage) *store.StatsUpdate {
 	s.met.UsageTokens.WithLabelValues("input").Add(float64(u.input))
 	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
 	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
@@ -796,7 +794,7 @@ func (s *Server) sessionStats(t *turn, u usage) *requestStats {
 		return nil
 	}
 	before, after := len(t.client.Raw()), t.body.Len()
-	st := &requestStats{incr: map[string]int64{
+	st := &store.StatsUpdate{Incr: map[string]int64{
 		store.StatRequests:         1,
 		store.StatBytesBefore:      int64(before),
 		store.StatBytesAfter:       int64(after),
@@ -808,37 +806,36 @@ func (s *Server) sessionStats(t *turn, u usage) *requestStats {
 		"outputTokens":             int64(u.output),
 	}}
 	if t.open != "" {
-		st.incr[statFailOpen] = 1
+		st.Incr[statFailOpen] = 1
 	}
 	if t.snap != nil {
-		// Set, not added: an increment from the snapshot this request loaded would apply
-		// twice when another request of the session wrote meanwhile.
-		st.set = map[string]int64{
-			statLastTokens:    int64(estimateTokens(after)),
-			statLastRequestMs: t.at.UnixMilli(),
-			statLastMessages:  int64(len(t.client.Messages)),
-			statContextReqs:   int64(s.contextRequests(t)),
+		// Nothing is computed from the snapshot this request loaded and written back: another
+		// request of the session may have written meanwhile. Last values are set, the request
+		// count of the context is incremented (set to 1 where the context starts over), and
+		// the last request time is only ever raised.
+		st.Set = map[string]int64{
+			statLastTokens:   int64(estimateTokens(after)),
+			statLastMessages: int64(len(t.client.Messages)),
 		}
+		if contextStartsOver(t) {
+			st.Set[statContextReqs] = 1
+		} else {
+			st.Incr[statContextReqs] = 1
+		}
+		st.Max = map[string]int64{statLastRequestMs: t.at.UnixMilli()}
 	}
 	return st
 }
 
-// storeStats writes a request's session counters: its increments, then its last values.
-func (s *Server) storeStats(ctx context.Context, t *turn, st *requestStats) {
-	write := func(op string, f func(context.Context, string, map[string]int64) error, m map[string]int64) {
-		if len(m) == 0 {
-			return
-		}
-		start := time.Now()
-		err := f(ctx, t.sid, m)
-		s.met.StoreSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
-		if err != nil {
-			s.met.StoreErrors.WithLabelValues(op).Inc()
-			t.log.Warn("recording stats failed", "op", op, "err", err)
-		}
+// storeStats writes a request's session counters in one store call (one round trip).
+func (s *Server) storeStats(ctx context.Context, t *turn, st *store.StatsUpdate) {
+	start := time.Now()
+	err := s.opt.Store.UpdateStats(ctx, t.sid, *st)
+	s.met.StoreSeconds.WithLabelValues("update_stats").Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.met.StoreErrors.WithLabelValues("update_stats").Inc()
+		t.log.Warn("recording stats failed", "err", err)
 	}
-	write("incr_stats", s.opt.Store.IncrStats, st.incr)
-	write("set_stats", s.opt.Store.SetStats, st.set)
 }
 
 // persistSplice stores a hidden exchange before the response completes, so the client's

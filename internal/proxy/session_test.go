@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,13 +125,90 @@ func TestLastValueStatsAreSet(t *testing.T) {
 	if n := st[statLastMessages]; n != 1 && n != 3 {
 		t.Fatalf("%s = %d, want 1 or 3 (the last request's)", statLastMessages, n)
 	}
-	if n := st[statContextReqs]; n != 1 {
-		t.Fatalf("%s = %d, want 1", statContextReqs, n)
+	if n := st[statContextReqs]; n != 2 {
+		t.Fatalf("%s = %d, want 2 (two requests of one context, neither lost)", statContextReqs, n)
 	}
 	if ms := st[statLastRequestMs]; ms > time.Now().UnixMilli() || ms < time.Now().Add(-time.Hour).UnixMilli() {
 		t.Fatalf("%s = %d is not a time of this test", statLastRequestMs, ms)
 	}
 	if st[store.StatRequests] != 2 {
 		t.Fatalf("requests = %d, want 2", st[store.StatRequests])
+	}
+}
+
+// statsWriteCounter counts the store writes that carry a request's counters.
+type statsWriteCounter struct {
+	store.Store
+	writes atomic.Int64
+}
+
+func (c *statsWriteCounter) count(ms ...map[string]int64) {
+	for _, m := range ms {
+		if _, ok := m[store.StatRequests]; ok {
+			c.writes.Add(1)
+			return
+		}
+		if _, ok := m[statLastTokens]; ok {
+			c.writes.Add(1)
+			return
+		}
+	}
+}
+
+func (c *statsWriteCounter) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
+	c.count(delta)
+	return c.Store.IncrStats(ctx, session, delta)
+}
+
+func (c *statsWriteCounter) SetStats(ctx context.Context, session string, values map[string]int64) error {
+	c.count(values)
+	return c.Store.SetStats(ctx, session, values)
+}
+
+func (c *statsWriteCounter) UpdateStats(ctx context.Context, session string, u store.StatsUpdate) error {
+	c.count(u.Incr, u.Set, u.Max)
+	return c.Store.UpdateStats(ctx, session, u)
+}
+
+// TestRequestStatsAreOneWrite: a request's counters are one store write; a request recorded
+// after a later one never moves proxyLastRequestMs back; the context's request count adds up
+// concurrent requests and starts over at 1 when the message count drops.
+func TestRequestStatsAreOneWrite(t *testing.T) {
+	cs := &statsWriteCounter{Store: store.NewMemory(0)}
+	t.Cleanup(func() { _ = cs.Close() })
+	r := newRig(t, nil, cs, func(o *Options) { o.Trigger = Trigger{OnDemand: true} })
+	c := r.anthropic("one-write")
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+	for i := 0; i < 3; i++ {
+		r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+		m := aTurn(t, c, msgs, i == 1)
+		msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("more")))
+	}
+	r.px.bg.Wait()
+	if n := cs.writes.Load(); n != 3 {
+		t.Fatalf("3 requests made %d counter writes; want 3", n)
+	}
+	ctx := context.Background()
+	snap, _ := r.st.Load(ctx, "one-write")
+	if snap.Stats[statContextReqs] != 3 {
+		t.Fatalf("%s = %d; want 3", statContextReqs, snap.Stats[statContextReqs])
+	}
+	body, _ := aParams(msgs[:1]).MarshalJSON()
+	req, err := wire.Parse(wire.Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := time.UnixMilli(snap.Stats[statLastRequestMs]).Add(time.Minute)
+	for _, at := range []time.Time{late, late.Add(-30 * time.Second)} { // recorded out of order
+		tn := &turn{f: wire.Anthropic, ep: epMessages, sid: "one-write", log: r.px.log, hdr: http.Header{},
+			client: req, view: req, fwd: req, body: wire.Segments{req.Raw()}, snap: snap, at: at}
+		r.px.storeStats(ctx, tn, r.px.sessionStats(tn, usage{}))
+	}
+	snap, _ = r.st.Load(ctx, "one-write")
+	if got := snap.Stats[statLastRequestMs]; got != late.UnixMilli() {
+		t.Fatalf("%s = %d; want the later request's %d", statLastRequestMs, got, late.UnixMilli())
+	}
+	if snap.Stats[statContextReqs] != 1 { // one message, fewer than the 5 before: starts over
+		t.Fatalf("%s = %d after a compaction; want 1", statContextReqs, snap.Stats[statContextReqs])
 	}
 }

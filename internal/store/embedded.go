@@ -495,6 +495,39 @@ func (s *EmbeddedStore) SetStats(ctx context.Context, session string, values map
 	})
 }
 
+// UpdateStats implements Store.
+func (s *EmbeddedStore) UpdateStats(ctx context.Context, session string, u StatsUpdate) error {
+	if err := s.check(session); err != nil {
+		return err
+	}
+	if err := u.validate(); err != nil {
+		return err
+	}
+	if u.empty() {
+		return nil
+	}
+	return s.updateCounters(ctx, session, func(cb kvBucket) error {
+		for k, v := range u.Incr {
+			if err := addCounter(cb, k, v); err != nil {
+				return err
+			}
+		}
+		for k, v := range u.Set {
+			if err := putU64(cb, []byte(k), uint64(v)); err != nil {
+				return err
+			}
+		}
+		for k, v := range u.Max {
+			if cur := cb.get([]byte(k)); cur == nil || int64(u64(cur)) < v {
+				if err := putU64(cb, []byte(k), uint64(v)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // writeStats applies write to each (name, value) of values in the session's counters bucket,
 // in one transaction.
 func (s *EmbeddedStore) writeStats(ctx context.Context, session string, values map[string]int64, write func(b kvBucket, name string, v int64) error) error {
@@ -509,6 +542,19 @@ func (s *EmbeddedStore) writeStats(ctx context.Context, session string, values m
 	if len(values) == 0 {
 		return nil
 	}
+	return s.updateCounters(ctx, session, func(cb kvBucket) error {
+		for k, v := range values {
+			if err := write(cb, k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// updateCounters runs write over the session's counters bucket in one transaction that also
+// stamps last-seen.
+func (s *EmbeddedStore) updateCounters(ctx context.Context, session string, write func(cb kvBucket) error) error {
 	if err := ctxErr(ctx, "stats"); err != nil {
 		return err
 	}
@@ -522,12 +568,7 @@ func (s *EmbeddedStore) writeStats(ctx context.Context, session string, values m
 		if err != nil {
 			return err
 		}
-		for k, v := range values {
-			if err := write(cb, k, v); err != nil {
-				return err
-			}
-		}
-		return nil
+		return write(cb)
 	}))
 }
 

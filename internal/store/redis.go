@@ -304,6 +304,26 @@ func (s *RedisStore) SetStats(ctx context.Context, session string, values map[st
 	return s.writeStats(ctx, "setstats", scriptSetStats, session, values)
 }
 
+// UpdateStats implements Store.
+func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpdate) error {
+	if err := s.check(session); err != nil {
+		return err
+	}
+	if err := u.validate(); err != nil {
+		return err
+	}
+	if u.empty() {
+		return nil
+	}
+	args := []any{session, s.ttlArg(), len(u.Incr), len(u.Set)}
+	for _, m := range []map[string]int64{u.Incr, u.Set, u.Max} {
+		for k, v := range m {
+			args = append(args, k, strconv.FormatInt(v, 10))
+		}
+	}
+	return s.wrap("updatestats", scriptUpdateStats.Run(ctx, s.rdb, s.redisKeys(session), args...).Err())
+}
+
 // writeStats runs a counters script (scriptStats, scriptSetStats) over (name, value) pairs.
 func (s *RedisStore) writeStats(ctx context.Context, op string, script *redis.Script, session string, values map[string]int64) error {
 	if err := s.check(session); err != nil {

@@ -104,6 +104,31 @@ touch(ARGV[1], ARGV[2], now_ms())
 return 1
 `)
 
+// updatestats: ARGV id, ttl, number of increments, number of sets, then pairs (name, value):
+// the increments, the sets, then the maxima (set only when larger than the stored value).
+// Values are compared exactly as decimal integers (a Lua number holds only 53 bits).
+var scriptUpdateStats = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+local function lt(a, b)
+  local an, bn = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if an ~= bn then return an end
+  if an then a, b = string.sub(b, 2), string.sub(a, 2) end
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local ni, ns = tonumber(ARGV[3]), tonumber(ARGV[4])
+local i = 5
+for _ = 1, ni do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
+for _ = 1, ns do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
+while i < #ARGV do
+  local cur = redis.call('HGET', KEYS[2], ARGV[i])
+  if not cur or lt(cur, ARGV[i + 1]) then redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+  i = i + 2
+end
+touch(ARGV[1], ARGV[2], now_ms())
+return 1
+`)
+
 // putblob: ARGV id, ttl, key, value.
 var scriptPutBlob = redis.NewScript(luaPrelude + `
 local e = check_id(ARGV[1]); if e then return e end
@@ -160,5 +185,5 @@ if n > 0 then redis.call('PUBLISH', ARGV[2], 'x0:' .. ARGV[1]) end
 return n
 `)
 
-var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptSetStats, scriptPutBlob,
+var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptSetStats, scriptUpdateStats, scriptPutBlob,
 	scriptAcquire, scriptRenew, scriptRelease, scriptDelete}

@@ -23,8 +23,8 @@ import (
 // Every method is safe for concurrent use. Session ids are validated by ValidateSessionID;
 // an invalid id yields an error satisfying errors.Is(err, ErrInvalidSession) and touches nothing.
 //
-// Every successful write (Commit, AddDiagnostics, IncrStats, SetStats, PutBlob, AcquireLease) refreshes
-// the session's last-seen time and idle expiry; Load of an existing session refreshes them when
+// Every successful write (Commit, AddDiagnostics, IncrStats, SetStats, UpdateStats, PutBlob,
+// AcquireLease) refreshes the session's last-seen time and idle expiry; Load of an existing session refreshes them when
 // last-seen is older than a tenth of the TTL (at most one minute), so most loads write nothing.
 // A session untouched for the store's TTL disappears with everything it owns.
 type Store interface {
@@ -54,6 +54,13 @@ type Store interface {
 	// counters that hold a last value (a time, a size), which concurrent writers must set,
 	// not add to: an increment computed from an older snapshot would apply twice.
 	SetStats(ctx context.Context, session string, values map[string]int64) error
+
+	// UpdateStats applies u in one atomic write (one round trip), without a commit and
+	// without changing the state version: it adds u.Incr, sets u.Set, and sets each counter of
+	// u.Max to its value only when that is larger than the stored one (a missing
+	// counter is created). A name may appear in only one of the three maps, else
+	// the call fails with ErrInvalidArgument and changes nothing.
+	UpdateStats(ctx context.Context, session string, u StatsUpdate) error
 
 	// PutBlob stores data under key for the session, compressed, replacing any previous value.
 	// Keys are non-empty strings of at most MaxBlobKeyLen bytes.
@@ -93,6 +100,39 @@ type Store interface {
 
 	// Close releases the store's connections or files. Further calls fail.
 	Close() error
+}
+
+// StatsUpdate is one UpdateStats write: counters to add to, to set, and to raise.
+type StatsUpdate struct {
+	// Incr is added to each named counter (missing counters start at 0).
+	Incr map[string]int64
+	// Set sets each named counter to its value: counters that hold a last value, which
+	// concurrent writers must set, not add to.
+	Set map[string]int64
+	// Max sets each named counter to its value only when the counter is missing or holds
+	// less, so a writer that computed its value from an older snapshot never lowers it:
+	// times and high-water marks that must never go backwards.
+	Max map[string]int64
+}
+
+// empty reports whether u changes nothing.
+func (u StatsUpdate) empty() bool { return len(u.Incr)+len(u.Set)+len(u.Max) == 0 }
+
+// validate checks u's counter names: valid, and each in one map only.
+func (u StatsUpdate) validate() error {
+	seen := make(map[string]bool, len(u.Incr)+len(u.Set)+len(u.Max))
+	for _, m := range []map[string]int64{u.Incr, u.Set, u.Max} {
+		for k := range m {
+			if err := validateCounterName(k); err != nil {
+				return err
+			}
+			if seen[k] {
+				return invalidArg("counter %q named twice in one stats update", k)
+			}
+			seen[k] = true
+		}
+	}
+	return nil
 }
 
 // Snapshot is a session's state as read by Load.

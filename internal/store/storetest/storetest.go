@@ -36,6 +36,7 @@ func Run(t *testing.T, open Factory) {
 		{"Diagnostics", testDiagnostics},
 		{"Stats", testStats},
 		{"SetStats", testSetStats},
+		{"UpdateStats", testUpdateStats},
 		{"Blobs", testBlobs},
 		{"ListAndDelete", testListDelete},
 		{"Watch", testWatch},
@@ -486,6 +487,71 @@ func testSetStats(t *testing.T, open Factory) {
 	}
 }
 
+func testUpdateStats(t *testing.T, open Factory) {
+	s, ctx := mustOpen(t, open, 0), ctxT(t)
+	const id = "sess-updatestats"
+	if err := s.SetStats(ctx, id, map[string]int64{"n": 5, "last": 5, "high": 100, "neg": -3, "big": 1<<53 + 1}); err != nil {
+		t.Fatal(err)
+	}
+	// One write adds, sets and raises; a maximum below the stored value changes nothing.
+	u := store.StatsUpdate{
+		Incr: map[string]int64{"n": 2, "fresh": 1},
+		Set:  map[string]int64{"last": 1},
+		Max:  map[string]int64{"high": 99, "neg": -2, "big": 1<<53 + 2, "new-max": -9},
+	}
+	if err := s.UpdateStats(ctx, id, u); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"n": 7, "fresh": 1, "last": 1, "high": 100, "neg": -2, "big": 1<<53 + 2, "new-max": -9}
+	if fmt.Sprint(snap.Stats) != fmt.Sprint(want) {
+		t.Fatalf("stats = %v; want %v", snap.Stats, want)
+	}
+	if snap.Version != 0 || snap.State != nil {
+		t.Fatalf("UpdateStats created a state: %+v", snap)
+	}
+	if err := s.UpdateStats(ctx, id, store.StatsUpdate{Max: map[string]int64{"big": 1 << 53, "neg": -5}}); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["big"] != 1<<53+2 || snap.Stats["neg"] != -2 {
+		t.Fatalf("a smaller maximum lowered a counter: %v", snap.Stats)
+	}
+	// Refused: a bad name, or one name in two maps; nothing of the call is stored.
+	for _, bad := range []store.StatsUpdate{
+		{Incr: map[string]int64{"ok": 1}, Max: map[string]int64{"": 1}},
+		{Set: map[string]int64{"ok": 1, strings.Repeat("n", store.MaxNameLen+1): 1}},
+		{Incr: map[string]int64{"ok": 1}, Max: map[string]int64{"ok": 1}},
+	} {
+		if err := s.UpdateStats(ctx, id, bad); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("UpdateStats(%v) = %v", bad, err)
+		}
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["ok"] != 0 {
+		t.Fatal("a refused UpdateStats stored a counter")
+	}
+	// Concurrent writers: increments are not lost, and a maximum ends at the largest value.
+	var wg sync.WaitGroup
+	for g := 1; g <= 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				if err := s.UpdateStats(ctx, id, store.StatsUpdate{Incr: map[string]int64{"count": 1}, Max: map[string]int64{"at": int64(g*100 + i)}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if snap, _ := s.Load(ctx, id); snap.Stats["count"] != 200 || snap.Stats["at"] != 824 {
+		t.Fatalf("count = %d (want 200), at = %d (want 824)", snap.Stats["count"], snap.Stats["at"])
+	}
+}
+
 func testBlobs(t *testing.T, open Factory) {
 	s, ctx := mustOpen(t, open, 0), ctxT(t)
 	const id = "sess-blob"
@@ -847,6 +913,7 @@ func testSessionIDs(t *testing.T, open Factory) {
 		checks["AddDiagnostics"] = s.AddDiagnostics(ctx, id, []store.Diagnostic{{Kind: "k", Key: "k"}})
 		checks["IncrStats"] = s.IncrStats(ctx, id, map[string]int64{"n": 1})
 		checks["SetStats"] = s.SetStats(ctx, id, map[string]int64{"n": 1})
+		checks["UpdateStats"] = s.UpdateStats(ctx, id, store.StatsUpdate{Max: map[string]int64{"n": 1}})
 		checks["PutBlob"] = s.PutBlob(ctx, id, "b", []byte("x"))
 		_, checks["GetBlob"] = s.GetBlob(ctx, id, "b")
 		_, checks["AcquireLease"] = s.AcquireLease(ctx, id, "o", time.Minute)
