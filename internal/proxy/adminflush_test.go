@@ -2,12 +2,20 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/condense-dev/condense/internal/flush"
+	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -62,10 +70,7 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 		t.Fatalf("admin flush: %d", code)
 	}
 	next := func(text string) {
-		r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
-		msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(text)))
-		m := aTurn(t, c, msgs, false)
-		msgs = append(msgs, m.ToParam())
+		msgs = userTurn(t, r, c, msgs, text)
 		if v, ok := r.px.flights.Load("sess-busy"); ok { // the flush this request started has ended
 			<-v.(<-chan struct{})
 		}
@@ -83,5 +88,140 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 	snap, _ = r.st.Load(ctx, "sess-busy")
 	if snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
 		t.Fatalf("the admin flush never ran: version %d, %v", snap.Version, snap.Stats)
+	}
+}
+
+// userTurn sends one more user message of the conversation msgs and returns it with the
+// model's answer ("ok") appended.
+func userTurn(t *testing.T, r *rig, c *anthropic.Client, msgs []anthropic.MessageParam, text string) []anthropic.MessageParam {
+	t.Helper()
+	r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(text)))
+	m := aTurn(t, c, msgs, false)
+	return append(msgs, m.ToParam())
+}
+
+// gatedSummarizer is the extractive summarizer, but each call first says it started (on
+// entered, once) and waits until gate closes.
+type gatedSummarizer struct {
+	summarize.Extractive
+	entered chan struct{}
+	once    sync.Once
+	gate    chan struct{}
+}
+
+func (g *gatedSummarizer) Summarize(ctx context.Context, req *summarize.Request) (*summarize.Result, error) {
+	g.once.Do(func() { close(g.entered) })
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.Extractive.Summarize(ctx, req)
+}
+
+// TestManualFlushNotRefiredWhileRunning: requests arriving while the admin flush runs in this
+// process do not submit it again; once it ended the request is served and nothing re-fires.
+func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0 })
+	g := &gatedSummarizer{entered: make(chan struct{}), gate: make(chan struct{})}
+	r.inpro.Orch.Summarizer = g
+	release := sync.OnceFunc(func() { close(g.gate) })
+	t.Cleanup(release) // before the rig's cleanup waits for the flush
+	msgs, c := conversation(t, r, "sess-running", false)
+	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/sess-running/flush"); code != http.StatusAccepted {
+		t.Fatalf("admin flush: %d", code)
+	}
+	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
+	next := func(text string) { msgs = userTurn(t, r, c, msgs, text) }
+	next("one") // starts the manual flush, which waits in the summarizer
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manual flush never reached the summarizer")
+	}
+	next("two")
+	next("three")
+	if n := manual(); n != 1 {
+		t.Fatalf("%v manual flushes submitted while the first ran; want 1", n)
+	}
+	release()
+	if v, ok := r.px.flights.Load("sess-running"); ok {
+		<-v.(<-chan struct{})
+	}
+	r.px.bg.Wait()
+	next("four")
+	r.px.bg.Wait()
+	snap, _ := r.st.Load(context.Background(), "sess-running")
+	if n := manual(); n != 1 || snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
+		t.Fatalf("manual flushes %v, served %d, version %d; want 1, 1, > 0", n, snap.Stats[statFlushServed], snap.Version)
+	}
+}
+
+// recordingFlusher is a flush.Queue whose submitted jobs are remembered.
+type recordingFlusher struct {
+	*flush.Queue
+	mu   sync.Mutex
+	jobs []*flush.Job
+}
+
+func (f *recordingFlusher) Submit(ctx context.Context, job *flush.Job) (*flush.Ticket, error) {
+	tk, err := f.Queue.Submit(ctx, job)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.jobs = append(f.jobs, job)
+	return tk, err
+}
+
+func (f *recordingFlusher) submitted() []*flush.Job {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*flush.Job(nil), f.jobs...)
+}
+
+// TestDeadManualFlushJobIsServed: in jobs mode an admin flush whose job is dead-lettered (a
+// status without a result) counts as served: the session's later requests do not enqueue the
+// manual job again and again.
+func TestDeadManualFlushJobIsServed(t *testing.T) {
+	rs := redistest.Start(t, nil)
+	ctx := context.Background()
+	st, err := store.Open(ctx, rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	q := &recordingFlusher{Queue: flush.NewQueue(rdb, "")} // no worker: the test decides the job's fate
+	r := newRig(t, nil, st, func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0; o.Flusher = q })
+	msgs, c := conversation(t, r, "sess-dead", false)
+	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/sess-dead/flush"); code != http.StatusAccepted {
+		t.Fatalf("admin flush: %d", code)
+	}
+	next := func(text string) { msgs = userTurn(t, r, c, msgs, text) }
+	next("one")
+	var jobs []*flush.Job
+	for jobs = q.submitted(); len(jobs) == 0; jobs = q.submitted() { // submitted in the background
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(jobs) != 1 || jobs[0].Trigger != "manual" {
+		t.Fatalf("jobs %+v", jobs)
+	}
+	dead, _ := json.Marshal(flush.Status{State: flush.StateDead, Attempt: 3, Error: "summarizer down"})
+	if err := rdb.Set(ctx, q.StatusKey("sess-dead", jobs[0].Hash), dead, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.px.flights.Load("sess-dead"); ok {
+		<-v.(<-chan struct{})
+	}
+	r.px.bg.Wait()
+	snap, _ := st.Load(ctx, "sess-dead")
+	if snap.Stats[statFlushServed] != 1 {
+		t.Fatalf("a dead-lettered manual flush was not counted as served: %v", snap.Stats)
+	}
+	next("two")
+	r.px.bg.Wait()
+	if jobs := q.submitted(); len(jobs) != 1 {
+		t.Fatalf("the admin flush was enqueued again: %d jobs", len(jobs))
 	}
 }

@@ -555,12 +555,15 @@ func (s *Server) cacheAlive(t *turn) bool {
 }
 
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
-// flush is to be weighed. Manual and budget flushes are never deferred; with
+// flush is to be weighed. A pending admin flush request fires "manual" unless a flush this
+// process started for the session is still running (the admin flush itself, most likely:
+// once it ended the request is served, or the next request starts it). Manual and budget
+// flushes are never deferred; with
 // Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
 // long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	last := s.lastRequest(t)
-	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] {
+	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] && !s.flushRunning(t.sid) {
 		return "manual", flushOpts{}
 	}
 	tokens := estimateTokens(t.body.Len())
@@ -641,7 +644,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		c, cancel := context.WithTimeout(s.ctx, maxFlushTrack)
 		defer cancel()
 		res, err := tk.Wait(c)
-		if trigger == "manual" && res != nil && res.Outcome != flush.OutcomeBusy {
+		if trigger == "manual" && s.ctx.Err() == nil && (res == nil || res.Outcome != flush.OutcomeBusy) {
 			s.flushServed(t)
 		}
 		if err != nil && c.Err() == nil {
@@ -672,17 +675,35 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 	return done
 }
 
-// flushServed records that the admin flush requests the request saw are served: a manual
-// flush ran (whatever its outcome, except finding the lease held: it did not run then, and
-// the session's next request starts it again). The counter is set to the requests seen, not
-// incremented, so two requests serving the same admin request count it once and a later
-// admin request is never taken for served.
+// flushServed records that the admin flush requests the request saw are served: its manual
+// flush ended — whatever its outcome, a failure, a dead-lettered job or no answer within
+// maxFlushTrack included — except by finding the lease held (it did not run then, and the
+// session's next request starts it again) or by this server shutting down. Counting a failed flush as served keeps a flush
+// that cannot succeed from being submitted again by every later request; the operator asks
+// again. The counter is raised to the requests seen, never incremented or lowered, so two
+// requests serving the same admin request count it once, and a writer with an older snapshot
+// never makes a served request pending again.
 func (s *Server) flushServed(t *turn) {
 	ctx, cancel := s.storeCtx(s.ctx)
 	defer cancel()
-	if err := s.opt.Store.SetStats(ctx, t.sid, map[string]int64{statFlushServed: t.snap.Stats[statFlushRequested]}); err != nil {
-		s.met.StoreErrors.WithLabelValues("set_stats").Inc()
+	err := s.opt.Store.UpdateStats(ctx, t.sid, store.StatsUpdate{Max: map[string]int64{statFlushServed: t.snap.Stats[statFlushRequested]}})
+	if err != nil {
+		s.met.StoreErrors.WithLabelValues("update_stats").Inc()
 		t.log.Warn("recording the served admin flush failed", "err", err)
+	}
+}
+
+// flushRunning reports whether a flush this process started for the session has not ended.
+func (s *Server) flushRunning(sid string) bool {
+	v, ok := s.flights.Load(sid)
+	if !ok {
+		return false
+	}
+	select {
+	case <-v.(<-chan struct{}):
+		return false
+	default:
+		return true
 	}
 }
 
