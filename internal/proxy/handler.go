@@ -141,7 +141,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	}
 	t.clock.done(phaseRead)
 	var src SessionSource
-	t.sid, src = SessionID(f, r.Header, body)
+	t.sid, src = s.sessionOf(f, r.Header, body)
 	req, err := s.parses.parse(f, t.sid, body)
 	if err != nil {
 		code = http.StatusBadRequest
@@ -207,6 +207,22 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		}
 		s.afterResponse(t, out)
 	})
+}
+
+// sessionOf returns the session of a request (SessionID), except that with session auth a
+// token names its session: when the id came from a body field and the request's
+// X-Condense-Token is valid for the bare field value — the exact id a token was issued for,
+// such as an AgentSession's spec.sessionID — the session is that bare value, not the
+// namespaced <value>:<hash>.
+func (s *Server) sessionOf(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
+	sid, src := SessionID(f, h, body)
+	if len(s.opt.SessionSecret) == 0 || src == SourceHeader || src == SourceDerived {
+		return sid, src
+	}
+	if ns, _ := BodyNamespace(f, body); config.VerifySessionToken(s.opt.SessionSecret, ns, h.Get(HeaderToken)) {
+		return ns, src
+	}
+	return sid, src
 }
 
 // observeOwnTime records the request's own time before it goes upstream, in total and by

@@ -43,27 +43,39 @@ const (
 // Anthropic metadata.user_id, else OpenAI user, then prompt_cache_key — in place of "d-" as a
 // namespace: "<value>:<24 hex>". Those fields identify a user (or, OpenAI's prompt_cache_key, a
 // prompt shared across users), not a conversation, so they alone would make every
-// conversation of one user, or every user of one prompt, share a session.
+// conversation of one user, or every user of one prompt, share a session. With session auth
+// the proxy makes one exception (Server.sessionOf): a token valid for the bare body value
+// names that exact session.
 func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
 	if v := strings.TrimSpace(h.Get(HeaderSession)); v != "" {
 		return v, SourceHeader
 	}
-	ns, src := "", SourceDerived
-	if f == wire.Anthropic {
-		if v := gjson.GetBytes(body, "metadata.user_id"); v.Type == gjson.String && v.Str != "" {
-			ns, src = v.Str, SourceMetadata
-		}
-	} else {
-		if v := gjson.GetBytes(body, "user"); v.Type == gjson.String && v.Str != "" {
-			ns, src = v.Str, SourceUser
-		} else if v := gjson.GetBytes(body, "prompt_cache_key"); v.Type == gjson.String && v.Str != "" {
-			ns, src = v.Str, SourceCacheKey
-		}
-	}
+	ns, src := BodyNamespace(f, body)
 	if ns == "" {
 		return "d-" + conversationHash(f, body), SourceDerived
 	}
 	return ns + ":" + conversationHash(f, body), src
+}
+
+// BodyNamespace returns the end user a request body names — Anthropic metadata.user_id, else
+// OpenAI user, then prompt_cache_key — and where it came from; "" and SourceDerived when the
+// body names none. SessionID uses it as a namespace; with session auth, a request whose
+// X-Condense-Token is valid for this bare value is the session of that exact id (a token
+// names its session).
+func BodyNamespace(f wire.Format, body []byte) (string, SessionSource) {
+	if f == wire.Anthropic {
+		if v := gjson.GetBytes(body, "metadata.user_id"); v.Type == gjson.String && v.Str != "" {
+			return v.Str, SourceMetadata
+		}
+		return "", SourceDerived
+	}
+	if v := gjson.GetBytes(body, "user"); v.Type == gjson.String && v.Str != "" {
+		return v.Str, SourceUser
+	}
+	if v := gjson.GetBytes(body, "prompt_cache_key"); v.Type == gjson.String && v.Str != "" {
+		return v.Str, SourceCacheKey
+	}
+	return "", SourceDerived
 }
 
 // conversationHash is 24 hex of a SHA-256 over the text of the request's system prompt

@@ -10,7 +10,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/tidwall/gjson"
 
+	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -210,5 +212,34 @@ func TestRequestStatsAreOneWrite(t *testing.T) {
 	}
 	if snap.Stats[statContextReqs] != 1 { // one message, fewer than the 5 before: starts over
 		t.Fatalf("%s = %d after a compaction; want 1", statContextReqs, snap.Stats[statContextReqs])
+	}
+}
+
+// TestTokenNamesItsSession: with session auth, a request whose session comes from a body
+// field (metadata.user_id, OpenAI user) and whose token was issued for the bare value is the
+// session of that exact id; without a token or with another session's token it is refused.
+func TestTokenNamesItsSession(t *testing.T) {
+	secret := []byte("policy-secret")
+	r := newRig(t, nil, nil, func(o *Options) { o.SessionSecret = secret; o.Trigger = Trigger{OnDemand: true} })
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/messages", `{"model":"m","max_tokens":5,"metadata":{"user_id":"agent-7"},"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/chat/completions", `{"model":"gpt-4o","user":"agent-8","messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		bare := gjson.Get(tc.body, "metadata.user_id").Str + gjson.Get(tc.body, "user").Str
+		for _, tok := range []string{"", config.SessionToken(secret, "someone-else")} {
+			resp, b := post(t, r.http.URL+tc.path, tc.body, map[string]string{HeaderToken: tok})
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("%s token %q: %d %s", bare, tok, resp.StatusCode, b)
+			}
+		}
+		r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+		resp, b := post(t, r.http.URL+tc.path, tc.body, map[string]string{HeaderToken: config.SessionToken(secret, bare)})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s with its token: %d %s", bare, resp.StatusCode, b)
+		}
+		r.px.bg.Wait()
+		if snap, err := r.st.Load(context.Background(), bare); err != nil || snap.Stats[store.StatRequests] != 1 {
+			t.Fatalf("session %s not stored under the bare value: %v %v", bare, snap.Stats, err)
+		}
 	}
 }
