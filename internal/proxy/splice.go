@@ -30,7 +30,7 @@ const (
 	statSplicePrefix = "proxySplice/"
 	// blobSplices is the blob that held all of a session's hidden exchanges before they were
 	// stored one by one (statSplices > 0 says it exists): read, and moved to the new form
-	// by the session's next stored exchange.
+	// and deleted by the session's next stored exchange.
 	blobSplices = "proxy-splices"
 )
 
@@ -58,11 +58,12 @@ type cachedSplice struct {
 	sp    *splice
 }
 
-// spliceIndex returns the hidden exchanges a session's counters list: client index → stamp.
+// spliceIndex returns the client indexes the session's counters know: index → stamp, 0 for
+// an exchange that was dropped.
 func spliceIndex(stats map[string]int64) map[int]int64 {
 	var idx map[int]int64
 	for k, v := range stats {
-		if v == 0 || !strings.HasPrefix(k, statSplicePrefix) {
+		if !strings.HasPrefix(k, statSplicePrefix) {
 			continue
 		}
 		at, err := strconv.Atoi(k[len(statSplicePrefix):])
@@ -79,23 +80,41 @@ func spliceIndex(stats map[string]int64) map[int]int64 {
 
 // hasSplices reports whether a session snapshot lists hidden exchanges.
 func hasSplices(stats map[string]int64) bool {
-	return stats[statSplices] > 0 || len(spliceIndex(stats)) > 0
+	if stats[statSplices] > 0 {
+		return true
+	}
+	for _, stamp := range spliceIndex(stats) {
+		if stamp != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // loadSplices returns the hidden exchanges the request's snapshot lists. Each is read from
-// the store once per process: later requests find it in memory while its stamp holds.
+// the store once per process: later requests find it in memory while its stamp holds. The
+// legacy blob (written by proxies before per-exchange blobs) counts only at client indexes
+// the per-exchange counters do not know: where they list or dropped an exchange they are
+// newer, and a legacy blob an older replica rewrote from a stale copy must not bring a dropped
+// exchange back.
 func (s *Server) loadSplices(ctx context.Context, t *turn) (*spliceSet, error) {
 	byAt := map[int]splice{}
+	idx := spliceIndex(t.snap.Stats)
 	if t.snap.Stats[statSplices] > 0 {
 		legacy, err := s.legacySplices(ctx, t.sid)
 		if err != nil {
 			return nil, err
 		}
 		for _, sp := range legacy {
-			byAt[sp.At] = sp
+			if _, known := idx[sp.At]; !known {
+				byAt[sp.At] = sp
+			}
 		}
 	}
-	for at, stamp := range spliceIndex(t.snap.Stats) {
+	for at, stamp := range idx {
+		if stamp == 0 {
+			continue
+		}
 		key := t.sid + "\x00" + strconv.Itoa(at)
 		if v, ok := s.spliceCache.Load(key); ok && v.(cachedSplice).stamp == stamp {
 			byAt[at] = *v.(cachedSplice).sp
@@ -183,27 +202,36 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 	if err := put(sp); err != nil {
 		return err
 	}
-	listed := spliceIndex(t.snap.Stats)
-	for at := range listed {
-		if at > sp.At {
+	known := spliceIndex(t.snap.Stats)
+	for at, stamp := range known {
+		if at > sp.At && stamp != 0 {
 			set[statSplicePrefix+strconv.Itoa(at)] = 0
 		}
 	}
-	if t.snap.Stats[statSplices] > 0 { // move the earlier exchanges of the legacy blob
-		legacy, err := s.legacySplices(ctx, t.sid)
+	legacy := t.snap.Stats[statSplices] > 0
+	if legacy { // move the earlier exchanges of the legacy blob the counters do not know
+		old, err := s.legacySplices(ctx, t.sid)
 		if err != nil {
 			return err
 		}
-		for i := range legacy {
-			if _, ok := listed[legacy[i].At]; !ok && legacy[i].At < sp.At {
-				if err := put(&legacy[i]); err != nil {
+		for i := range old {
+			if _, ok := known[old[i].At]; !ok && old[i].At < sp.At {
+				if err := put(&old[i]); err != nil {
 					return err
 				}
 			}
 		}
 		set[statSplices] = 0
 	}
-	return s.opt.Store.SetStats(ctx, t.sid, set)
+	if err := s.opt.Store.SetStats(ctx, t.sid, set); err != nil {
+		return err
+	}
+	if legacy {
+		// Moved: the legacy blob goes, so an older replica that stores an exchange later
+		// starts it afresh instead of rewriting it with the exchanges moved (or dropped) here.
+		return s.opt.Store.DeleteBlob(ctx, t.sid, blobSplices)
+	}
+	return nil
 }
 
 // joinRaw returns prefix, the raw JSON values separated by commas, and suffix.

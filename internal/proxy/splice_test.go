@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -311,7 +312,7 @@ func TestHiddenExchangesAcrossReplicas(t *testing.T) {
 	// Back to before turn 1, on B: its new exchange there replaces turn 1's and drops turn 2's.
 	mixed(cb, msgs, "3")
 	snap, _ := b.st.Load(context.Background(), "sess-replicas")
-	if idx := spliceIndex(snap.Stats); len(idx) != 1 {
+	if idx := listedSplices(snap.Stats); len(idx) != 1 {
 		t.Fatalf("listed exchanges %v, want turn 3's alone", idx)
 	}
 }
@@ -320,16 +321,16 @@ func TestHiddenExchangesAcrossReplicas(t *testing.T) {
 // former format has them re-inserted, and its next stored exchange moves them.
 func TestLegacySpliceBlob(t *testing.T) {
 	r := newRig(t, nil, nil, nil)
-	msgs, c := conversation(t, r, "sess-legacy", false)
+	msgs, c := conversation(t, r, "sess-new-form", false)
 	r.up.Enqueue(upstreamfake.Reply{Text: "Checking.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own", Name: "bash", Input: `{"cmd":"ls"}`},
 		{ID: "toolu_qL", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
 	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("look")))
 	m := aTurn(t, c, msgs, false)
 	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own", "x", false)))
-	// Rewrite what was stored into the former format, as an older proxy left it.
+	// Store what was stored, in the former format, for a session as an older proxy left it.
 	ctx := context.Background()
-	snap, _ := r.st.Load(ctx, "sess-legacy")
-	set, err := r.px.loadSplices(ctx, &turn{sid: "sess-legacy", snap: snap, log: r.px.log})
+	snap, _ := r.st.Load(ctx, "sess-new-form")
+	set, err := r.px.loadSplices(ctx, &turn{sid: "sess-new-form", snap: snap, log: r.px.log})
 	if err != nil || len(set.Splices) != 1 {
 		t.Fatalf("%+v %v", set, err)
 	}
@@ -337,7 +338,7 @@ func TestLegacySpliceBlob(t *testing.T) {
 	if err := r.st.PutBlob(ctx, "sess-legacy", blobSplices, data); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.st.SetStats(ctx, "sess-legacy", map[string]int64{statSplices: 1, statSplicePrefix + strconv.Itoa(set.Splices[0].At): 0}); err != nil {
+	if err := r.st.IncrStats(ctx, "sess-legacy", map[string]int64{statSplices: 1}); err != nil {
 		t.Fatal(err)
 	}
 	r2 := newRig(t, r.up, r.st, nil) // a process that never saw the exchange
@@ -349,8 +350,11 @@ func TestLegacySpliceBlob(t *testing.T) {
 		t.Fatalf("the legacy exchange was not re-inserted: %s", rec.Body)
 	}
 	snap, _ = r.st.Load(ctx, "sess-legacy")
-	if snap.Stats[statSplices] != 0 || len(spliceIndex(snap.Stats)) != 2 {
+	if snap.Stats[statSplices] != 0 || len(listedSplices(snap.Stats)) != 2 {
 		t.Fatalf("not moved to the new form: %v", snap.Stats)
+	}
+	if _, err := r.st.GetBlob(ctx, "sess-legacy", blobSplices); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the legacy blob was kept after the move: %v", err)
 	}
 	r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
 	aTurn(t, c2, append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own2", "y", false))), false)
@@ -358,4 +362,51 @@ func TestLegacySpliceBlob(t *testing.T) {
 	if !strings.Contains(string(rec.Body), "toolu_qL") || !strings.Contains(string(rec.Body), "toolu_qM") {
 		t.Fatalf("exchanges lost in the move: %s", rec.Body)
 	}
+}
+
+// TestLegacyBlobYieldsToCounters: a legacy blob an older replica rewrote (from a stale copy)
+// counts only at client indexes the per-exchange counters do not know: an exchange they
+// dropped is not brought back, one they list is read from its own blob.
+func TestLegacyBlobYieldsToCounters(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	ctx := context.Background()
+	const sid = "sess-stale-legacy"
+	mk := func(at int, text string) splice {
+		return splice{At: at, Digest: "d", Replace: []json.RawMessage{json.RawMessage(`{"role":"assistant","content":"` + text + `"}`)}}
+	}
+	data, _ := json.Marshal(spliceSet{Splices: []splice{mk(1, "stale listed"), mk(3, "stale dropped"), mk(5, "old replica's")}})
+	if err := r.st.PutBlob(ctx, sid, blobSplices, data); err != nil {
+		t.Fatal(err)
+	}
+	own, _ := json.Marshal(mk(1, "current"))
+	if err := r.st.PutBlob(ctx, sid, blobSplicePrefix+"1", own); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.SetStats(ctx, sid, map[string]int64{statSplices: 1, statSplicePrefix + "1": 7, statSplicePrefix + "3": 0}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := r.st.Load(ctx, sid)
+	set, err := r.px.loadSplices(ctx, &turn{sid: sid, snap: snap, log: r.px.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sp := range set.Splices {
+		got = append(got, fmt.Sprintf("%d:%s", sp.At, sp.Replace[0]))
+	}
+	want := []string{`1:{"role":"assistant","content":"current"}`, `5:{"role":"assistant","content":"old replica's"}`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("loaded %v; want %v", got, want)
+	}
+}
+
+// listedSplices returns the hidden exchanges a session's counters list (not the dropped ones).
+func listedSplices(stats map[string]int64) map[int]int64 {
+	idx := spliceIndex(stats)
+	for at, stamp := range idx {
+		if stamp == 0 {
+			delete(idx, at)
+		}
+	}
+	return idx
 }

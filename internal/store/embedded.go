@@ -598,6 +598,30 @@ func (s *EmbeddedStore) PutBlob(ctx context.Context, session, key string, data [
 	}))
 }
 
+// DeleteBlob implements Store.
+func (s *EmbeddedStore) DeleteBlob(ctx context.Context, session, key string) error {
+	if err := s.check(session); err != nil {
+		return err
+	}
+	if err := validateBlobKey(key); err != nil {
+		return err
+	}
+	if err := ctxErr(ctx, "delblob"); err != nil {
+		return err
+	}
+	now := s.now()
+	return s.wrap("delblob", s.db.update(func(tx kvTx) error {
+		b := s.session(tx, session, now)
+		if b == nil {
+			return nil
+		}
+		if bb := b.bucket(bktBlobs); bb != nil {
+			return bb.del([]byte(key))
+		}
+		return nil
+	}))
+}
+
 // GetBlob implements Store.
 func (s *EmbeddedStore) GetBlob(ctx context.Context, session, key string) ([]byte, error) {
 	if err := s.check(session); err != nil {

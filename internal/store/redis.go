@@ -353,6 +353,17 @@ func (s *RedisStore) PutBlob(ctx context.Context, session, key string, data []by
 	return s.wrap("putblob", scriptPutBlob.Run(ctx, s.rdb, s.redisKeys(session), session, s.ttlArg(), key, encodeValue(data)).Err())
 }
 
+// DeleteBlob implements Store.
+func (s *RedisStore) DeleteBlob(ctx context.Context, session, key string) error {
+	if err := s.check(session); err != nil {
+		return err
+	}
+	if err := validateBlobKey(key); err != nil {
+		return err
+	}
+	return s.wrap("delblob", scriptDelBlob.Run(ctx, s.rdb, s.redisKeys(session), session, key).Err())
+}
+
 // GetBlob implements Store.
 func (s *RedisStore) GetBlob(ctx context.Context, session, key string) ([]byte, error) {
 	if err := s.check(session); err != nil {

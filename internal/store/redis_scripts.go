@@ -129,6 +129,12 @@ touch(ARGV[1], ARGV[2], now_ms())
 return 1
 `)
 
+// delblob: ARGV id, key. Removes the blob; nothing else changes.
+var scriptDelBlob = redis.NewScript(luaPrelude + `
+local e = check_id(ARGV[1]); if e then return e end
+return redis.call('HDEL', KEYS[5], ARGV[2])
+`)
+
 // putblob: ARGV id, ttl, key, value.
 var scriptPutBlob = redis.NewScript(luaPrelude + `
 local e = check_id(ARGV[1]); if e then return e end
@@ -185,5 +191,5 @@ if n > 0 then redis.call('PUBLISH', ARGV[2], 'x0:' .. ARGV[1]) end
 return n
 `)
 
-var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptSetStats, scriptUpdateStats, scriptPutBlob,
+var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptSetStats, scriptUpdateStats, scriptPutBlob, scriptDelBlob,
 	scriptAcquire, scriptRenew, scriptRelease, scriptDelete}

@@ -69,6 +69,10 @@ type Store interface {
 	// GetBlob returns the decompressed blob, or an error satisfying errors.Is(err, ErrNotFound).
 	GetBlob(ctx context.Context, session, key string) ([]byte, error)
 
+	// DeleteBlob removes the blob under key; a missing blob (or session) is not an error. It
+	// does not refresh the session's last-seen time.
+	DeleteBlob(ctx context.Context, session, key string) error
+
 	// AcquireLease takes the session's flush lease for owner for ttl. When another owner holds
 	// an unexpired lease it returns a *LeaseHeldError (errors.Is ErrLeaseHeld). When owner
 	// already holds it, the lease is extended and keeps its token. Each newly issued lease

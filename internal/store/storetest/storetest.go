@@ -588,6 +588,28 @@ func testBlobs(t *testing.T, open Factory) {
 	if snap, _ := s.Load(ctx, id); snap.Version != 0 {
 		t.Fatalf("blobs changed the version to %d", snap.Version)
 	}
+	// DeleteBlob removes one blob; a missing blob or session is not an error.
+	if err := s.DeleteBlob(ctx, id, "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetBlob(ctx, id, "tiny"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted blob = %v; want ErrNotFound", err)
+	}
+	if got, err := s.GetBlob(ctx, id, "empty"); err != nil || got == nil {
+		t.Fatalf("DeleteBlob removed another blob: %v", err)
+	}
+	if err := s.DeleteBlob(ctx, id, "tiny"); err != nil {
+		t.Fatalf("deleting a missing blob: %v", err)
+	}
+	if err := s.DeleteBlob(ctx, "no-such-session", "tiny"); err != nil {
+		t.Fatalf("deleting a blob of an unknown session: %v", err)
+	}
+	if snap, _ := s.Load(ctx, "no-such-session"); snap.Version != 0 || !snap.LastSeen.IsZero() {
+		t.Fatalf("DeleteBlob created a session: %+v", snap)
+	}
+	if err := s.DeleteBlob(ctx, id, ""); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("empty key = %v", err)
+	}
 }
 
 func testListDelete(t *testing.T, open Factory) {
@@ -914,6 +936,7 @@ func testSessionIDs(t *testing.T, open Factory) {
 		checks["IncrStats"] = s.IncrStats(ctx, id, map[string]int64{"n": 1})
 		checks["SetStats"] = s.SetStats(ctx, id, map[string]int64{"n": 1})
 		checks["UpdateStats"] = s.UpdateStats(ctx, id, store.StatsUpdate{Max: map[string]int64{"n": 1}})
+		checks["DeleteBlob"] = s.DeleteBlob(ctx, id, "b")
 		checks["PutBlob"] = s.PutBlob(ctx, id, "b", []byte("x"))
 		_, checks["GetBlob"] = s.GetBlob(ctx, id, "b")
 		_, checks["AcquireLease"] = s.AcquireLease(ctx, id, "o", time.Minute)
