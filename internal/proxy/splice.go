@@ -234,6 +234,18 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 	return nil
 }
 
+// callsQueryTool reports whether a request's messages hold a context_tree_query call.
+func callsQueryTool(req *wire.Request) bool {
+	for _, m := range req.Messages {
+		for _, b := range m.Blocks {
+			if b.Kind == wire.KindToolUse && b.Name == pruner.QueryToolName {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // joinRaw returns prefix, the raw JSON values separated by commas, and suffix.
 func joinRaw(prefix string, raws []json.RawMessage, suffix string) []byte {
 	var b bytes.Buffer
@@ -298,7 +310,11 @@ func messageDigest(m *wire.Message) string {
 }
 
 // buildView returns the model's view of the client request: hidden exchanges re-inserted at
-// the place they happened, and the context_tree_query tool added.
+// the place they happened, and the context_tree_query tool added — except for a request of
+// several choices (OpenAI n > 1), whose response is relayed untouched, so a query call in it
+// would never be answered; it keeps the tool only when its history holds query calls (the
+// re-inserted exchanges), which a provider may require a definition for. A session that
+// switches n changes its tools there (a prompt-cache miss at the switch).
 func (s *Server) buildView(t *turn) (*wire.Request, error) {
 	req := t.client
 	if t.splice != nil && len(t.splice.Splices) > 0 {
@@ -360,7 +376,7 @@ func (s *Server) buildView(t *turn) (*wire.Request, error) {
 			req = req.WithMessages(out)
 		}
 	}
-	if !s.opt.DisableQueryTool {
+	if !s.opt.DisableQueryTool && (!manyChoices(t) || callsQueryTool(req)) {
 		has := false
 		for _, tl := range req.Tools {
 			if tl.Name == pruner.QueryToolName {

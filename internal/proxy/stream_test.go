@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/openai/openai-go/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -337,5 +338,27 @@ func TestUpstreamUnreachableIs502(t *testing.T) {
 	var apiErr *anthropic.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || !strings.Contains(apiErr.RawJSON(), "api_error") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestNoQueryToolForSeveralChoices: a request of several choices (n > 1), whose response is
+// relayed untouched, is not offered context_tree_query (its calls would never be answered);
+// a request of one choice is.
+func TestNoQueryToolForSeveralChoices(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	for _, tc := range []struct {
+		n    string
+		tool bool
+	}{{`"n":2,`, false}, {`"n":1,`, true}, {``, true}} {
+		r.up.Enqueue(upstreamfake.Reply{Text: "fine"})
+		body := `{"model":"gpt-4o",` + tc.n + `"messages":[{"role":"user","content":"hi"}]}`
+		if resp, b := post(t, r.http.URL+"/v1/chat/completions", body, map[string]string{HeaderSession: "choices-tools"}); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		rec, _ := r.up.Last()
+		has := strings.Contains(gjson.GetBytes(rec.Body, "tools").Raw, pruner.QueryToolName)
+		if has != tc.tool {
+			t.Fatalf("%s: query tool offered %v, want %v: %s", tc.n, has, tc.tool, rec.Body)
+		}
 	}
 }
