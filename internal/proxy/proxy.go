@@ -22,20 +22,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// Defaults for Options fields left zero.
+// Defaults for Options fields left zero. Those the configuration also has are its values
+// (package config is their one source), so the two cannot drift apart.
 const (
 	// DefaultMaxBodyBytes is the request body limit (32 MiB, the provider's own).
-	DefaultMaxBodyBytes = 32 << 20
+	DefaultMaxBodyBytes = config.DefaultMaxBodyBytes
 	// DefaultStoreTimeout bounds each store call on the request path.
 	DefaultStoreTimeout = 2 * time.Second
 	// DefaultBodyReadTimeout bounds reading one request body.
-	DefaultBodyReadTimeout = 5 * time.Minute
+	DefaultBodyReadTimeout = config.DefaultBodyReadTimeout
 	// BudgetCap caps the budget trigger: a flush is due at min(BudgetCap, threshold × window).
 	BudgetCap = 300_000
 )

@@ -9,20 +9,23 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/condense-dev/condense/internal/config"
 )
 
-// Defaults of the bounds on upstream responses (Options fields left zero).
+// Defaults of the bounds on upstream responses (Options fields left zero): the
+// configuration's (package config is their one source).
 const (
 	// DefaultUpstreamHeaderTimeout bounds the wait for a provider's response headers. A
 	// non-streamed answer's headers come only once the whole answer is generated, which the
 	// providers' SDKs wait up to 10 minutes for: the default is above that.
-	DefaultUpstreamHeaderTimeout = 15 * time.Minute
+	DefaultUpstreamHeaderTimeout = config.DefaultUpstreamHeaders
 	// DefaultUpstreamIdleTimeout bounds the wait for the next bytes of a response body. Models
 	// that reason before they answer can stream nothing for minutes.
-	DefaultUpstreamIdleTimeout = 10 * time.Minute
+	DefaultUpstreamIdleTimeout = config.DefaultUpstreamIdle
 	// DefaultMaxResponseBytes bounds a response the proxy buffers whole (a JSON answer) and
 	// one server-sent event.
-	DefaultMaxResponseBytes = 64 << 20
+	DefaultMaxResponseBytes = config.DefaultMaxResponseBytes
 )
 
 // Labels of condense_upstream_limits_total{limit}.
