@@ -142,6 +142,7 @@ func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
 	}
 	next("two")
 	next("three")
+	r.px.bg.Wait() // flushes are submitted in the background
 	if n := manual(); n != 1 {
 		t.Fatalf("%v manual flushes submitted while the first ran; want 1", n)
 	}

@@ -186,6 +186,7 @@ func TestRequestStatsAreOneWrite(t *testing.T) {
 		m := aTurn(t, c, msgs, i == 1)
 		msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("more")))
 	}
+	storedRequests(t, r.st, "one-write", 3)
 	r.px.bg.Wait()
 	if n := cs.writes.Load(); n != 3 {
 		t.Fatalf("3 requests made %d counter writes; want 3", n)
@@ -237,9 +238,26 @@ func TestTokenNamesItsSession(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s with its token: %d %s", bare, resp.StatusCode, b)
 		}
-		r.px.bg.Wait()
-		if snap, err := r.st.Load(context.Background(), bare); err != nil || snap.Stats[store.StatRequests] != 1 {
-			t.Fatalf("session %s not stored under the bare value: %v %v", bare, snap.Stats, err)
+		if snap := storedRequests(t, r.st, bare, 1); snap.Stats[store.StatRequests] != 1 {
+			t.Fatalf("session %s: %v", bare, snap.Stats)
 		}
+	}
+}
+
+// storedRequests waits until the session's counters show n requests and returns its
+// snapshot: a request's counters are written in the background once its handler returned,
+// which can be after the client read the whole response.
+func storedRequests(t *testing.T, st store.Store, sid string, n int64) *store.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := st.Load(context.Background(), sid)
+		if err == nil && snap.Stats[store.StatRequests] >= n {
+			return snap
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s: %d requests never recorded (%v, %v)", sid, n, snap, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
