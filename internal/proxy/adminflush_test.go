@@ -20,8 +20,8 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// TestManualFlushServedOnce: two requests that loaded the same snapshot (one admin flush
-// request pending) both start the manual flush; the request counts as served once, so the
+// TestManualFlushServedOnce: two requests of two replicas that loaded the same snapshot (one
+// admin flush request pending) both start the manual flush; the request counts as served once, so the
 // next admin flush request is not ignored.
 func TestManualFlushServedOnce(t *testing.T) {
 	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true} })
@@ -40,6 +40,7 @@ func TestManualFlushServedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ { // as two requests (two replicas) would, from one snapshot
+		r.px.servedFlush.Delete("sess-served") // another replica has no record of the first flush
 		tn := &turn{f: wire.Anthropic, ep: epMessages, sid: "sess-served", log: r.px.log, hdr: http.Header{}, client: req, view: req, fwd: req, snap: snap, at: time.Now()}
 		if trig, _ := r.px.dueTrigger(tn); trig != "manual" {
 			t.Fatalf("trigger %q", trig)
@@ -72,7 +73,7 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 	next := func(text string) {
 		msgs = userTurn(t, r, c, msgs, text)
 		if v, ok := r.px.flights.Load("sess-busy"); ok { // the flush this request started has ended
-			<-v.(<-chan struct{})
+			<-v.(*flight).done
 		}
 		r.px.bg.Wait()
 	}
@@ -120,14 +121,21 @@ func (g *gatedSummarizer) Summarize(ctx context.Context, req *summarize.Request)
 	return g.Extractive.Summarize(ctx, req)
 }
 
+// gatedRig is an on-demand rig whose requests do not wait for flushes and whose flushes wait
+// in a gatedSummarizer until release is called (at the latest by the test's cleanup).
+func gatedRig(t *testing.T) (r *rig, g *gatedSummarizer, release func()) {
+	r = newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0 })
+	g = &gatedSummarizer{entered: make(chan struct{}), gate: make(chan struct{})}
+	r.inpro.Orch.Summarizer = g
+	release = sync.OnceFunc(func() { close(g.gate) })
+	t.Cleanup(release) // before the rig's cleanup waits for the flush
+	return r, g, release
+}
+
 // TestManualFlushNotRefiredWhileRunning: requests arriving while the admin flush runs in this
 // process do not submit it again; once it ended the request is served and nothing re-fires.
 func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
-	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0 })
-	g := &gatedSummarizer{entered: make(chan struct{}), gate: make(chan struct{})}
-	r.inpro.Orch.Summarizer = g
-	release := sync.OnceFunc(func() { close(g.gate) })
-	t.Cleanup(release) // before the rig's cleanup waits for the flush
+	r, g, release := gatedRig(t)
 	msgs, c := conversation(t, r, "sess-running", false)
 	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/sess-running/flush"); code != http.StatusAccepted {
 		t.Fatalf("admin flush: %d", code)
@@ -148,7 +156,7 @@ func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
 	}
 	release()
 	if v, ok := r.px.flights.Load("sess-running"); ok {
-		<-v.(<-chan struct{})
+		<-v.(*flight).done
 	}
 	r.px.bg.Wait()
 	next("four")
@@ -213,7 +221,7 @@ func TestDeadManualFlushJobIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v, ok := r.px.flights.Load("sess-dead"); ok {
-		<-v.(<-chan struct{})
+		<-v.(*flight).done
 	}
 	r.px.bg.Wait()
 	snap, _ := st.Load(ctx, "sess-dead")
@@ -224,5 +232,104 @@ func TestDeadManualFlushJobIsServed(t *testing.T) {
 	r.px.bg.Wait()
 	if jobs := q.submitted(); len(jobs) != 1 {
 		t.Fatalf("the admin flush was enqueued again: %d jobs", len(jobs))
+	}
+}
+
+// staleTurn is a request of the session carrying snap, as a request that loaded snap and
+// reaches the flush triggers later would be.
+func staleTurn(t *testing.T, r *rig, sid string, msgs []anthropic.MessageParam, snap *store.Snapshot) *turn {
+	t.Helper()
+	body, _ := aParams(msgs).MarshalJSON()
+	req, err := wire.Parse(wire.Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &turn{f: wire.Anthropic, ep: epMessages, sid: sid, log: r.px.log, hdr: http.Header{},
+		client: req, view: req, fwd: req, body: wire.Segments{req.Raw()}, snap: snap, at: time.Now()}
+}
+
+// TestConcurrentRequestsSubmitOneManualFlush: of requests due the same admin flush, one
+// submits it — requests racing to start it (waited or not), requests arriving while it runs,
+// and requests whose snapshot was loaded before it wrote the served count but that weigh the
+// triggers after it ended.
+func TestConcurrentRequestsSubmitOneManualFlush(t *testing.T) {
+	r, g, release := gatedRig(t)
+	const sid = "sess-race"
+	msgs, c := conversation(t, r, sid, false)
+	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/"+sid+"/flush"); code != http.StatusAccepted {
+		t.Fatalf("admin flush: %d", code)
+	}
+	ctx := context.Background()
+	stale, err := r.st.Load(ctx, sid)
+	if err != nil || stale.Stats[statFlushRequested] != 1 || stale.Stats[statFlushServed] != 0 {
+		t.Fatalf("snapshot %+v, %v; want one admin flush requested, none served", stale, err)
+	}
+	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
+
+	// Requests racing to start it, as requests that wait for their flush do: all found it
+	// due before any started it.
+	var due []*turn
+	for i := 0; i < 8; i++ {
+		tn := staleTurn(t, r, sid, msgs, stale)
+		if trig, _ := r.px.dueTrigger(tn); trig != "manual" {
+			t.Fatalf("trigger %q; want manual", trig)
+		}
+		due = append(due, tn)
+	}
+	var wg sync.WaitGroup
+	for _, tn := range due {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.px.startFlush(tn, "manual", tn.view, nil, flushOpts{}, true) == nil {
+				t.Error("startFlush failed")
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manual flush never reached the summarizer")
+	}
+	if n := manual(); n != 1 {
+		t.Fatalf("8 racing requests submitted %v manual flushes; want 1", n)
+	}
+
+	// Concurrent client requests while it runs.
+	for i := 0; i < 4; i++ {
+		r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
+	}
+	more := append(append([]anthropic.MessageParam(nil), msgs...), anthropic.NewUserMessage(anthropic.NewTextBlock("during")))
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Messages.New(ctx, aParams(more)); err != nil {
+				t.Errorf("messages.new: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	r.px.bg.Wait()
+	if n := manual(); n != 1 {
+		t.Fatalf("%v manual flushes after requests during the flush; want 1", n)
+	}
+
+	// Right after it ended: a request still carrying the snapshot from before the served
+	// count was written, and the client's next request.
+	release()
+	if v, ok := r.px.flights.Load(sid); ok {
+		<-v.(*flight).done
+	}
+	r.px.bg.Wait()
+	if trig, _ := r.px.dueTrigger(staleTurn(t, r, sid, msgs, stale)); trig == "manual" {
+		t.Fatal("a request with a snapshot from before the flush was served fires it again")
+	}
+	msgs = userTurn(t, r, c, msgs, "after")
+	r.px.bg.Wait()
+	snap, _ := r.st.Load(ctx, sid)
+	if n := manual(); n != 1 || snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
+		t.Fatalf("manual flushes %v, served %d, version %d; want 1, 1, > 0", n, snap.Stats[statFlushServed], snap.Version)
 	}
 }

@@ -571,15 +571,16 @@ func (s *Server) cacheAlive(t *turn) bool {
 }
 
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
-// flush is to be weighed. A pending admin flush request fires "manual" unless a flush this
-// process started for the session is still running (the admin flush itself, most likely:
-// once it ended the request is served, or the next request starts it). Manual and budget
+// flush is to be weighed. A pending admin flush request (flushPending) fires "manual" unless
+// a flush this process started for the session is still running (the admin flush itself,
+// most likely: once it ended the request is served, or the next request starts it); startFlush
+// claims the session's flight before submitting, so of concurrent requests one submits it. Manual and budget
 // flushes are never deferred; with
 // Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
 // long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	last := s.lastRequest(t)
-	if t.snap.Stats[statFlushRequested] > t.snap.Stats[statFlushServed] && !s.flushRunning(t.sid) {
+	if s.flushPending(t) && !s.flushRunning(t.sid) {
 		return "manual", flushOpts{}
 	}
 	tokens := estimateTokens(t.body.Len())
@@ -624,7 +625,9 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 // the flush ended. With waited the job is submitted before startFlush returns (and nil is
 // returned when that fails), for a request that waits for the flush. Otherwise the job is
 // built and submitted in the background, so serializing and hashing the request never delays
-// a response (the flight is registered at once, so the session's next request still finds it).
+// a response. Either way the flight is claimed (claimFlight) before the job is submitted, so
+// the session's next request finds it; a manual flush that finds a flush of the session
+// running submits nothing and returns that flush's channel.
 func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, waited bool) <-chan struct{} {
 	job := &flush.Job{Session: t.sid, Format: t.f.String(), Request: req, Trigger: trigger,
 		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
@@ -649,18 +652,23 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		t.log.Info("flush started", "trigger", trigger)
 		return tk
 	}
-	done := make(chan struct{})
-	var key <-chan struct{} = done
+	f := &flight{done: make(chan struct{}), manual: trigger == "manual"}
+	registered, running := s.claimFlight(t.sid, f)
+	if f.manual && !registered {
+		return running.done // a flush is already running: no second admin flush
+	}
 	track := func(tk *flush.Ticket) {
-		defer s.flights.CompareAndDelete(t.sid, key)
-		defer close(done)
+		if registered {
+			defer s.flights.CompareAndDelete(t.sid, f)
+		}
+		defer close(f.done)
 		if tk == nil {
 			return
 		}
 		c, cancel := context.WithTimeout(s.ctx, maxFlushTrack)
 		defer cancel()
 		res, err := tk.Wait(c)
-		if trigger == "manual" && s.ctx.Err() == nil && (res == nil || res.Outcome != flush.OutcomeBusy) {
+		if f.manual && s.ctx.Err() == nil && (res == nil || res.Outcome != flush.OutcomeBusy) {
 			s.flushServed(t)
 		}
 		if err != nil && c.Err() == nil {
@@ -675,20 +683,57 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 	if waited {
 		tk := submit()
 		if tk == nil {
+			track(nil) // ends the claimed flight
 			return nil
 		}
-		s.flights.Store(t.sid, key)
 		go track(tk)
-		return done
+		return f.done
 	}
-	s.flights.Store(t.sid, key)
 	s.bg.Add(1)
 	go func() {
 		tk := submit()
 		s.bg.Done()
 		track(tk)
 	}()
-	return done
+	return f.done
+}
+
+// flight is a flush this process started for a session.
+type flight struct {
+	done   chan struct{} // closed when the flush ended
+	manual bool          // an admin flush ("manual")
+}
+
+// running reports whether the flush has not ended.
+func (f *flight) running() bool {
+	select {
+	case <-f.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// claimFlight registers f as the session's flight, before its job is submitted, unless a
+// flush of the session is still running that f may not replace: a manual flush replaces none
+// (one admin flush at a time: the running flush is returned and nothing is submitted), and no
+// flush replaces a running manual one (it is submitted, but unregistered, so the admin flush
+// stays visible until it ended). The claim is atomic: of concurrent requests due a manual
+// flush, one registers it.
+func (s *Server) claimFlight(sid string, f *flight) (registered bool, running *flight) {
+	for {
+		v, loaded := s.flights.LoadOrStore(sid, f)
+		if !loaded {
+			return true, nil
+		}
+		old := v.(*flight)
+		if old.running() && (f.manual || old.manual) {
+			return false, old
+		}
+		if s.flights.CompareAndSwap(sid, old, f) {
+			return true, nil
+		}
+	}
 }
 
 // flushServed records that the admin flush requests the request saw are served: its manual
@@ -700,6 +745,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 // requests serving the same admin request count it once, and a writer with an older snapshot
 // never makes a served request pending again.
 func (s *Server) flushServed(t *turn) {
+	s.noteServed(t.sid, t.snap.Stats[statFlushRequested])
 	ctx, cancel := s.storeCtx(s.ctx)
 	defer cancel()
 	err := s.opt.Store.UpdateStats(ctx, t.sid, store.StatsUpdate{Max: map[string]int64{statFlushServed: t.snap.Stats[statFlushRequested]}})
@@ -712,14 +758,35 @@ func (s *Server) flushServed(t *turn) {
 // flushRunning reports whether a flush this process started for the session has not ended.
 func (s *Server) flushRunning(sid string) bool {
 	v, ok := s.flights.Load(sid)
-	if !ok {
-		return false
+	return ok && v.(*flight).running()
+}
+
+// flushPending reports whether the request saw an admin flush request not yet served: more
+// requested than served, served being the larger of the snapshot's counter and the requests
+// this process's own manual flushes served (recorded before the flight ends, so a request
+// whose snapshot was loaded before that flush wrote the counter does not fire it again).
+func (s *Server) flushPending(t *turn) bool {
+	served := t.snap.Stats[statFlushServed]
+	if v, ok := s.servedFlush.Load(t.sid); ok {
+		served = max(served, v.(int64))
 	}
-	select {
-	case <-v.(<-chan struct{}):
-		return false
-	default:
-		return true
+	return t.snap.Stats[statFlushRequested] > served
+}
+
+// noteServed raises the session's record of admin flush requests this process served to n.
+func (s *Server) noteServed(sid string, n int64) {
+	for {
+		v, had := s.servedFlush.LoadOrStore(sid, n)
+		if !had {
+			if s.nserved.Add(1) > maxStateCache {
+				s.servedFlush.Clear()
+				s.nserved.Store(0)
+			}
+			return
+		}
+		if v.(int64) >= n || s.servedFlush.CompareAndSwap(sid, v, n) {
+			return
+		}
 	}
 }
 
@@ -765,11 +832,8 @@ func (s *Server) waitLocalFlush(ctx context.Context, t *turn) {
 		return
 	}
 	if v, ok := s.flights.Load(t.sid); ok {
-		done := v.(<-chan struct{})
-		select {
-		case <-done:
-		default:
-			s.waitTicket(ctx, t, done)
+		if f := v.(*flight); f.running() {
+			s.waitTicket(ctx, t, f.done)
 		}
 	}
 }

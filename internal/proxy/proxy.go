@@ -152,13 +152,17 @@ type Server struct {
 	mcp     http.Handler
 	admin   *http.ServeMux
 	parses  *parseCache // each session's last parsed request, for wire.ParseReusing
-	flights sync.Map    // session → (<-chan struct{}) closed when the last flush this process started ended
+	flights sync.Map    // session → *flight: the last flush this process started (claimFlight)
 	states  sync.Map    // session → cachedState
 	nstates atomic.Int64
 	midCuts sync.Map // session → uint64: the key of the mid-run cut weighed last
 	nmid    atomic.Int64
 	lastReq sync.Map // session → time.Time: when this process last forwarded a request of it
 	nlast   atomic.Int64
+	// servedFlush holds the admin flush requests this process's manual flushes served:
+	// session → int64 (flushPending).
+	servedFlush sync.Map
+	nserved     atomic.Int64
 	// spliceCache holds hidden exchanges read or written by this process:
 	// session + "\x00" + client index → cachedSplice.
 	spliceCache sync.Map
