@@ -56,28 +56,44 @@ func TestManualFlushServedOnce(t *testing.T) {
 	}
 }
 
-// TestManualFlushRefusedByLeaseIsNotServed: a manual flush that finds the session's lease
-// held by another flusher did not run, so the admin request stays pending and the session's
-// next request starts it again.
+// TestManualFlushRefusedByLeaseIsNotServed: while the snapshot shows the session's lease
+// held by another flusher no request starts the manual flush; one that finds the lease held
+// all the same (taken after its snapshot was loaded) did not run, so the admin request stays
+// pending, and the session's next request once the lease is released starts it again.
 func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0 })
 	msgs, c := conversation(t, r, "sess-busy", false)
 	ctx := context.Background()
+	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/sess-busy/flush"); code != http.StatusAccepted {
+		t.Fatalf("admin flush: %d", code)
+	}
+	before, _ := r.st.Load(ctx, "sess-busy") // no lease yet
 	lease, err := r.st.AcquireLease(ctx, "sess-busy", "another-replica", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/sess-busy/flush"); code != http.StatusAccepted {
-		t.Fatalf("admin flush: %d", code)
-	}
-	next := func(text string) {
-		msgs = userTurn(t, r, c, msgs, text)
-		if v, ok := r.px.flights.Load("sess-busy"); ok { // the flush this request started has ended
+	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
+	waitFlight := func() { // the flush the last request started has ended
+		if v, ok := r.px.flights.Load("sess-busy"); ok {
 			<-v.(*flight).done
 		}
 		r.px.bg.Wait()
 	}
-	next("one") // its manual flush finds the lease held
+	next := func(text string) {
+		msgs = userTurn(t, r, c, msgs, text)
+		waitFlight()
+	}
+	next("one")
+	next("two")
+	if n := manual(); n != 0 {
+		t.Fatalf("%v manual flushes submitted while the lease was held; want 0", n)
+	}
+	tn := staleTurn(t, r, "sess-busy", msgs, before)
+	if trig, _ := r.px.dueTrigger(tn); trig != "manual" {
+		t.Fatalf("trigger %q from a snapshot without the lease; want manual", trig)
+	}
+	<-r.px.startFlush(tn, "manual", tn.view, nil, flushOpts{}, true) // finds the lease held
+	waitFlight()
 	snap, _ := r.st.Load(ctx, "sess-busy")
 	if snap.Stats[statFlushServed] != 0 {
 		t.Fatalf("a flush refused by the lease counted as served: %v", snap.Stats)
@@ -85,10 +101,56 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 	if err := r.st.ReleaseLease(ctx, lease); err != nil {
 		t.Fatal(err)
 	}
-	next("two") // starts it again, and it runs
+	next("three") // starts it again, and it runs
 	snap, _ = r.st.Load(ctx, "sess-busy")
-	if snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
-		t.Fatalf("the admin flush never ran: version %d, %v", snap.Version, snap.Stats)
+	if n := manual(); snap.Stats[statFlushServed] != 1 || snap.Version == 0 || n != 2 {
+		t.Fatalf("the admin flush never ran: version %d, %v, %v manual flushes (want 2)", snap.Version, snap.Stats, n)
+	}
+}
+
+// TestManualFlushNotResubmittedOnOtherReplicas: two proxies on one real Redis; while replica
+// A runs the admin flush (holding the session's lease), replica B's requests do not submit
+// it too, and once it ended neither re-fires it.
+func TestManualFlushNotResubmittedOnOtherReplicas(t *testing.T) {
+	rs := redistest.Start(t, nil)
+	open := redisOpener(t, rs)
+	onDemand := func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0 }
+	a := newRig(t, nil, open(), onDemand)
+	b := newRig(t, a.up, open(), onDemand)
+	g, release := gate(t, a)
+	const sid = "sess-replica-flush"
+	msgs, ca := conversation(t, a, sid, false)
+	cb := b.anthropic(sid)
+	if code, _ := httpDo(t, http.MethodPost, adminURL(t, a)+"/admin/sessions/"+sid+"/flush"); code != http.StatusAccepted {
+		t.Fatalf("admin flush: %d", code)
+	}
+	manual := func(r *rig) float64 {
+		return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual"))
+	}
+	msgs = userTurn(t, a, ca, msgs, "one") // A starts it; it waits in the summarizer, leased
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manual flush never reached the summarizer")
+	}
+	msgs = userTurn(t, b, cb, msgs, "two")
+	msgs = userTurn(t, b, cb, msgs, "three")
+	b.px.bg.Wait()
+	if n := manual(b); n != 0 {
+		t.Fatalf("replica B submitted %v manual flushes while A's ran; want 0", n)
+	}
+	release()
+	if v, ok := a.px.flights.Load(sid); ok {
+		<-v.(*flight).done
+	}
+	a.px.bg.Wait()
+	msgs = userTurn(t, b, cb, msgs, "four")
+	userTurn(t, a, ca, msgs, "five")
+	a.px.bg.Wait()
+	b.px.bg.Wait()
+	snap, _ := a.st.Load(context.Background(), sid)
+	if na, nb := manual(a), manual(b); na != 1 || nb != 0 || snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
+		t.Fatalf("manual flushes A %v, B %v, served %d, version %d; want 1, 0, 1, > 0", na, nb, snap.Stats[statFlushServed], snap.Version)
 	}
 }
 
@@ -125,11 +187,18 @@ func (g *gatedSummarizer) Summarize(ctx context.Context, req *summarize.Request)
 // in a gatedSummarizer until release is called (at the latest by the test's cleanup).
 func gatedRig(t *testing.T) (r *rig, g *gatedSummarizer, release func()) {
 	r = newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true}; o.FlushWaitTimeout = 0 })
+	g, release = gate(t, r)
+	return r, g, release
+}
+
+// gate makes r's in-process flushes wait in a gatedSummarizer until release is called (at the
+// latest by the test's cleanup, before the rig's waits for the flush).
+func gate(t *testing.T, r *rig) (g *gatedSummarizer, release func()) {
 	g = &gatedSummarizer{entered: make(chan struct{}), gate: make(chan struct{})}
 	r.inpro.Orch.Summarizer = g
 	release = sync.OnceFunc(func() { close(g.gate) })
-	t.Cleanup(release) // before the rig's cleanup waits for the flush
-	return r, g, release
+	t.Cleanup(release)
+	return g, release
 }
 
 // TestManualFlushNotRefiredWhileRunning: requests arriving while the admin flush runs in this

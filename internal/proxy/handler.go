@@ -573,14 +573,17 @@ func (s *Server) cacheAlive(t *turn) bool {
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
 // flush is to be weighed. A pending admin flush request (flushPending) fires "manual" unless
 // a flush this process started for the session is still running (the admin flush itself,
-// most likely: once it ended the request is served, or the next request starts it); startFlush
+// most likely: once it ended the request is served, or the next request starts it) or the
+// snapshot shows the session's flush lease held — by another replica's admin flush, most
+// likely; the store reports only an unexpired lease, and a manual flush submitted now would
+// find it held and not run, so a request after the lease ended starts it; startFlush
 // claims the session's flight before submitting, so of concurrent requests one submits it. Manual and budget
 // flushes are never deferred; with
 // Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
 // long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	last := s.lastRequest(t)
-	if s.flushPending(t) && !s.flushRunning(t.sid) {
+	if s.flushPending(t) && !s.flushRunning(t.sid) && t.snap.Lease == nil {
 		return "manual", flushOpts{}
 	}
 	tokens := estimateTokens(t.body.Len())
