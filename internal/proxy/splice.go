@@ -180,7 +180,9 @@ func (s *Server) legacySplices(ctx context.Context, sid string) ([]splice, error
 
 // saveSplice stores sp as the session's hidden exchange at sp.At: its own blob, then one
 // SetStats that lists it and drops the exchanges at later indexes the request's snapshot
-// listed (the client went back and continued differently). Nothing is read and rewritten,
+// listed (the client went back and continued differently). A legacy blob's exchanges are
+// moved in the same write: the earlier ones stored in the new form, the later ones dropped
+// with a 0 counter, and the blob deleted after. Nothing is read and rewritten,
 // so concurrent requests of the session never lose each other's exchanges; an exchange
 // another request wrote meanwhile at a later index stays listed and is re-inserted only
 // while the client's message there matches its digest.
@@ -215,10 +217,17 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 			return err
 		}
 		for i := range old {
-			if _, ok := known[old[i].At]; !ok && old[i].At < sp.At {
+			if _, ok := known[old[i].At]; ok {
+				continue
+			}
+			switch at := old[i].At; {
+			case at < sp.At:
 				if err := put(&old[i]); err != nil {
 					return err
 				}
+			case at > sp.At: // dropped, as a listed one would be: marked, so a legacy blob an
+				// older replica rewrites from a stale copy cannot bring it back
+				set[statSplicePrefix+strconv.Itoa(at)] = 0
 			}
 		}
 		set[statSplices] = 0

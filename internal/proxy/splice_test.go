@@ -366,7 +366,9 @@ func TestLegacySpliceBlob(t *testing.T) {
 
 // TestLegacyBlobYieldsToCounters: a legacy blob an older replica rewrote (from a stale copy)
 // counts only at client indexes the per-exchange counters do not know: an exchange they
-// dropped is not brought back, one they list is read from its own blob.
+// dropped is not brought back, one they list is read from its own blob; the move drops the
+// blob's exchanges after the stored one with 0 counters, so a stale rewrite after it brings
+// none of them back either.
 func TestLegacyBlobYieldsToCounters(t *testing.T) {
 	r := newRig(t, nil, nil, nil)
 	ctx := context.Background()
@@ -374,7 +376,7 @@ func TestLegacyBlobYieldsToCounters(t *testing.T) {
 	mk := func(at int, text string) splice {
 		return splice{At: at, Digest: "d", Replace: []json.RawMessage{json.RawMessage(`{"role":"assistant","content":"` + text + `"}`)}}
 	}
-	data, _ := json.Marshal(spliceSet{Splices: []splice{mk(1, "stale listed"), mk(3, "stale dropped"), mk(5, "old replica's")}})
+	data, _ := json.Marshal(spliceSet{Splices: []splice{mk(1, "stale listed"), mk(2, "legacy"), mk(3, "stale dropped"), mk(5, "old replica's")}})
 	if err := r.st.PutBlob(ctx, sid, blobSplices, data); err != nil {
 		t.Fatal(err)
 	}
@@ -385,19 +387,50 @@ func TestLegacyBlobYieldsToCounters(t *testing.T) {
 	if err := r.st.SetStats(ctx, sid, map[string]int64{statSplices: 1, statSplicePrefix + "1": 7, statSplicePrefix + "3": 0}); err != nil {
 		t.Fatal(err)
 	}
-	snap, _ := r.st.Load(ctx, sid)
-	set, err := r.px.loadSplices(ctx, &turn{sid: sid, snap: snap, log: r.px.log})
-	if err != nil {
-		t.Fatal(err)
+	loaded := func() []string {
+		t.Helper()
+		snap, _ := r.st.Load(ctx, sid)
+		set, err := r.px.loadSplices(ctx, &turn{sid: sid, snap: snap, log: r.px.log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, sp := range set.Splices {
+			got = append(got, fmt.Sprintf("%d:%s", sp.At, sp.Replace[0]))
+		}
+		return got
 	}
-	var got []string
-	for _, sp := range set.Splices {
-		got = append(got, fmt.Sprintf("%d:%s", sp.At, sp.Replace[0]))
-	}
-	want := []string{`1:{"role":"assistant","content":"current"}`, `5:{"role":"assistant","content":"old replica's"}`}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	want := []string{`1:{"role":"assistant","content":"current"}`, `2:{"role":"assistant","content":"legacy"}`, `5:{"role":"assistant","content":"old replica's"}`}
+	if got := loaded(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("loaded %v; want %v", got, want)
 	}
+	// An exchange stored at 4 moves the legacy blob's earlier entries and drops the later
+	// one; an older replica then rewriting the legacy blob from its stale copy brings
+	// nothing back.
+	snap, _ := r.st.Load(ctx, sid)
+	sp := mk(4, "new")
+	if err := r.px.saveSplice(ctx, &turn{sid: sid, snap: snap, log: r.px.log}, &sp); err != nil {
+		t.Fatal(err)
+	}
+	if snap, _ := r.st.Load(ctx, sid); !hasZero(snap.Stats, statSplicePrefix+"5") {
+		t.Fatalf("the dropped legacy exchange at 5 has no 0 counter: %v", snap.Stats)
+	}
+	if err := r.st.PutBlob(ctx, sid, blobSplices, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.st.SetStats(ctx, sid, map[string]int64{statSplices: 1}); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{`1:{"role":"assistant","content":"current"}`, `2:{"role":"assistant","content":"legacy"}`, `4:{"role":"assistant","content":"new"}`}
+	if got := loaded(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after a stale legacy rewrite loaded %v; want %v", got, want)
+	}
+}
+
+// hasZero reports whether the counter name is stored and 0.
+func hasZero(stats map[string]int64, name string) bool {
+	v, ok := stats[name]
+	return ok && v == 0
 }
 
 // listedSplices returns the hidden exchanges a session's counters list (not the dropped ones).
