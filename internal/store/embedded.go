@@ -507,6 +507,12 @@ func (s *EmbeddedStore) UpdateStats(ctx context.Context, session string, u Stats
 		return nil
 	}
 	return s.updateCounters(ctx, session, func(cb kvBucket) error {
+		for k, v := range u.Incr { // all checked before any write: the memory store has no rollback
+			cur := int64(u64(cb.get([]byte(k))))
+			if sum := cur + v; (v > 0 && sum < cur) || (v < 0 && sum > cur) {
+				return overflow(k)
+			}
+		}
 		for k, v := range u.Incr {
 			if err := addCounter(cb, k, v); err != nil {
 				return err

@@ -321,7 +321,13 @@ func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpd
 			args = append(args, k, strconv.FormatInt(v, 10))
 		}
 	}
-	return s.wrap("updatestats", scriptUpdateStats.Run(ctx, s.rdb, s.redisKeys(session), args...).Err())
+	err := scriptUpdateStats.Run(ctx, s.rdb, s.redisKeys(session), args...).Err()
+	const refused = "condense: counter overflow: "
+	var rerr redis.Error
+	if msg := fmt.Sprint(err); errors.As(err, &rerr) && strings.Contains(msg, refused) {
+		return overflow(msg[strings.Index(msg, refused)+len(refused):])
+	}
+	return s.wrap("updatestats", err)
 }
 
 // writeStats runs a counters script (scriptStats, scriptSetStats) over (name, value) pairs.

@@ -106,7 +106,11 @@ return 1
 
 // updatestats: ARGV id, ttl, number of increments, number of sets, then pairs (name, value):
 // the increments, the sets, then the maxima (set only when larger than the stored value).
-// Values are compared exactly as decimal integers (a Lua number holds only 53 bits).
+// Values are compared exactly as decimal integers (a Lua number holds only 53 bits). Every
+// increment is checked before anything is written — Redis does not roll a script back, and
+// HINCRBY fails on int64 overflow — so a call fails whole ('condense: counter overflow'):
+// the sum is computed exactly in two parts of at most 10 and 9 digits; only two values of one
+// sign can overflow.
 var scriptUpdateStats = redis.NewScript(luaPrelude + `
 local e = check_id(ARGV[1]); if e then return e end
 local function lt(a, b)
@@ -116,8 +120,34 @@ local function lt(a, b)
   if #a ~= #b then return #a < #b end
   return a < b
 end
+local function split(a)
+  local neg = string.sub(a, 1, 1) == '-'
+  if neg then a = string.sub(a, 2) end
+  local n = #a
+  local hi = 0
+  if n > 9 then hi = tonumber(string.sub(a, 1, n - 9)) end
+  return neg, hi, tonumber(string.sub(a, math.max(1, n - 8)))
+end
+local function fits(a, b)
+  local an, ah, al = split(a)
+  local bn, bh, bl = split(b)
+  if an ~= bn then return true end
+  local h, l = ah + bh, al + bl
+  if l >= 1e9 then h, l = h + 1, l - 1e9 end
+  local ml = 854775807
+  if an then ml = 854775808 end
+  return h < 9223372036 or (h == 9223372036 and l <= ml)
+end
 local ni, ns = tonumber(ARGV[3]), tonumber(ARGV[4])
 local i = 5
+for _ = 1, ni do
+  local cur = redis.call('HGET', KEYS[2], ARGV[i])
+  if cur and (not string.match(cur, '^-?%d+$') or #cur > 20 or not fits(cur, ARGV[i + 1])) then
+    return redis.error_reply('ERR condense: counter overflow: ' .. ARGV[i])
+  end
+  i = i + 2
+end
+i = 5
 for _ = 1, ni do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
 for _ = 1, ns do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]); i = i + 2 end
 while i < #ARGV do

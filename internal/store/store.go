@@ -58,8 +58,9 @@ type Store interface {
 	// UpdateStats applies u in one atomic write (one round trip), without a commit and
 	// without changing the state version: it adds u.Incr, sets u.Set, and sets each counter of
 	// u.Max to its value only when that is larger than the stored one (a missing
-	// counter is created). A name may appear in only one of the three maps, else
-	// the call fails with ErrInvalidArgument and changes nothing.
+	// counter is created). A name may appear in only one of the three maps, and an
+	// increment may not take a counter out of the int64 range, else the call fails with
+	// ErrInvalidArgument and changes nothing.
 	UpdateStats(ctx context.Context, session string, u StatsUpdate) error
 
 	// PutBlob stores data under key for the session, compressed, replacing any previous value.
@@ -118,6 +119,10 @@ type StatsUpdate struct {
 	// times and high-water marks that must never go backwards.
 	Max map[string]int64
 }
+
+// overflow is UpdateStats' error for an increment that takes the counter name out of the
+// int64 range.
+func overflow(name string) error { return invalidArg("counter %q would overflow int64", name) }
 
 // empty reports whether u changes nothing.
 func (u StatsUpdate) empty() bool { return len(u.Incr)+len(u.Set)+len(u.Max) == 0 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -531,6 +532,32 @@ func testUpdateStats(t *testing.T, open Factory) {
 	}
 	if snap, _ := s.Load(ctx, id); snap.Stats["ok"] != 0 {
 		t.Fatal("a refused UpdateStats stored a counter")
+	}
+	// An increment past the int64 range fails the whole call, before anything is written;
+	// up to the limits, and of opposite signs, they add exactly.
+	if err := s.SetStats(ctx, id, map[string]int64{"top": math.MaxInt64 - 1000, "bottom": math.MinInt64 + 1000, "other": 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]int64{
+		{"other": 5, "top": 1001},
+		{"other": 5, "bottom": -1001},
+		{"other": 5, "top": math.MaxInt64},
+	} {
+		if err := s.UpdateStats(ctx, id, store.StatsUpdate{Incr: bad, Set: map[string]int64{"last": 42}}); !errors.Is(err, store.ErrInvalidArgument) {
+			t.Fatalf("UpdateStats(Incr %v) = %v; want ErrInvalidArgument", bad, err)
+		}
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["other"] != 1 || snap.Stats["last"] != 1 || snap.Stats["top"] != math.MaxInt64-1000 || snap.Stats["bottom"] != math.MinInt64+1000 {
+		t.Fatalf("an overflowing UpdateStats wrote part of itself: %v", snap.Stats)
+	}
+	if err := s.UpdateStats(ctx, id, store.StatsUpdate{Incr: map[string]int64{"top": 1000, "bottom": -1000, "other": math.MinInt64 + 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateStats(ctx, id, store.StatsUpdate{Incr: map[string]int64{"top": math.MinInt64, "other": math.MinInt64 + 1}}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("an increment below the int64 range: %v", err)
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["top"] != math.MaxInt64 || snap.Stats["bottom"] != math.MinInt64 || snap.Stats["other"] != math.MinInt64+2 {
+		t.Fatalf("increments up to the int64 limits: %v", snap.Stats)
 	}
 	// Concurrent writers: increments are not lost, and a maximum ends at the largest value.
 	var wg sync.WaitGroup
