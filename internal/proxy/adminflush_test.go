@@ -49,7 +49,7 @@ func TestManualFlushServedOnce(t *testing.T) {
 			<-done
 		}
 	}
-	r.px.bg.Wait()
+	r.settle()
 	snap, _ = r.st.Load(ctx, "sess-served")
 	if req, served := snap.Stats[statFlushRequested], snap.Stats[statFlushServed]; served != req {
 		t.Fatalf("served %d of %d requested flushes", served, req)
@@ -77,7 +77,7 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 		if v, ok := r.px.flights.Load("sess-busy"); ok {
 			<-v.(*flight).done
 		}
-		r.px.bg.Wait()
+		r.settle()
 	}
 	next := func(text string) {
 		msgs = userTurn(t, r, c, msgs, text)
@@ -135,7 +135,7 @@ func TestManualFlushNotResubmittedOnOtherReplicas(t *testing.T) {
 	}
 	msgs = userTurn(t, b, cb, msgs, "two")
 	msgs = userTurn(t, b, cb, msgs, "three")
-	b.px.bg.Wait()
+	b.settle()
 	if n := manual(b); n != 0 {
 		t.Fatalf("replica B submitted %v manual flushes while A's ran; want 0", n)
 	}
@@ -143,11 +143,11 @@ func TestManualFlushNotResubmittedOnOtherReplicas(t *testing.T) {
 	if v, ok := a.px.flights.Load(sid); ok {
 		<-v.(*flight).done
 	}
-	a.px.bg.Wait()
+	a.settle()
 	msgs = userTurn(t, b, cb, msgs, "four")
 	userTurn(t, a, ca, msgs, "five")
-	a.px.bg.Wait()
-	b.px.bg.Wait()
+	a.settle()
+	b.settle()
 	snap, _ := a.st.Load(context.Background(), sid)
 	if na, nb := manual(a), manual(b); na != 1 || nb != 0 || snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
 		t.Fatalf("manual flushes A %v, B %v, served %d, version %d; want 1, 0, 1, > 0", na, nb, snap.Stats[statFlushServed], snap.Version)
@@ -219,7 +219,7 @@ func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
 	}
 	next("two")
 	next("three")
-	r.px.bg.Wait() // flushes are submitted in the background
+	r.settle() // flushes are submitted in the background
 	if n := manual(); n != 1 {
 		t.Fatalf("%v manual flushes submitted while the first ran; want 1", n)
 	}
@@ -227,9 +227,9 @@ func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
 	if v, ok := r.px.flights.Load("sess-running"); ok {
 		<-v.(*flight).done
 	}
-	r.px.bg.Wait()
+	r.settle()
 	next("four")
-	r.px.bg.Wait()
+	r.settle()
 	snap, _ := r.st.Load(context.Background(), "sess-running")
 	if n := manual(); n != 1 || snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
 		t.Fatalf("manual flushes %v, served %d, version %d; want 1, 1, > 0", n, snap.Stats[statFlushServed], snap.Version)
@@ -292,13 +292,13 @@ func TestDeadManualFlushJobIsServed(t *testing.T) {
 	if v, ok := r.px.flights.Load("sess-dead"); ok {
 		<-v.(*flight).done
 	}
-	r.px.bg.Wait()
+	r.settle()
 	snap, _ := st.Load(ctx, "sess-dead")
 	if snap.Stats[statFlushServed] != 1 {
 		t.Fatalf("a dead-lettered manual flush was not counted as served: %v", snap.Stats)
 	}
 	next("two")
-	r.px.bg.Wait()
+	r.settle()
 	if jobs := q.submitted(); len(jobs) != 1 {
 		t.Fatalf("the admin flush was enqueued again: %d jobs", len(jobs))
 	}
@@ -380,7 +380,7 @@ func TestConcurrentRequestsSubmitOneManualFlush(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	r.px.bg.Wait()
+	r.settle()
 	if n := manual(); n != 1 {
 		t.Fatalf("%v manual flushes after requests during the flush; want 1", n)
 	}
@@ -391,12 +391,12 @@ func TestConcurrentRequestsSubmitOneManualFlush(t *testing.T) {
 	if v, ok := r.px.flights.Load(sid); ok {
 		<-v.(*flight).done
 	}
-	r.px.bg.Wait()
+	r.settle()
 	if trig, _ := r.px.dueTrigger(staleTurn(t, r, sid, msgs, stale)); trig == "manual" {
 		t.Fatal("a request with a snapshot from before the flush was served fires it again")
 	}
 	msgs = userTurn(t, r, c, msgs, "after")
-	r.px.bg.Wait()
+	r.settle()
 	snap, _ := r.st.Load(ctx, sid)
 	if n := manual(); n != 1 || snap.Stats[statFlushServed] != 1 || snap.Version == 0 {
 		t.Fatalf("manual flushes %v, served %d, version %d; want 1, 1, > 0", n, snap.Stats[statFlushServed], snap.Version)

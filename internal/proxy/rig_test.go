@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +35,17 @@ type rig struct {
 	px    *Server
 	http  *httptest.Server
 	inpro *flush.InProcess
+	// handlers counts the requests in the proxy's handler (see settle).
+	handlers sync.WaitGroup
+}
+
+// settle waits until every request the proxy received has returned from its handler and the
+// background work those handlers started (session counters, flush submits) has finished. A
+// client has its response before the handler returns, so px.bg.Wait() alone could start
+// before the handler registered that work (and race with its WaitGroup.Add).
+func (r *rig) settle() {
+	r.handlers.Wait()
+	r.px.bg.Wait()
 }
 
 func testPolicy() pruner.Policy {
@@ -74,7 +87,11 @@ func newRig(t *testing.T, up *upstreamfake.Server, st store.Store, mod func(*Opt
 		t.Fatal(err)
 	}
 	r.px = px
-	r.http = httptest.NewServer(px)
+	r.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.handlers.Add(1)
+		defer r.handlers.Done()
+		px.ServeHTTP(w, req)
+	}))
 	t.Cleanup(func() {
 		r.http.Close()
 		_ = px.Close()

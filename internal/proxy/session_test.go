@@ -118,7 +118,7 @@ func TestLastValueStatsAreSet(t *testing.T) {
 	close(hold)
 	<-done
 	<-done
-	r.px.bg.Wait() // the stats are written in the background
+	r.settle() // the stats are written in the background
 	snap, err := r.st.Load(context.Background(), "last-values")
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestRequestStatsAreOneWrite(t *testing.T) {
 		msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("more")))
 	}
 	storedRequests(t, r.st, "one-write", 3)
-	r.px.bg.Wait()
+	r.settle()
 	if n := cs.writes.Load(); n != 3 {
 		t.Fatalf("3 requests made %d counter writes; want 3", n)
 	}

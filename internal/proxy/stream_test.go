@@ -279,7 +279,7 @@ func TestTruncatedAnswerKeepsItsStopReason(t *testing.T) {
 				if strings.Contains(string(rec.Body), "call_cut") {
 					t.Fatalf("the truncated call came back: %s", rec.Body)
 				}
-				r.px.bg.Wait() // every flush the proxy started has been submitted
+				r.settle() // every flush the proxy started has been submitted
 				if n := testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("agent-message")); n != 1 {
 					t.Fatalf("%v agent-message flushes; only the second, final, answer starts one", n)
 				}
