@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,21 @@ type panicSummarizer struct{}
 // Summarize implements summarize.Summarizer.
 func (panicSummarizer) Summarize(context.Context, *summarize.Request) (*summarize.Result, error) {
 	panic("summarizer bug")
+}
+
+// panicFirst stands in for a summarizer bug that strikes once: its first call panics (on
+// Run's goroutine), later calls summarize with next.
+type panicFirst struct {
+	struck atomic.Bool
+	next   summarize.Summarizer
+}
+
+// Summarize implements summarize.Summarizer.
+func (p *panicFirst) Summarize(ctx context.Context, req *summarize.Request) (*summarize.Result, error) {
+	if p.struck.CompareAndSwap(false, true) {
+		panic("summarizer bug")
+	}
+	return p.next.Summarize(ctx, req)
 }
 
 // TestWorkerPanickingFlushIsAFailedAttempt checks that a flush that panics does not take the
@@ -64,7 +80,7 @@ func TestWorkerPanickingFlushIsAFailedAttempt(t *testing.T) {
 // stack, commits nothing, releases the lease, and leaves the runner working.
 func TestInProcessPanickingSummarizer(t *testing.T) {
 	r := newRig(t, "memory")
-	p := &InProcess{Orch: r.orch("a", panicSummarizer{})}
+	p := &InProcess{Orch: r.orch("a", &panicFirst{next: r.llm})}
 	defer p.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -74,7 +90,7 @@ func TestInProcessPanickingSummarizer(t *testing.T) {
 	}
 	res, err := tk.Wait(ctx)
 	var pe *PanicError
-	if !errors.As(err, &pe) || res.Outcome != OutcomePanic || !strings.Contains(string(pe.Stack), "panicSummarizer") {
+	if !errors.As(err, &pe) || res.Outcome != OutcomePanic || !strings.Contains(string(pe.Stack), "panicFirst") {
 		t.Fatalf("res %+v err %v", res, err)
 	}
 	if _, v := r.state("s1"); v != 0 {
@@ -83,8 +99,9 @@ func TestInProcessPanickingSummarizer(t *testing.T) {
 	if r.stats("s1")["flush.panic"] != 1 {
 		t.Fatalf("stats %v", r.stats("s1"))
 	}
-	p.Orch.Summarizer = r.llm
-	tk, err = p.Enqueue(ctx, job("s1", "x", 2))
+	// Another job (an identical one would join the first while its goroutine winds down),
+	// with the same orchestrator, whose summarizer no longer panics.
+	tk, err = p.Enqueue(ctx, job("s1", "y", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
