@@ -133,7 +133,8 @@ type Options struct {
 	Breakpoints cost.BreakpointMode
 	// Validate checks every rewritten request (Validate in this package when nil).
 	Validate Validator
-	// Progress, when set, is called after each request of each strategy.
+	// Progress, when set, is called after each request of each strategy. Strategies run
+	// concurrently, so it must be safe to call from several goroutines at once.
 	Progress func()
 	// Parallel bounds how many strategies run at once (GOMAXPROCS when <= 0).
 	Parallel int

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,17 +59,17 @@ func synthetic() *replay.Requests {
 //	      R2 → 2000+4+29+4+5 = 2042, expired: write 2042
 //	      cost = (7500 + 600 + 33×3.75 + 2042×3.75)/1e6 = (8100 + 123.75 + 7657.5)/1e6 = 0.01588125
 func TestRunBillsEveryStrategy(t *testing.T) {
-	var progress int
+	var progress atomic.Int32
 	rep, err := replay.Run(context.Background(), synthetic(), replay.Options{
 		Strategies: []replay.Strategy{strategies.None{}, strategies.ObservationMask{Window: 0}},
 		Estimator:  lenEst{},
-		Progress:   func() { progress++ },
+		Progress:   func() { progress.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if progress != 6 {
-		t.Fatalf("progress calls = %d", progress)
+	if n := progress.Load(); n != 6 {
+		t.Fatalf("progress calls = %d", n)
 	}
 	none, mask := rep.Strategies[0], rep.Strategies[1]
 	if math.Abs(none.Cost-0.03816375) > 1e-12 || math.Abs(mask.Cost-0.01588125) > 1e-12 {
@@ -147,11 +148,11 @@ func (garbageRunner) Rewrite(context.Context, *replay.Request) (replay.Result, e
 // its render fails), so it never looks cheaper than the baseline, and every request still
 // advances the progress and the series.
 func TestRunBillsUnreadableRewritesAsOriginal(t *testing.T) {
-	var progress int
+	var progress atomic.Int32
 	rep, err := replay.Run(context.Background(), synthetic(), replay.Options{
 		Strategies: []replay.Strategy{strategies.None{}, garbageStrategy{}},
 		Estimator:  lenEst{},
-		Progress:   func() { progress++ },
+		Progress:   func() { progress.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -160,8 +161,8 @@ func TestRunBillsUnreadableRewritesAsOriginal(t *testing.T) {
 	if g.Invalid != 3 || g.DiagnosticCounts["invalid-request"] != 3 || g.DiagnosticCounts["unbillable-request"] != 3 {
 		t.Fatalf("invalid %d, diagnostics %v", g.Invalid, g.DiagnosticCounts)
 	}
-	if g.Requests != 3 || len(g.Series) != 3 || progress != 6 {
-		t.Fatalf("requests %d, series %d, progress %d", g.Requests, len(g.Series), progress)
+	if g.Requests != 3 || len(g.Series) != 3 || progress.Load() != 6 {
+		t.Fatalf("requests %d, series %d, progress %d", g.Requests, len(g.Series), progress.Load())
 	}
 	if math.Abs(g.Cost-none.Cost) > 1e-12 || g.Savings != 0 {
 		t.Fatalf("garbage cost %v savings %v, none cost %v", g.Cost, g.Savings, none.Cost)
