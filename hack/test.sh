@@ -15,5 +15,8 @@ export CONDENSE_TOOLS_BIN="$bin"
 # (internal/testutil/needs), so a broken install cannot pass the suite with tests skipped.
 export CONDENSE_REQUIRE_TOOLS=1
 go test -count=1 -timeout 20m ./...
+# The packages whose goroutines share state (request handlers and their background work,
+# flush workers, store clients, concurrent replays) again under the race detector.
+go test -race -count=1 -timeout 10m ./internal/proxy/ ./internal/flush/ ./internal/store/ ./internal/replay/
 # The end-to-end test only: the other packages under test/ ran above.
 go test -count=1 -timeout 10m -tags e2e ./test/e2e/
