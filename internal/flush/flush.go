@@ -465,7 +465,7 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 		reqs := plan.Requests()
 		res.Batches = len(reqs)
 		outputs := map[string]string{}
-		var todo []*summarize.Request
+		var toRun []*summarize.Request
 		for _, r := range reqs {
 			if r.Session == nil && job.SessionModel != nil {
 				r.Session = job.SessionModel
@@ -475,13 +475,13 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 			} else if t, ok := o.memoGet(job.Session, cacheKey(r)); ok && job.Cache != nil {
 				outputs[r.ID] = t
 			} else {
-				todo = append(todo, r)
+				toRun = append(toRun, r)
 			}
 		}
 		roundUSD := 0.0
 		var firstErr error
 		res.Failed = 0
-		for _, oc := range summarize.Run(fctx, safeSummarizer{o.Summarizer}, todo, o.Parallelism) {
+		for _, oc := range summarize.Run(fctx, safeSummarizer{o.Summarizer}, toRun, o.Parallelism) {
 			if pe := (*PanicError)(nil); errors.As(oc.Err, &pe) {
 				return pe
 			}
@@ -500,7 +500,7 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 			o.Metrics.summarizerUsage(oc.Result)
 			outputs[oc.ID] = oc.Result.Text
 		}
-		for _, r := range todo {
+		for _, r := range toRun {
 			if t, ok := outputs[r.ID]; ok {
 				cache[cacheKey(r)] = t
 				if job.Cache != nil {
