@@ -572,13 +572,12 @@ func (s *Server) cacheAlive(t *turn) bool {
 
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
 // flush is to be weighed. A pending admin flush request (flushPending) fires "manual" unless
-// a flush this process started for the session is still running (the admin flush itself,
-// most likely: once it ended the request is served, or the next request starts it) or the
-// snapshot shows the session's flush lease held — by another replica's admin flush, most
-// likely; the store reports only an unexpired lease, and a manual flush submitted now would
-// find it held and not run, so a request after the lease ended starts it; startFlush
-// claims the session's flight before submitting, so of concurrent requests one submits it. Manual and budget
-// flushes are never deferred; with
+// a flush this process started for the session is still running (most likely the admin
+// flush itself: once it ends the request is served, or the next request starts it) or the
+// snapshot shows the session's flush lease held (most likely by another replica's admin
+// flush; the store reports only an unexpired lease, and a manual flush submitted now would
+// find it held and not run). startFlush claims the session's flight before submitting, so of
+// concurrent requests one submits it. Manual and budget flushes are never deferred; with
 // Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
 // long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
@@ -740,13 +739,13 @@ func (s *Server) claimFlight(sid string, f *flight) (registered bool, running *f
 }
 
 // flushServed records that the admin flush requests the request saw are served: its manual
-// flush ended — whatever its outcome, a failure, a dead-lettered job or no answer within
-// maxFlushTrack included — except by finding the lease held (it did not run then, and the
-// session's next request starts it again) or by this server shutting down. Counting a failed flush as served keeps a flush
-// that cannot succeed from being submitted again by every later request; the operator asks
-// again. The counter is raised to the requests seen, never incremented or lowered, so two
-// requests serving the same admin request count it once, and a writer with an older snapshot
-// never makes a served request pending again.
+// flush ended, whatever its outcome (a failure, a dead-lettered job or no answer within
+// maxFlushTrack included), except by finding the lease held (it did not run, and the
+// session's next request starts it again) or by this server shutting down. Counting a failed
+// flush as served keeps a flush that cannot succeed from being submitted again by every later
+// request; the operator asks again. The counter is raised to the requests seen, never
+// incremented or lowered, so two requests serving the same admin request count it once, and
+// a writer with an older snapshot never makes a served request pending again.
 func (s *Server) flushServed(t *turn) {
 	s.noteServed(t.sid, t.snap.Stats[statFlushRequested])
 	ctx, cancel := s.storeCtx(s.ctx)

@@ -162,11 +162,6 @@ func (c *statsWriteCounter) IncrStats(ctx context.Context, session string, delta
 	return c.Store.IncrStats(ctx, session, delta)
 }
 
-func (c *statsWriteCounter) SetStats(ctx context.Context, session string, values map[string]int64) error {
-	c.count(values)
-	return c.Store.SetStats(ctx, session, values)
-}
-
 func (c *statsWriteCounter) UpdateStats(ctx context.Context, session string, u store.StatsUpdate) error {
 	c.count(u.Incr, u.Set, u.Max)
 	return c.Store.UpdateStats(ctx, session, u)

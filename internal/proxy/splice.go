@@ -179,8 +179,8 @@ func (s *Server) legacySplices(ctx context.Context, sid string) ([]splice, error
 }
 
 // saveSplice stores sp as the session's hidden exchange at sp.At: its own blob, then one
-// SetStats that lists it and drops the exchanges at later indexes the request's snapshot
-// listed (the client went back and continued differently). A legacy blob's exchanges are
+// UpdateStats (Set) that lists it and drops the exchanges at later indexes the request's
+// snapshot listed (the client went back and continued differently). A legacy blob's exchanges are
 // moved in the same write: the earlier ones stored in the new form, the later ones dropped
 // with a 0 counter, and the blob deleted after. Nothing is read and rewritten,
 // so concurrent requests of the session never lose each other's exchanges; an exchange
@@ -232,7 +232,7 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 		}
 		set[statSplices] = 0
 	}
-	if err := s.opt.Store.SetStats(ctx, t.sid, set); err != nil {
+	if err := s.opt.Store.UpdateStats(ctx, t.sid, store.StatsUpdate{Set: set}); err != nil {
 		return err
 	}
 	if legacy {

@@ -384,7 +384,7 @@ func TestLegacyBlobYieldsToCounters(t *testing.T) {
 	if err := r.st.PutBlob(ctx, sid, blobSplicePrefix+"1", own); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.st.SetStats(ctx, sid, map[string]int64{statSplices: 1, statSplicePrefix + "1": 7, statSplicePrefix + "3": 0}); err != nil {
+	if err := r.st.UpdateStats(ctx, sid, store.StatsUpdate{Set: map[string]int64{statSplices: 1, statSplicePrefix + "1": 7, statSplicePrefix + "3": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	loaded := func() []string {
@@ -418,7 +418,7 @@ func TestLegacyBlobYieldsToCounters(t *testing.T) {
 	if err := r.st.PutBlob(ctx, sid, blobSplices, data); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.st.SetStats(ctx, sid, map[string]int64{statSplices: 1}); err != nil {
+	if err := r.st.UpdateStats(ctx, sid, store.StatsUpdate{Set: map[string]int64{statSplices: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{`1:{"role":"assistant","content":"current"}`, `2:{"role":"assistant","content":"legacy"}`, `4:{"role":"assistant","content":"new"}`}

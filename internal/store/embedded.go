@@ -488,13 +488,6 @@ func (s *EmbeddedStore) IncrStats(ctx context.Context, session string, delta map
 	return s.writeStats(ctx, session, delta, addCounter)
 }
 
-// SetStats implements Store.
-func (s *EmbeddedStore) SetStats(ctx context.Context, session string, values map[string]int64) error {
-	return s.writeStats(ctx, session, values, func(b kvBucket, name string, v int64) error {
-		return putU64(b, []byte(name), uint64(v))
-	})
-}
-
 // UpdateStats implements Store.
 func (s *EmbeddedStore) UpdateStats(ctx context.Context, session string, u StatsUpdate) error {
 	if err := s.check(session); err != nil {

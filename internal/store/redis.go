@@ -299,11 +299,6 @@ func (s *RedisStore) IncrStats(ctx context.Context, session string, delta map[st
 	return s.writeStats(ctx, "stats", scriptStats, session, delta)
 }
 
-// SetStats implements Store.
-func (s *RedisStore) SetStats(ctx context.Context, session string, values map[string]int64) error {
-	return s.writeStats(ctx, "setstats", scriptSetStats, session, values)
-}
-
 // UpdateStats implements Store.
 func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpdate) error {
 	if err := s.check(session); err != nil {
@@ -330,7 +325,7 @@ func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpd
 	return s.wrap("updatestats", err)
 }
 
-// writeStats runs a counters script (scriptStats, scriptSetStats) over (name, value) pairs.
+// writeStats runs a counters script (scriptStats) over (name, value) pairs.
 func (s *RedisStore) writeStats(ctx context.Context, op string, script *redis.Script, session string, values map[string]int64) error {
 	if err := s.check(session); err != nil {
 		return err

@@ -120,7 +120,9 @@ func TestRedisUnreachable(t *testing.T) {
 		"Load":      func(ctx context.Context) error { _, err := s.Load(ctx, "a"); return err },
 		"Commit":    func(ctx context.Context) error { _, err := s.Commit(ctx, "a", 1, []byte("y"), 0); return err },
 		"IncrStats": func(ctx context.Context) error { return s.IncrStats(ctx, "a", map[string]int64{"n": 1}) },
-		"SetStats":  func(ctx context.Context) error { return s.SetStats(ctx, "a", map[string]int64{"n": 1}) },
+		"UpdateStats": func(ctx context.Context) error {
+			return s.UpdateStats(ctx, "a", store.StatsUpdate{Set: map[string]int64{"n": 1}})
+		},
 		"AddDiagnostics": func(ctx context.Context) error {
 			return s.AddDiagnostics(ctx, "a", []store.Diagnostic{{Kind: "k", Key: "k"}})
 		},

@@ -23,7 +23,7 @@ import (
 // Every method is safe for concurrent use. Session ids are validated by ValidateSessionID;
 // an invalid id yields an error satisfying errors.Is(err, ErrInvalidSession) and touches nothing.
 //
-// Every successful write (Commit, AddDiagnostics, IncrStats, SetStats, UpdateStats, PutBlob,
+// Every successful write (Commit, AddDiagnostics, IncrStats, UpdateStats, PutBlob,
 // AcquireLease) refreshes the session's last-seen time and idle expiry; Load of an existing session refreshes them when
 // last-seen is older than a tenth of the TTL (at most one minute), so most loads write nothing.
 // A session untouched for the store's TTL disappears with everything it owns.
@@ -49,14 +49,10 @@ type Store interface {
 	// without a commit and without changing the state version.
 	IncrStats(ctx context.Context, session string, delta map[string]int64) error
 
-	// SetStats sets each named counter to its value (missing counters are created), in one
-	// atomic write, without a commit and without changing the state version. It is for
-	// counters that hold a last value (a time, a size), which concurrent writers must set,
-	// not add to: an increment computed from an older snapshot would apply twice.
-	SetStats(ctx context.Context, session string, values map[string]int64) error
-
 	// UpdateStats applies u in one atomic write (one round trip), without a commit and
-	// without changing the state version: it adds u.Incr, sets u.Set, and sets each counter of
+	// without changing the state version: it adds u.Incr, sets u.Set (for counters that hold
+	// a last value, which concurrent writers must set, not add to: an increment computed from
+	// an older snapshot would apply twice), and sets each counter of
 	// u.Max to its value only when that is larger than the stored one (a missing
 	// counter is created). A name may appear in only one of the three maps, and an
 	// increment may not take a counter out of the int64 range, else the call fails with
@@ -248,7 +244,7 @@ type Event struct {
 	Version uint64 `json:"version,omitempty"`
 }
 
-// Well-known counter names for IncrStats and SetStats; any other name is allowed too.
+// Well-known counter names for IncrStats and UpdateStats; any other name is allowed too.
 const (
 	StatRequests             = "requests"
 	StatBytesBefore          = "bytesBefore"

@@ -36,7 +36,7 @@ func Run(t *testing.T, open Factory) {
 		{"LeaseExpiry", testLeaseExpiry},
 		{"Diagnostics", testDiagnostics},
 		{"Stats", testStats},
-		{"SetStats", testSetStats},
+		{"UpdateStatsSet", testUpdateStatsSet},
 		{"UpdateStats", testUpdateStats},
 		{"Blobs", testBlobs},
 		{"ListAndDelete", testListDelete},
@@ -433,14 +433,14 @@ func testStats(t *testing.T, open Factory) {
 	}
 }
 
-func testSetStats(t *testing.T, open Factory) {
+func testUpdateStatsSet(t *testing.T, open Factory) {
 	s, ctx := mustOpen(t, open, 0), ctxT(t)
 	const id = "sess-setstats"
 	if err := s.IncrStats(ctx, id, map[string]int64{"last": 5, store.StatRequests: 1}); err != nil {
 		t.Fatal(err)
 	}
-	// SetStats replaces a counter's value, creates missing ones and leaves the others alone.
-	if err := s.SetStats(ctx, id, map[string]int64{"last": 3, "new": -7, "big": 1 << 50}); err != nil {
+	// UpdateStats with Set replaces a counter's value, creates missing ones and leaves the others alone.
+	if err := s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"last": 3, "new": -7, "big": 1 << 50}}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := s.Load(ctx, id)
@@ -452,7 +452,7 @@ func testSetStats(t *testing.T, open Factory) {
 		t.Fatalf("stats = %v; want %v", snap.Stats, want)
 	}
 	if snap.Version != 0 || snap.State != nil {
-		t.Fatalf("SetStats created a state: %+v", snap)
+		t.Fatalf("UpdateStats (Set) created a state: %+v", snap)
 	}
 	if err := s.IncrStats(ctx, id, map[string]int64{"last": 1}); err != nil {
 		t.Fatal(err)
@@ -461,12 +461,12 @@ func testSetStats(t *testing.T, open Factory) {
 		t.Fatalf("an increment after a set = %d; want 4", snap.Stats["last"])
 	}
 	for _, bad := range []string{"", strings.Repeat("n", store.MaxNameLen+1)} {
-		if err := s.SetStats(ctx, id, map[string]int64{"ok": 1, bad: 1}); !errors.Is(err, store.ErrInvalidArgument) {
+		if err := s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"ok": 1, bad: 1}}); !errors.Is(err, store.ErrInvalidArgument) {
 			t.Fatalf("counter name of %d bytes = %v", len(bad), err)
 		}
 	}
 	if snap, _ := s.Load(ctx, id); snap.Stats["ok"] != 0 {
-		t.Fatal("a refused SetStats stored a counter")
+		t.Fatal("a refused UpdateStats (Set) stored a counter")
 	}
 	// Concurrent writers of one value leave one of their values, never a sum.
 	var wg sync.WaitGroup
@@ -475,7 +475,7 @@ func testSetStats(t *testing.T, open Factory) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 25; i++ {
-				if err := s.SetStats(ctx, id, map[string]int64{"last": int64(g)}); err != nil {
+				if err := s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"last": int64(g)}}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -491,7 +491,7 @@ func testSetStats(t *testing.T, open Factory) {
 func testUpdateStats(t *testing.T, open Factory) {
 	s, ctx := mustOpen(t, open, 0), ctxT(t)
 	const id = "sess-updatestats"
-	if err := s.SetStats(ctx, id, map[string]int64{"n": 5, "last": 5, "high": 100, "neg": -3, "big": 1<<53 + 1}); err != nil {
+	if err := s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"n": 5, "last": 5, "high": 100, "neg": -3, "big": 1<<53 + 1}}); err != nil {
 		t.Fatal(err)
 	}
 	// One write adds, sets and raises; a maximum below the stored value changes nothing.
@@ -535,7 +535,7 @@ func testUpdateStats(t *testing.T, open Factory) {
 	}
 	// An increment past the int64 range fails the whole call, before anything is written;
 	// up to the limits, and of opposite signs, they add exactly.
-	if err := s.SetStats(ctx, id, map[string]int64{"top": math.MaxInt64 - 1000, "bottom": math.MinInt64 + 1000, "other": 1}); err != nil {
+	if err := s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"top": math.MaxInt64 - 1000, "bottom": math.MinInt64 + 1000, "other": 1}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []map[string]int64{
@@ -961,7 +961,7 @@ func testSessionIDs(t *testing.T, open Factory) {
 		_, checks["Commit"] = s.Commit(ctx, id, 0, []byte("x"), 0)
 		checks["AddDiagnostics"] = s.AddDiagnostics(ctx, id, []store.Diagnostic{{Kind: "k", Key: "k"}})
 		checks["IncrStats"] = s.IncrStats(ctx, id, map[string]int64{"n": 1})
-		checks["SetStats"] = s.SetStats(ctx, id, map[string]int64{"n": 1})
+		checks["UpdateStats(Set)"] = s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"n": 1}})
 		checks["UpdateStats"] = s.UpdateStats(ctx, id, store.StatsUpdate{Max: map[string]int64{"n": 1}})
 		checks["DeleteBlob"] = s.DeleteBlob(ctx, id, "b")
 		checks["PutBlob"] = s.PutBlob(ctx, id, "b", []byte("x"))
