@@ -215,11 +215,8 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 // such as an AgentSession's spec.sessionID — the session is that bare value, not the
 // namespaced <value>:<hash>.
 func (s *Server) sessionOf(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
-	sid, src := SessionID(f, h, body)
-	if len(s.opt.SessionSecret) == 0 || src == SourceHeader || src == SourceDerived {
-		return sid, src
-	}
-	if ns, _ := BodyNamespace(f, body); config.VerifySessionToken(s.opt.SessionSecret, ns, h.Get(HeaderToken)) {
+	sid, src, ns := sessionOfBody(f, h, body)
+	if len(s.opt.SessionSecret) > 0 && ns != "" && config.VerifySessionToken(s.opt.SessionSecret, ns, h.Get(HeaderToken)) {
 		return ns, src
 	}
 	return sid, src

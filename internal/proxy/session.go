@@ -47,14 +47,24 @@ const (
 // the proxy makes one exception (Server.sessionOf): a token valid for the bare body value
 // names that exact session.
 func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
+	sid, src, _ := sessionOfBody(f, h, body)
+	return sid, src
+}
+
+// sessionOfBody is SessionID that also returns the body's namespace (BodyNamespace). It reads
+// the body in one pass over its top-level members (bodyFields), where looking each field up
+// alone would scan the messages array once per field: a large request's members usually
+// follow it.
+func sessionOfBody(f wire.Format, h http.Header, body []byte) (sid string, src SessionSource, ns string) {
 	if v := strings.TrimSpace(h.Get(HeaderSession)); v != "" {
-		return v, SourceHeader
+		return v, SourceHeader, ""
 	}
-	ns, src := BodyNamespace(f, body)
+	bf := readBodyFields(body)
+	ns, src = bf.namespace(f)
 	if ns == "" {
-		return "d-" + conversationHash(f, body), SourceDerived
+		return "d-" + bf.conversationHash(f), SourceDerived, ""
 	}
-	return ns + ":" + conversationHash(f, body), src
+	return ns + ":" + bf.conversationHash(f), src, ns
 }
 
 // BodyNamespace returns the end user a request body names — Anthropic metadata.user_id, else
@@ -63,16 +73,47 @@ func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource
 // X-Condense-Token is valid for this bare value is the session of that exact id (a token
 // names its session).
 func BodyNamespace(f wire.Format, body []byte) (string, SessionSource) {
+	return readBodyFields(body).namespace(f)
+}
+
+// bodyFields are the top-level members of a request body that name its session.
+type bodyFields struct {
+	system, messages, metadata, user, cacheKey gjson.Result
+}
+
+// readBodyFields reads the session's members of body in one pass over its top level.
+func readBodyFields(body []byte) bodyFields {
+	var bf bodyFields
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "system":
+			bf.system = v
+		case "messages":
+			bf.messages = v
+		case "metadata":
+			bf.metadata = v
+		case "user":
+			bf.user = v
+		case "prompt_cache_key":
+			bf.cacheKey = v
+		}
+		return true
+	})
+	return bf
+}
+
+// namespace is BodyNamespace of the fields.
+func (bf bodyFields) namespace(f wire.Format) (string, SessionSource) {
 	if f == wire.Anthropic {
-		if v := gjson.GetBytes(body, "metadata.user_id"); v.Type == gjson.String && v.Str != "" {
+		if v := bf.metadata.Get("user_id"); v.Type == gjson.String && v.Str != "" {
 			return v.Str, SourceMetadata
 		}
 		return "", SourceDerived
 	}
-	if v := gjson.GetBytes(body, "user"); v.Type == gjson.String && v.Str != "" {
+	if v := bf.user; v.Type == gjson.String && v.Str != "" {
 		return v.Str, SourceUser
 	}
-	if v := gjson.GetBytes(body, "prompt_cache_key"); v.Type == gjson.String && v.Str != "" {
+	if v := bf.cacheKey; v.Type == gjson.String && v.Str != "" {
 		return v.Str, SourceCacheKey
 	}
 	return "", SourceDerived
@@ -80,16 +121,16 @@ func BodyNamespace(f wire.Format, body []byte) (string, SessionSource) {
 
 // conversationHash is 24 hex of a SHA-256 over the text of the request's system prompt
 // (OpenAI: its leading system/developer messages) and first user message.
-func conversationHash(f wire.Format, body []byte) string {
+func (bf bodyFields) conversationHash(f wire.Format) string {
 	hsh := sha256.New()
 	hsh.Write([]byte(f.String()))
 	hsh.Write([]byte{0})
 	if f == wire.Anthropic {
-		writeText(hsh, gjson.GetBytes(body, "system"))
+		writeText(hsh, bf.system)
 	}
 	hsh.Write([]byte{0})
 	firstUser := false
-	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+	bf.messages.ForEach(func(_, m gjson.Result) bool {
 		role := m.Get("role").Str
 		if f == wire.OpenAI && (role == "system" || role == "developer") && !firstUser {
 			writeText(hsh, m.Get("content"))
