@@ -581,7 +581,7 @@ func readEvent(br *bufio.Reader, max int) (sseEvent, error) {
 	for {
 		line, err := readLine(br, max-len(ev.raw))
 		if errors.Is(err, errLineTooLong) {
-			return ev, &upstreamLimit{limitEventSize, fmt.Sprintf("a server-sent event of the provider exceeds %d bytes", max)}
+			return ev, &upstreamLimit{limitEventSize, max}
 		}
 		ev.raw = append(ev.raw, line...)
 		trim := bytes.TrimRight(line, "\r\n")

@@ -36,13 +36,26 @@ const (
 	limitEventSize     = "event_too_large"
 )
 
-// upstreamLimit is an upstream response cut short by one of the proxy's bounds on it.
+// upstreamLimit is an upstream response cut short by one of the proxy's bounds on it. Its
+// message is formatted only when asked for: the two timeouts' limits are made for every
+// upstream request, and almost none of them is ever returned.
 type upstreamLimit struct {
 	limit string // the metric label
-	msg   string
+	bound any    // the bound: a time.Duration or a size in bytes
 }
 
-func (e *upstreamLimit) Error() string { return e.msg }
+func (e *upstreamLimit) Error() string {
+	switch e.limit {
+	case limitHeaderTimeout:
+		return fmt.Sprintf("the provider sent no response headers within %s", e.bound)
+	case limitIdleTimeout:
+		return fmt.Sprintf("the provider sent nothing for %s", e.bound)
+	case limitResponseSize:
+		return fmt.Sprintf("the provider's response exceeds %d bytes", e.bound)
+	default:
+		return fmt.Sprintf("a server-sent event of the provider exceeds %d bytes", e.bound)
+	}
+}
 
 // countLimit counts err in condense_upstream_limits_total when a bound on the provider's
 // response caused it.
@@ -61,7 +74,7 @@ func (s *Server) countLimit(ep endpoint, err error) {
 func (s *Server) do(up *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(up.Context())
 	up = up.WithContext(ctx)
-	headerLimit := &upstreamLimit{limitHeaderTimeout, fmt.Sprintf("the provider sent no response headers within %s", s.opt.UpstreamHeaderTimeout)}
+	headerLimit := &upstreamLimit{limitHeaderTimeout, s.opt.UpstreamHeaderTimeout}
 	var timer *time.Timer
 	if s.opt.UpstreamHeaderTimeout > 0 {
 		timer = time.AfterFunc(s.opt.UpstreamHeaderTimeout, func() { cancel(headerLimit) })
@@ -80,7 +93,7 @@ func (s *Server) do(up *http.Request) (*http.Response, error) {
 	}
 	b := &idleBody{ReadCloser: resp.Body, cancel: cancel, idle: s.opt.UpstreamIdleTimeout}
 	if b.idle > 0 {
-		b.limit = &upstreamLimit{limitIdleTimeout, fmt.Sprintf("the provider sent nothing for %s", b.idle)}
+		b.limit = &upstreamLimit{limitIdleTimeout, b.idle}
 		b.timer = time.AfterFunc(b.idle, func() { b.fired.Store(true); cancel(b.limit) })
 		b.timer.Stop()
 	}
@@ -126,7 +139,7 @@ func (b *idleBody) Close() error {
 func readAllMax(r io.Reader, max int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err == nil && int64(len(data)) > max {
-		return nil, &upstreamLimit{limitResponseSize, fmt.Sprintf("the provider's response exceeds %d bytes", max)}
+		return nil, &upstreamLimit{limitResponseSize, max}
 	}
 	return data, err
 }
