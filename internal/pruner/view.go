@@ -210,11 +210,6 @@ func (r *result) occKey() string {
 	return r.key
 }
 
-// isFinalAssistant reports an assistant message without tool calls.
-func (v *view) isFinalAssistant(i int) bool {
-	return v.cls[i] == clsAssistant && !v.toolUsing(i)
-}
-
 // isSynthetic reports a prompt that is one of our own <compressed-chain> messages.
 func isSynthetic(m *wire.Message) bool {
 	for _, b := range m.Blocks {
