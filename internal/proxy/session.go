@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -81,10 +82,32 @@ type bodyFields struct {
 	system, messages, metadata, user, cacheKey gjson.Result
 }
 
-// readBodyFields reads the session's members of body in one pass over its top level.
+// bodyFieldNames are the members bodyFields holds, in its order.
+var bodyFieldNames = []string{"system", "messages", "metadata", "user", "prompt_cache_key"}
+
+// readBodyFields reads the session's members of body in one pass over its top level, with
+// the wire parser's scanner (wire.TopLevel): a large body's members after its messages array
+// are reached at the scanner's speed, several times gjson's. A body that is not a JSON object
+// is read by gjson, leniently, as before; the parse rejects it afterwards.
 func readBodyFields(body []byte) bodyFields {
+	vals, err := wire.TopLevel(body, bodyFieldNames...)
+	if err != nil {
+		return readBodyFieldsLenient(body)
+	}
 	var bf bodyFields
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+	for i, dst := range []*gjson.Result{&bf.system, &bf.messages, &bf.metadata, &bf.user, &bf.cacheKey} {
+		if vals[i] != nil {
+			*dst = gjson.Parse(bytesView(vals[i]))
+		}
+	}
+	return bf
+}
+
+// readBodyFieldsLenient is readBodyFields by gjson, which reads what it can of bytes that
+// are not valid JSON.
+func readBodyFieldsLenient(body []byte) bodyFields {
+	var bf bodyFields
+	gjson.Parse(bytesView(body)).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "system":
 			bf.system = v
@@ -102,19 +125,28 @@ func readBodyFields(body []byte) bodyFields {
 	return bf
 }
 
-// namespace is BodyNamespace of the fields.
+// bytesView is b as a string without copying it. The body is never modified while its fields
+// are read, and what outlives the read is copied (namespace).
+func bytesView(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// namespace is BodyNamespace of the fields. The value is a copy: the fields view the body.
 func (bf bodyFields) namespace(f wire.Format) (string, SessionSource) {
 	if f == wire.Anthropic {
 		if v := bf.metadata.Get("user_id"); v.Type == gjson.String && v.Str != "" {
-			return v.Str, SourceMetadata
+			return strings.Clone(v.Str), SourceMetadata
 		}
 		return "", SourceDerived
 	}
 	if v := bf.user; v.Type == gjson.String && v.Str != "" {
-		return v.Str, SourceUser
+		return strings.Clone(v.Str), SourceUser
 	}
 	if v := bf.cacheKey; v.Type == gjson.String && v.Str != "" {
-		return v.Str, SourceCacheKey
+		return strings.Clone(v.Str), SourceCacheKey
 	}
 	return "", SourceDerived
 }

@@ -256,3 +256,74 @@ func storedRequests(t *testing.T, st store.Store, sid string, n int64) *store.Sn
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// sessionFieldSeeds are bodies whose session fields differ in kind and placement.
+var sessionFieldSeeds = []string{
+	`{"system":"sys","messages":[{"role":"user","content":"go"}],"metadata":{"user_id":"u1"}}`,
+	`{"messages":[{"role":"system","content":"s"},{"role":"developer","content":[{"type":"text","text":"d"}]},{"role":"user","content":[{"type":"text","text":"go"}]}],"user":"u","prompt_cache_key":"k"}`,
+	`{"metadata":{"user_id":"a"},"metadata":{"user_id":"b"},"messages":[]}`,
+	`{"\u0073ystem":[{"type":"text","text":"esc"}],"messages":[{"role":"assistant","content":"x"},{"role":"user","content":"y"}]}`,
+	`{"system":"s","messages":[{"role":"user","content":"unterminated`,
+	"{\"system\":\"\xff\",\"messages\":[]}",
+	`[]`, ``, `{"user":7,"prompt_cache_key":"k"}`,
+}
+
+// sessionOfBodyLenient is sessionOfBody reading the body with gjson alone, as before
+// wire.TopLevel: the reference the scanner's reading must match.
+func sessionOfBodyLenient(f wire.Format, body []byte) (string, SessionSource, string) {
+	bf := readBodyFieldsLenient(body)
+	ns, src := bf.namespace(f)
+	if ns == "" {
+		return "d-" + bf.conversationHash(f), SourceDerived, ""
+	}
+	return ns + ":" + bf.conversationHash(f), src, ns
+}
+
+// TestSessionFieldsScannerMatchesGjson: reading the session's members with the wire scanner
+// gives the session ids, sources and namespaces gjson's reading of the whole body gave, for
+// both formats, on the seeds and on large tool-using bodies with the members after messages.
+func TestSessionFieldsScannerMatchesGjson(t *testing.T) {
+	bodies := append([]string(nil), sessionFieldSeeds...)
+	big := string(benchBody(20, 100))
+	bodies = append(bodies, big, big[:len(big)-1]+`,"metadata":{"user_id":"late"},"user":"u2"}`)
+	for _, b := range bodies {
+		for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+			id, src, ns := sessionOfBody(f, http.Header{}, []byte(b))
+			wid, wsrc, wns := sessionOfBodyLenient(f, []byte(b))
+			if id != wid || src != wsrc || ns != wns {
+				t.Errorf("%s %.80q: %s %s %q, want %s %s %q", f, b, id, src, ns, wid, wsrc, wns)
+			}
+		}
+	}
+}
+
+// FuzzSessionFields checks the scanner's reading of the session's members against gjson's on
+// arbitrary bodies, valid or not.
+func FuzzSessionFields(f *testing.F) {
+	for _, s := range sessionFieldSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, fm := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+			id, src, ns := sessionOfBody(fm, http.Header{}, body)
+			wid, wsrc, wns := sessionOfBodyLenient(fm, body)
+			if id != wid || src != wsrc || ns != wns {
+				t.Fatalf("%s: %s %s %q, want %s %s %q", fm, id, src, ns, wid, wsrc, wns)
+			}
+		}
+	})
+}
+
+// BenchmarkSessionIDFromBody is the session id of a request without X-Condense-Session: an
+// 812 KB body whose metadata follows its messages, as the SDKs order them.
+func BenchmarkSessionIDFromBody(b *testing.B) {
+	body := benchBody(60, 150)
+	body = append(body[:len(body)-1:len(body)-1], `,"metadata":{"user_id":"user-1"}}`...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if id, src := SessionID(wire.Anthropic, http.Header{}, body); src != SourceMetadata || id == "" {
+			b.Fatal(id, src)
+		}
+	}
+}
