@@ -21,13 +21,17 @@ import (
 
 // benchBody builds an Anthropic request of a tool-using session: `turns` tool calls with
 // results of resultLines lines each, then a final answer and a new user prompt.
-func benchBody(turns, resultLines int) []byte {
+func benchBody(turns, resultLines int) []byte { return benchBodyTagged(turns, resultLines, "") }
+
+// benchBodyTagged is benchBody with tag in every tool output, so that two tags give two
+// sessions no summary or memo in common.
+func benchBodyTagged(turns, resultLines int, tag string) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"model":"claude-sonnet-test","max_tokens":1024,"system":"You are a coding agent.","tools":[{"name":"bash","input_schema":{"type":"object"}}],"messages":[`)
 	b.WriteString(`{"role":"user","content":"Fix the build."}`)
 	for i := 0; i < turns; i++ {
 		fmt.Fprintf(&b, `,{"role":"assistant","content":[{"type":"text","text":"Step %d."},{"type":"tool_use","id":"toolu_%03d","name":"bash","input":{"cmd":"make step%d"}}]}`, i, i, i)
-		fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%03d","content":%q}]}`, i, bigOutput(fmt.Sprintf("s%d", i), resultLines))
+		fmt.Fprintf(&b, `,{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_%03d","content":%q}]}`, i, bigOutput(fmt.Sprintf("%ss%d", tag, i), resultLines))
 	}
 	b.WriteString(`,{"role":"assistant","content":[{"type":"text","text":"Done."}]},{"role":"user","content":"Thanks, next task."}]}`)
 	return b.Bytes()
@@ -266,5 +270,89 @@ func roundTripEach(b *testing.B, base string, size int, next func(i int) (body [
 		if resp.StatusCode != 200 || !strings.Contains(string(data), `"ok"`) {
 			b.Fatalf("%d %s", resp.StatusCode, data)
 		}
+	}
+}
+
+// BenchmarkPrepareAfterFlush is BenchmarkPrepare's steady 812 KB request as the first request
+// of a session after a flush of this process committed a new state, the request that follows
+// every final answer: each iteration gives a new session (its own tool outputs) a flushed
+// 40-turn request, then the 60-turn one and its in-process flush (with the final answer the
+// fake gives), through the handler, and waits for that flush; then it times one Prepare of
+// the 60-turn request read into another buffer. The "/second" variant times the request after
+// that one instead, with nothing committed in between: the steady case.
+func BenchmarkPrepareAfterFlush(b *testing.B) {
+	for _, second := range []bool{false, true} {
+		name := "first"
+		if second {
+			name = "second"
+		}
+		b.Run(name, func(b *testing.B) {
+			up := quietUpstream(b)
+			st := store.NewMemory(0)
+			b.Cleanup(func() { _ = st.Close() })
+			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+			inproc := &flush.InProcess{MaxConcurrent: 1, Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()},
+				Summarizer: summarize.Extractive{}, Log: quiet}}
+			b.Cleanup(func() { _ = inproc.Close(context.Background()) })
+			px, err := New(Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(), Flusher: inproc, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = px.Close() })
+			settle := func(sid string) { // the session's flushes have ended
+				px.bg.Wait()
+				if f, ok := px.flights.Load(sid); ok {
+					<-f.(*flight).done
+				}
+			}
+			send := func(sid string, body []byte) {
+				req := httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
+				req.Header.Set(HeaderSession, sid)
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				px.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("%d %s", rec.Code, rec.Body.Bytes())
+				}
+				settle(sid)
+			}
+			b.SetBytes(int64(len(benchBody(60, 150))))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if i > 0 {
+					settle(fmt.Sprintf("after-%d", i-1))
+				}
+				sid, tag := fmt.Sprintf("after-%d", i), fmt.Sprintf("x%d-", i)
+				send(sid, benchBodyTagged(40, 150, tag))
+				body := benchBodyTagged(60, 150, tag)
+				send(sid, body)
+				hdr := http.Header{HeaderSession: []string{sid}}
+				if second {
+					prepareOnce(b, px, hdr, bytes.Clone(body))
+					settle(sid)
+				}
+				again := bytes.Clone(body)
+				b.StartTimer()
+				prepareOnce(b, px, hdr, again)
+			}
+		})
+	}
+}
+
+// prepareOnce parses body as the handler does (reusing the session's remembered parse) and
+// runs Prepare on it.
+func prepareOnce(b *testing.B, px *Server, hdr http.Header, body []byte) {
+	sid := hdr.Get(HeaderSession)
+	req, err := px.parses.parse(wire.Anthropic, sid, body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	px.parses.put(wire.Anthropic, sid, req)
+	t := &turn{f: wire.Anthropic, ep: epMessages, hdr: hdr, client: req, log: px.log, sid: sid}
+	px.prepare(context.Background(), t)
+	if t.open != "" {
+		b.Fatalf("failed open: %s", t.open)
 	}
 }
