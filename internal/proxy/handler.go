@@ -433,23 +433,40 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 	s.states.Store(sid, cachedState{version, st})
 }
 
-// warmState decodes the state a flush of this process just committed, so the session's next
-// request finds it decoded instead of decoding it on the request path. It loads and decodes
-// exactly as that request would; when the session has moved past version meanwhile it does
-// nothing (the request then decodes what it loads).
-func (s *Server) warmState(sid string, version uint64) {
+// warmState prepares the session's next request for the state a flush of this process just
+// committed, off the request path. It decodes the state, loading and decoding exactly as that
+// request would (when the session has moved past version meanwhile it does nothing: the
+// request then decodes what it loads), and renders the session's remembered request with it
+// (warmRender).
+func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 	if v, ok := s.states.Load(sid); ok && v.(cachedState).version >= version {
 		return
 	}
 	ctx, cancel := s.storeCtx(s.ctx)
 	defer cancel()
 	snap, err := s.opt.Store.Load(ctx, sid)
-	if err == nil && snap.Version == version {
-		_, _ = s.decodedState(sid, snap) // a state that fails to decode fails its request the same way
+	if err != nil || snap.Version != version {
+		return
+	}
+	st, err := s.decodedState(sid, snap)
+	if err != nil {
+		return // a state that fails to decode fails its request the same way
+	}
+	s.warmRender(f, sid, st)
+}
+
+// warmRender renders the session's remembered request (the parse cache's) with st and
+// discards the result. What a render computes once and keeps — occurrence keys, stub and
+// summary blocks and their encodings — sits on the parsed messages and blocks, which the
+// session's next request shares through wire.ParseReusing; after a flush that request would
+// otherwise compute all of it for the new state on the request path
+// (BenchmarkPrepareAfterFlush).
+func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
+	if req := s.parses.get(f, sid); req != nil {
+		_ = pruner.RenderView(req, st, s.opt.Policy).Request.Segments()
 	}
 }
 
-// render runs the pruning engine over the view.
 func (s *Server) render(t *turn) {
 	start := time.Now()
 	// The forwarded body is the rendered request's segments: the bytes it keeps from the
@@ -675,7 +692,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		} else if res != nil {
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
 			if res.Outcome == flush.OutcomeFlushed || res.Outcome == flush.OutcomePartial {
-				s.warmState(t.sid, res.Version)
+				s.warmState(t.f, t.sid, res.Version)
 			}
 		}
 	}
