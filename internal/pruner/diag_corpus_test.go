@@ -38,6 +38,17 @@ func TestDiagnosticsOnTheCorpus(t *testing.T) {
 			absent: 3,
 		},
 		{
+			// The same with a provider that restarts tool-call ids per response: a new call
+			// after the compaction has a compressed chain's id (ca1) but other content. The
+			// range is gone all the same; matching the bare id kept reporting it unresolved.
+			name: "a compaction that removed whole ranges retires them silently when new calls reuse their ids",
+			tx: func(f wire.Format) *tx {
+				return compacted(f).turn("ca1", "read", `{"path":"z"}`, big("Rz1", 1500)).asst("", "done z").user("next")
+			},
+			absent: 3,
+			keep:   "R(ca1):Rz1",
+		},
+		{
 			// pi_compact b11/b16: after the compaction the agent gave a reply identical to a
 			// compressed chain's final ("done a" at the same ordinal among final replies), so
 			// the final fingerprint matched a new message while the start and calls were gone.

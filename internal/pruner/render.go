@@ -303,7 +303,7 @@ func (r *renderer) resolveChains() []acceptedRange {
 			if present == nil {
 				present = v.toolIDs()
 			}
-			if !anyIn(c.DroppedIDs, present) && (s < 0 || e < 0) {
+			if (s < 0 || e < 0) && !v.holdsRecorded(c, present) {
 				// The range is gone (docs/engine.md "Diagnostics on the corpus"): retired silently.
 				r.res.Stats.AbsentRanges++
 				continue
@@ -351,6 +351,19 @@ func (r *renderer) resolveChains() []acceptedRange {
 		out = append(out, a)
 	}
 	return out
+}
+
+// holdsRecorded reports whether the transcript still holds one of the chain's recorded
+// occurrences: a paired result whose occurrence key c recorded, or, for an entry without keys,
+// a call or result with one of its ids (ids, the transcript's toolIDs). Keys are compared when
+// recorded because a provider that restarts ids per response (call_0) reuses them in later
+// turns: a range a compaction removed whole would stay "present" by id forever.
+func (v *view) holdsRecorded(c *Chain, ids map[string]bool) bool {
+	if len(c.DroppedKeys) == 0 {
+		return anyIn(c.DroppedIDs, ids)
+	}
+	_, ok := v.rangeHoldsChain(-1, len(v.msgs), c)
+	return ok
 }
 
 // toolIDs returns the ids of every tool call and tool result of the transcript.
