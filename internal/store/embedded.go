@@ -485,7 +485,7 @@ func addCounter(b kvBucket, name string, delta int64) error {
 
 // IncrStats implements Store.
 func (s *EmbeddedStore) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
-	return s.writeStats(ctx, session, delta, addCounter)
+	return s.UpdateStats(ctx, session, StatsUpdate{Incr: delta})
 }
 
 // UpdateStats implements Store.
@@ -521,30 +521,6 @@ func (s *EmbeddedStore) UpdateStats(ctx context.Context, session string, u Stats
 				if err := putU64(cb, []byte(k), uint64(v)); err != nil {
 					return err
 				}
-			}
-		}
-		return nil
-	})
-}
-
-// writeStats applies write to each (name, value) of values in the session's counters bucket,
-// in one transaction.
-func (s *EmbeddedStore) writeStats(ctx context.Context, session string, values map[string]int64, write func(b kvBucket, name string, v int64) error) error {
-	if err := s.check(session); err != nil {
-		return err
-	}
-	for k := range values {
-		if err := validateCounterName(k); err != nil {
-			return err
-		}
-	}
-	if len(values) == 0 {
-		return nil
-	}
-	return s.updateCounters(ctx, session, func(cb kvBucket) error {
-		for k, v := range values {
-			if err := write(cb, k, v); err != nil {
-				return err
 			}
 		}
 		return nil

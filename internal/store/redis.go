@@ -296,7 +296,7 @@ func (s *RedisStore) AddDiagnostics(ctx context.Context, session string, diags [
 
 // IncrStats implements Store.
 func (s *RedisStore) IncrStats(ctx context.Context, session string, delta map[string]int64) error {
-	return s.writeStats(ctx, "stats", scriptStats, session, delta)
+	return s.UpdateStats(ctx, session, StatsUpdate{Incr: delta})
 }
 
 // UpdateStats implements Store.
@@ -323,24 +323,6 @@ func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpd
 		return overflow(msg[strings.Index(msg, refused)+len(refused):])
 	}
 	return s.wrap("updatestats", err)
-}
-
-// writeStats runs a counters script (scriptStats) over (name, value) pairs.
-func (s *RedisStore) writeStats(ctx context.Context, op string, script *redis.Script, session string, values map[string]int64) error {
-	if err := s.check(session); err != nil {
-		return err
-	}
-	if len(values) == 0 {
-		return nil
-	}
-	args := []any{session, s.ttlArg()}
-	for k, v := range values {
-		if err := validateCounterName(k); err != nil {
-			return err
-		}
-		args = append(args, k, strconv.FormatInt(v, 10))
-	}
-	return s.wrap(op, script.Run(ctx, s.rdb, s.redisKeys(session), args...).Err())
 }
 
 // PutBlob implements Store.

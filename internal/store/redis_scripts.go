@@ -88,14 +88,6 @@ end
 return added
 `)
 
-// stats: ARGV id, ttl, then pairs (name, delta).
-var scriptStats = redis.NewScript(luaPrelude + `
-local e = check_id(ARGV[1]); if e then return e end
-for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
-touch(ARGV[1], ARGV[2], now_ms())
-return 1
-`)
-
 // updatestats: ARGV id, ttl, number of increments, number of sets, then pairs (name, value):
 // the increments, the sets, then the maxima (set only when larger than the stored value).
 // Values are compared exactly as decimal integers (a Lua number holds only 53 bits). Every
@@ -213,5 +205,5 @@ if n > 0 then redis.call('PUBLISH', ARGV[2], 'x0:' .. ARGV[1]) end
 return n
 `)
 
-var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptStats, scriptUpdateStats, scriptPutBlob, scriptDelBlob,
+var allScripts = []*redis.Script{scriptLoad, scriptCommit, scriptDiag, scriptUpdateStats, scriptPutBlob, scriptDelBlob,
 	scriptAcquire, scriptRenew, scriptRelease, scriptDelete}

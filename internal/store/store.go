@@ -46,7 +46,9 @@ type Store interface {
 	AddDiagnostics(ctx context.Context, session string, diags []Diagnostic) error
 
 	// IncrStats adds each delta to the session's named counter (missing counters start at 0)
-	// without a commit and without changing the state version.
+	// without a commit and without changing the state version: UpdateStats with only
+	// increments, so an increment that would take a counter out of the int64 range fails the
+	// whole call with ErrInvalidArgument and changes nothing.
 	IncrStats(ctx context.Context, session string, delta map[string]int64) error
 
 	// UpdateStats applies u in one atomic write (one round trip), without a commit and

@@ -412,6 +412,17 @@ func testStats(t *testing.T, open Factory) {
 	if snap, _ := s.Load(ctx, id); snap.Stats["ok"] != 0 {
 		t.Fatal("a refused IncrStats stored a counter")
 	}
+	// An increment past the int64 range fails the whole call and writes nothing (it wrapped
+	// around in the embedded stores and stopped partway on Redis).
+	if err := s.IncrStats(ctx, id, map[string]int64{"near-top": math.MaxInt64 - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IncrStats(ctx, id, map[string]int64{"ok": 1, "near-top": 2, "zz": 1}); !errors.Is(err, store.ErrInvalidArgument) {
+		t.Fatalf("an overflowing IncrStats = %v; want ErrInvalidArgument", err)
+	}
+	if snap, _ := s.Load(ctx, id); snap.Stats["near-top"] != math.MaxInt64-1 || snap.Stats["ok"] != 0 || snap.Stats["zz"] != 0 {
+		t.Fatalf("an overflowing IncrStats wrote part of itself: %v", snap.Stats)
+	}
 	// Concurrent increments are not lost.
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
