@@ -195,3 +195,90 @@ func TestMidRunFlushInLongToolRun(t *testing.T) {
 		t.Fatalf("no mid-run flush committed (deferred: %v)", testutil.ToFloat64(met.Flushes.WithLabelValues(string(flush.OutcomeDeferred))))
 	}
 }
+
+// TestWeighedFlushStartsAfterTheExchange: a weighed flush due on a request that nothing waits
+// for (here the retry of a deferred one, with flushWaitTimeout 0) is not started before the
+// request goes upstream — its planning and weighing would compete with forwarding it — but
+// once the answer has been relayed (a streamed one: once it begins). When the answer is final,
+// its own agent-message flush covers the request and the held retry is dropped.
+func TestWeighedFlushStartsAfterTheExchange(t *testing.T) {
+	clock := &testClock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	r := newRig(t, nil, nil, func(o *Options) {
+		o.Trigger = Trigger{CacheAware: true}
+		o.Now = clock.Now
+		o.FlushWaitTimeout = 0
+	})
+	const sid = "sess-held"
+	c := r.anthropic(sid)
+	r.up.Enqueue(
+		upstreamfake.Reply{Text: "Let me build.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_h1", Name: "bash", Input: `{"cmd":"make build"}`}}},
+		upstreamfake.Reply{Text: "The build passed."},
+		upstreamfake.Reply{Text: "Running them.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_h2", Name: "bash", Input: `{"cmd":"make test"}`}}},
+		upstreamfake.Reply{Text: "All green."},
+	)
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Please build the project."))}
+	m := cachedTurn(t, c, msgs)
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_h1", bigOutput("build", 60), false)))
+	m = cachedTurn(t, c, msgs) // final answer: the agent-message flush is weighed and deferred
+	r.settle()
+	waitFlight(t, r.px, sid)
+	if snap, err := r.st.Load(context.Background(), sid); err != nil || snap.Stats[flush.StatFlushPending] != 1 {
+		t.Fatalf("setup: no deferred flush pending: %+v %v", snap, err)
+	}
+	triggers := func(trig string) float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues(trig)) }
+
+	// Request 3 is due a retry; the fake answers with a tool call.
+	var flyingAtUpstream []bool
+	var mu sync.Mutex
+	r.up.SetObserver(func(upstreamfake.Recorded, upstreamfake.Timing) {
+		f, ok := r.px.flights.Load(sid)
+		flying := ok && f.(*flight).running()
+		mu.Lock()
+		flyingAtUpstream = append(flyingAtUpstream, flying)
+		mu.Unlock()
+	})
+	clock.Advance(time.Minute)
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("Now run the tests.")))
+	m = cachedTurn(t, c, msgs)
+	r.settle()
+	waitFlight(t, r.px, sid)
+	mu.Lock()
+	if len(flyingAtUpstream) != 1 || flyingAtUpstream[0] {
+		t.Fatalf("a flush of the session was under way while the provider had the request: %v", flyingAtUpstream)
+	}
+	mu.Unlock()
+	if got := triggers("retry"); got != 1 {
+		t.Fatalf("retry flushes started = %v after the exchange, want 1", got)
+	}
+
+	// Request 4 is due a retry again (still deferred: the cache is warm), and its answer is
+	// final: the agent-message flush starts, the held retry does not.
+	finals := triggers("agent-message")
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_h2", "ok", false)))
+	cachedTurn(t, c, msgs)
+	r.settle()
+	if got := triggers("retry"); got != 1 {
+		t.Fatalf("retry flushes started = %v, want the held one dropped for the final answer's", got)
+	}
+	if got := triggers("agent-message"); got != finals+1 {
+		t.Fatalf("agent-message flushes = %v, want %v", got, finals+1)
+	}
+}
+
+// waitFlight waits until no flush px started for the session is running.
+func waitFlight(t *testing.T, px *Server, sid string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f, ok := px.flights.Load(sid)
+		if !ok {
+			return
+		}
+		select {
+		case <-f.(*flight).done:
+			return
+		case <-time.After(time.Until(deadline)):
+			t.Fatal("the session's flush did not end")
+		}
+	}
+}
