@@ -61,18 +61,6 @@ type turn struct {
 	flushWait time.Duration
 	// clock times the phases before the request goes upstream.
 	clock phaseClock
-	// held is a weighed flush due on this request that nothing waits for: it starts once the
-	// request's exchange with the provider has ended (startHeld), not on the request path.
-	held *heldFlush
-	// finalFlush is set when the response was a final answer whose flush started (onFinal).
-	finalFlush bool
-}
-
-// heldFlush is a flush due on a request whose start was held back (turn.held).
-type heldFlush struct {
-	trigger string
-	body    []byte
-	opts    flushOpts
 }
 
 // maxPreGrow is the most readBody allocates for a body before its bytes arrive: a declared
@@ -180,7 +168,6 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	t.clock.done(phaseParse)
 
 	s.prepare(r.Context(), t)
-	defer s.startHeld(t)
 	if ep != epCountTokens && t.open == "" {
 		s.noteRequest(t)
 	}
@@ -208,7 +195,6 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	}
 	var out *outcome
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		s.startHeld(t) // the provider has the request and streams for a while: flush meanwhile
 		out = s.relayStream(r.Context(), w, t, resp)
 	} else {
 		out = s.relayJSON(r.Context(), w, t, resp)
@@ -380,10 +366,6 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 			var body []byte
 			if t.fwd == t.view && len(t.body) == 1 {
 				body = t.body[0] // nothing was pruned or added: the forwarded bytes are the view's
-			}
-			if opts.weigh && s.opt.FlushWaitTimeout <= 0 {
-				t.held = &heldFlush{trigger: trig, body: body, opts: opts}
-				return
 			}
 			tk := s.startFlush(t, trig, t.view, body, opts, s.opt.FlushWaitTimeout > 0)
 			if tk != nil && s.opt.FlushWaitTimeout > 0 {
@@ -1013,32 +995,5 @@ func (s *Server) onFinal(t *turn, out *outcome) {
 		// This request has just written the prompt cache: the flush is weighed against it.
 		s.startFlush(t, "agent-message", t.view.WithMessages(all), nil,
 			flushOpts{weigh: s.opt.Trigger.CacheAware, last: t.at}, false)
-		t.finalFlush = true
 	}
-}
-
-// startHeld starts the request's held flush (turn.held), once the provider has the request:
-// when a streamed answer begins (it streams for seconds, and the flush runs meanwhile), else
-// when the handler returns, after the answer has gone to the client. Building the job and
-// planning and weighing the flush — milliseconds of CPU on a large transcript — then no
-// longer compete with forwarding the request, nor with relaying a whole answer. Such a flush
-// is weighed against the prompt cache, may be deferred anyway, and nothing waits for it
-// (flushWaitTimeout 0): its result serves the session's next request either way. Manual and
-// budget flushes, and any flush a request waits for, still start before forwarding. When the
-// answer was final and not streamed, its agent-message flush (onFinal) already covers this
-// request's transcript, and the held flush is dropped.
-func (s *Server) startHeld(t *turn) {
-	h := t.held
-	if h == nil {
-		return
-	}
-	t.held = nil
-	if t.finalFlush {
-		return
-	}
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		s.startFlush(t, h.trigger, t.view, h.body, h.opts, false)
-	}()
 }
