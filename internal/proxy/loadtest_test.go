@@ -53,6 +53,11 @@ type loadModel struct {
 	// finds the session parsed, its state flushed and its requests pruned (0: each window
 	// starts cold, as before session 8).
 	history int
+	// bodyIDs names each session in its body (metadata.user_id, after the messages, where the
+	// SDKs put it) instead of the X-Condense-Session header, as a client that was not set up
+	// for condense does: the proxy then finds the session's fields in the body
+	// (CONDENSE_LOAD_SESSION_ID=body).
+	bodyIDs bool
 }
 
 func readLoadModel() loadModel {
@@ -71,6 +76,7 @@ func readLoadModel() loadModel {
 		floor:      os.Getenv("CONDENSE_LOAD_FLOOR"),
 		beside:     os.Getenv("CONDENSE_LOAD_BESIDE"),
 		history:    envInt("CONDENSE_LOAD_HISTORY", 20),
+		bodyIDs:    os.Getenv("CONDENSE_LOAD_SESSION_ID") == "body",
 		duration:   time.Duration(scale * float64(envInt("CONDENSE_LOAD_DURATION_S", 180)) * float64(time.Second)),
 		latency: upstreamfake.Latency{
 			TTFT:            time.Duration(scale * float64(envInt("CONDENSE_LOAD_TTFT_MS", 1000)) * float64(time.Millisecond)),
@@ -100,8 +106,30 @@ func (m loadModel) String() string {
 		return fmt.Sprintf("saturate: %d closed-loop sessions × ≤ %d requests, no model time, no think time, summarizer %s",
 			m.sessions, m.perSess, m.summarizer)
 	}
-	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens (≤ %d) at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, no request starts after %v, summarizer %s, %s",
-		m.sessions, m.perSess, m.latency.TTFT, m.outMax, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration, m.summarizer, m.historyString())
+	return fmt.Sprintf("realistic: %d sessions × ≤ %d requests, model TTFT %v + recorded output tokens (≤ %d) at %.0f tok/s, think = recorded gap − modeled model time, × %.2f, ≤ %v (%v where not recorded), starts spread over %v, no request starts after %v, summarizer %s, %s, %s",
+		m.sessions, m.perSess, m.latency.TTFT, m.outMax, m.latency.TokensPerSecond, m.thinkScale, m.thinkMax, m.thinkDef, m.ramp, m.duration, m.summarizer, m.historyString(), m.sessionIDString())
+}
+
+func (m loadModel) sessionIDString() string {
+	if m.bodyIDs {
+		return "sessions named by metadata.user_id in the body (no X-Condense-Session header)"
+	}
+	return "sessions named by the X-Condense-Session header"
+}
+
+// sessionBody returns body as session id sends it: with bodyIDs, with a metadata.user_id
+// member of id appended after its last member.
+func (m loadModel) sessionBody(id string, body []byte) []byte {
+	if !m.bodyIDs {
+		return body
+	}
+	end := bytes.LastIndexByte(body, '}')
+	out := make([]byte, 0, len(body)+64)
+	out = append(out, body[:end]...)
+	out = append(out, `,"metadata":{"user_id":"`...)
+	out = append(out, id...)
+	out = append(out, `"}}`...)
+	return out
 }
 
 func (m loadModel) historyString() string {
@@ -167,7 +195,7 @@ func loadSessions(t *testing.T, m loadModel) []loadSession {
 			if err != nil || len(b) > 1<<20 {
 				continue
 			}
-			st := loadStep{body: b, output: m.outDef, think: m.thinkDef}
+			st := loadStep{body: m.sessionBody(out[v].id, b), output: m.outDef, think: m.thinkDef}
 			next, err := s.Request(k+1, sessions.Anthropic)
 			st.final = err != nil || !endsWithToolResult(next)
 			pt := s.Point(k)
@@ -276,7 +304,7 @@ func TestLoadTest(t *testing.T) {
 	var results []pairResult
 	errs := 0
 	send := func(base string, sid string, st loadStep, sent *time.Time, reqSide, respSide *time.Duration) (total, rm time.Duration, err error) {
-		req := loadRequest(base, sid, st)
+		req := loadRequest(base, sid, st, !m.bodyIDs)
 		id := strconv.FormatInt(loadID.Add(1), 10)
 		req.Header.Set("X-Load-Id", id)
 		start := time.Now()
@@ -393,14 +421,17 @@ func TestLoadTest(t *testing.T) {
 }
 
 // loadRequest builds the request of one step of session sid to base: the fake answers it
-// as the recorded model did (X-Load-Final, X-Load-Output-Tokens).
-func loadRequest(base, sid string, st loadStep) *http.Request {
+// as the recorded model did (X-Load-Final, X-Load-Output-Tokens). With header it names the
+// session in X-Condense-Session; without, the body names it (loadModel.sessionBody).
+func loadRequest(base, sid string, st loadStep, header bool) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/messages", bytes.NewReader(st.body))
 	req.Header.Set("X-Load-Final", map[bool]string{true: "1", false: "0"}[st.final])
 	req.Header.Set("X-Load-Output-Tokens", strconv.Itoa(st.output))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
-	req.Header.Set(HeaderSession, sid)
+	if header {
+		req.Header.Set(HeaderSession, sid)
+	}
 	req.Header.Set("x-api-key", "load")
 	return req
 }
@@ -431,8 +462,8 @@ func followHistory(t *testing.T, m loadModel, jobs []loadSession, px *proxyProc,
 					continue
 				}
 				next, err := j.src.Request(k+1, sessions.Anthropic)
-				st := loadStep{body: body, final: err != nil || !endsWithToolResult(next), output: m.outDef}
-				resp, err := client.Do(loadRequest(px.url, j.id, st))
+				st := loadStep{body: m.sessionBody(j.id, body), final: err != nil || !endsWithToolResult(next), output: m.outDef}
+				resp, err := client.Do(loadRequest(px.url, j.id, st, !m.bodyIDs))
 				if err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
