@@ -467,6 +467,7 @@ func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
 	}
 }
 
+// render runs the pruning engine over the view.
 func (s *Server) render(t *turn) {
 	start := time.Now()
 	// The forwarded body is the rendered request's segments: the bytes it keeps from the

@@ -86,9 +86,10 @@ type bodyFields struct {
 var bodyFieldNames = []string{"system", "messages", "metadata", "user", "prompt_cache_key"}
 
 // readBodyFields reads the session's members of body in one pass over its top level, with
-// the wire parser's scanner (wire.TopLevel): a large body's members after its messages array
-// are reached at the scanner's speed, several times gjson's. A body that is not a JSON object
-// is read by gjson, leniently, as before; the parse rejects it afterwards.
+// the wire parser's scanner (wire.TopLevel), and reads only those members, in place: nothing
+// copies the body (gjson.ParseBytes would convert all of it to a string first). A body that
+// is not a JSON object is read by gjson, leniently, as before; the parse rejects it
+// afterwards.
 func readBodyFields(body []byte) bodyFields {
 	vals, err := wire.TopLevel(body, bodyFieldNames...)
 	if err != nil {
