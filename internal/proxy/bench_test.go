@@ -115,17 +115,7 @@ func benchPrepareMany(b *testing.B, body []byte, sessions int, pause time.Durati
 				b.StartTimer()
 			}
 			k := i % sessions
-			sid := hdrs[k].Get(HeaderSession)
-			req, err := px.parses.parse(wire.Anthropic, sid, bodies[k][1])
-			if err != nil {
-				b.Fatal(err)
-			}
-			px.parses.put(wire.Anthropic, sid, req)
-			t := &turn{f: wire.Anthropic, ep: epMessages, hdr: hdrs[k], client: req, log: px.log, sid: sid}
-			px.prepare(context.Background(), t)
-			if t.open != "" {
-				b.Fatalf("failed open: %s", t.open)
-			}
+			prepareOnce(b, px, hdrs[k], bodies[k][1])
 		}
 	})
 }
@@ -299,39 +289,22 @@ func BenchmarkPrepareAfterFlush(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = px.Close() })
-			settle := func(sid string) { // the session's flushes have ended
-				px.bg.Wait()
-				if f, ok := px.flights.Load(sid); ok {
-					<-f.(*flight).done
-				}
-			}
-			send := func(sid string, body []byte) {
-				req := httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
-				req.Header.Set(HeaderSession, sid)
-				req.Header.Set("Content-Type", "application/json")
-				rec := httptest.NewRecorder()
-				px.ServeHTTP(rec, req)
-				if rec.Code != http.StatusOK {
-					b.Fatalf("%d %s", rec.Code, rec.Body.Bytes())
-				}
-				settle(sid)
-			}
 			b.SetBytes(int64(len(benchBody(60, 150))))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				if i > 0 {
-					settle(fmt.Sprintf("after-%d", i-1))
+					settleFlush(px, fmt.Sprintf("after-%d", i-1))
 				}
 				sid, tag := fmt.Sprintf("after-%d", i), fmt.Sprintf("x%d-", i)
-				send(sid, benchBodyTagged(40, 150, tag))
+				sendSettled(b, px, sid, benchBodyTagged(40, 150, tag))
 				body := benchBodyTagged(60, 150, tag)
-				send(sid, body)
+				sendSettled(b, px, sid, body)
 				hdr := http.Header{HeaderSession: []string{sid}}
 				if second {
 					prepareOnce(b, px, hdr, bytes.Clone(body))
-					settle(sid)
+					settleFlush(px, sid)
 				}
 				again := bytes.Clone(body)
 				b.StartTimer()
@@ -343,7 +316,7 @@ func BenchmarkPrepareAfterFlush(b *testing.B) {
 
 // prepareOnce parses body as the handler does (reusing the session's remembered parse) and
 // runs Prepare on it.
-func prepareOnce(b *testing.B, px *Server, hdr http.Header, body []byte) {
+func prepareOnce(b testing.TB, px *Server, hdr http.Header, body []byte) {
 	sid := hdr.Get(HeaderSession)
 	req, err := px.parses.parse(wire.Anthropic, sid, body)
 	if err != nil {
@@ -354,5 +327,29 @@ func prepareOnce(b *testing.B, px *Server, hdr http.Header, body []byte) {
 	px.prepare(context.Background(), t)
 	if t.open != "" {
 		b.Fatalf("failed open: %s", t.open)
+	}
+}
+
+// sendSettled sends body through px's handler as session sid, checks the answer, and waits
+// until the flushes it started have ended (settleFlush).
+func sendSettled(tb testing.TB, px *Server, sid string, body []byte) {
+	tb.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
+	req.Header.Set(HeaderSession, sid)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	px.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		tb.Fatalf("%d %s", rec.Code, rec.Body.Bytes())
+	}
+	settleFlush(px, sid)
+}
+
+// settleFlush waits until px's background work has finished and the session's last flush has
+// ended (and with it the state and render warm-up after a commit).
+func settleFlush(px *Server, sid string) {
+	px.bg.Wait()
+	if f, ok := px.flights.Load(sid); ok {
+		<-f.(*flight).done
 	}
 }

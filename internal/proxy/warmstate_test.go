@@ -3,8 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -56,23 +54,9 @@ func TestFlushCommitWarmsStateCache(t *testing.T) {
 func TestFlushCommitWarmsRender(t *testing.T) {
 	r := newRig(t, nil, nil, func(o *Options) { o.FlushWaitTimeout = 0 })
 	const sid = "sess-warm-render"
-	send := func(body []byte) {
-		t.Helper()
-		req := httptest.NewRequest(http.MethodPost, "/v1/messages", bytes.NewReader(body))
-		req.Header.Set(HeaderSession, sid)
-		rec := httptest.NewRecorder()
-		r.px.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			t.Fatalf("%d %s", rec.Code, rec.Body.Bytes())
-		}
-		r.px.bg.Wait()
-		if f, ok := r.px.flights.Load(sid); ok {
-			<-f.(*flight).done
-		}
-	}
-	send(benchBodyTagged(10, 40, "warm-"))
+	sendSettled(t, r.px, sid, benchBodyTagged(10, 40, "warm-"))
 	body := benchBodyTagged(20, 40, "warm-") // the final answer to it starts a flush of 10 more turns
-	send(body)
+	sendSettled(t, r.px, sid, body)
 	v, ok := r.px.states.Load(sid)
 	if !ok {
 		t.Fatal("no state was committed and warmed")
