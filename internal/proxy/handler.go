@@ -437,8 +437,8 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 // committed, off the request path. It decodes the state, loading and decoding exactly as that
 // request would (when the session has moved past version meanwhile it does nothing: the
 // request then decodes what it loads), and renders the session's remembered request with it
-// (warmRender).
-func (s *Server) warmState(f wire.Format, sid string, version uint64) {
+// (warmRender), then counts it under source (condense_state_warmups_total).
+func (s *Server) warmState(f wire.Format, sid string, version uint64, source string) {
 	if v, ok := s.states.Load(sid); ok && v.(cachedState).version >= version {
 		return
 	}
@@ -453,6 +453,7 @@ func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 		return // a state that fails to decode fails its request the same way
 	}
 	s.warmRender(f, sid, st)
+	s.met.Warmups.WithLabelValues(source).Inc()
 }
 
 // warmRender renders the session's remembered request (the parse cache's) with st and
@@ -462,8 +463,50 @@ func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 // otherwise compute all of it for the new state on the request path
 // (BenchmarkPrepareAfterFlush).
 func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
-	if req := s.parses.get(f, sid); req != nil {
+	if req := s.parses.peek(f, sid); req != nil {
 		_ = pruner.RenderView(req, st, s.opt.Policy).Request.Segments()
+	}
+}
+
+// watchRetry is how long watchCommits waits before subscribing again after the store's
+// notifications failed or ended.
+const watchRetry = 5 * time.Second
+
+// watchCommits does for states other processes commit — a condense pruner worker (jobs
+// mode), another replica, an admin flush served elsewhere — what warmState does after this
+// process's own flushes: for each commit notification (store.Watch) of a session this process
+// remembers a request of, it decodes the new state and renders that request with it in the
+// background, so the session's next request does neither on its path. Notifications are
+// hints: a missed one leaves the work to the request, as before. When the subscription fails
+// or ends (a store outage) it subscribes again after watchRetry. It runs until Close.
+func (s *Server) watchCommits() {
+	defer s.watching.Done()
+	for s.ctx.Err() == nil {
+		if events, err := s.opt.Store.Watch(s.ctx); err == nil {
+			for ev := range events {
+				if ev.Kind == store.EventCommitted {
+					s.warmCommitted(ev.Session, ev.Version)
+				}
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(watchRetry):
+		}
+	}
+}
+
+// warmCommitted warms a session's committed version (warmState) when this process holds a
+// request of it and is not running a flush of it itself (that flush warms its own commit).
+func (s *Server) warmCommitted(sid string, version uint64) {
+	if f, ok := s.flights.Load(sid); ok && f.(*flight).running() {
+		return
+	}
+	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+		if s.parses.peek(f, sid) != nil {
+			s.warmState(f, sid, version, "commit")
+			return
+		}
 	}
 }
 
@@ -693,7 +736,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		} else if res != nil {
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
 			if res.Outcome == flush.OutcomeFlushed || res.Outcome == flush.OutcomePartial {
-				s.warmState(t.f, t.sid, res.Version)
+				s.warmState(t.f, t.sid, res.Version, "flush")
 			}
 		}
 	}

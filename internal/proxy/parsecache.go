@@ -47,6 +47,20 @@ func (c *parseCache) parse(f wire.Format, sid string, body []byte) (*wire.Reques
 	return wire.ParseReusing(f, body, c.get(f, sid))
 }
 
+// peek returns the session's remembered request without counting it as used (background
+// work must not keep a session in the cache).
+func (c *parseCache) peek(f wire.Format, sid string) *wire.Request {
+	if c == nil || c.max <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[parseKey{f, sid}]; ok {
+		return e.Value.(*parseEntry).req
+	}
+	return nil
+}
+
 func (c *parseCache) get(f wire.Format, sid string) *wire.Request {
 	c.mu.Lock()
 	defer c.mu.Unlock()

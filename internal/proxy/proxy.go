@@ -168,6 +168,7 @@ type Server struct {
 	spliceCache sync.Map
 	nsplices    atomic.Int64
 	bg          sync.WaitGroup
+	watching    sync.WaitGroup // watchCommits
 	ctx         context.Context
 	cancel      context.CancelFunc
 }
@@ -239,6 +240,10 @@ func New(opt Options) (*Server, error) {
 	s.mux.Handle("/mcp", s.mcp)
 	s.mux.Handle("/mcp/", s.mcp)
 	s.mux.HandleFunc("/", s.handlePassThrough)
+	if opt.Store != nil {
+		s.watching.Add(1)
+		go s.watchCommits()
+	}
 	return s, nil
 }
 
@@ -279,6 +284,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *Server) Close() error {
 	s.cancel()
 	s.bg.Wait()
+	s.watching.Wait()
 	return nil
 }
 

@@ -3,12 +3,18 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -69,21 +75,69 @@ func TestFlushCommitWarmsRender(t *testing.T) {
 	if next.ReusedMessages() != len(next.Messages) {
 		t.Fatalf("the next request shares %d of %d messages", next.ReusedMessages(), len(next.Messages))
 	}
-	mallocs := func() uint64 {
-		var a, b runtime.MemStats
-		runtime.ReadMemStats(&a)
-		res := pruner.RenderView(next, st, testPolicy())
-		_ = res.Request.Segments()
-		runtime.ReadMemStats(&b)
-		if res.Unchanged {
-			t.Fatal("the flushed state prunes nothing")
-		}
-		return b.Mallocs - a.Mallocs
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	first, second := mallocs(), mallocs()
+	first, second := renderAllocs(t, next, st), renderAllocs(t, next, st)
 	if first > second+second/5 {
 		t.Fatalf("the first render after the flush allocated %d times, the one after it %d", first, second)
 	}
 	t.Logf("render allocations: first after the flush %d, then %d", first, second)
+}
+
+// TestCommitElsewhereWarmsState: a state committed by another process — here a flush run
+// straight on the shared store, as a condense pruner worker runs it — reaches this proxy as a
+// store notification, and the proxy decodes it and renders the session's remembered request
+// with it in the background, as after its own flushes: the session's next request finds the
+// version decoded and renders as cheaply as a steady one.
+func TestCommitElsewhereWarmsState(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.Flusher = nil }) // flushes run elsewhere
+	const sid = "sess-warm-elsewhere"
+	body := benchBodyTagged(20, 40, "elsewhere-")
+	sendSettled(t, r.px, sid, body)
+	worker := &flush.Orchestrator{Store: r.st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	res, err := worker.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: body, Trigger: "agent-message"})
+	if err != nil || res.Version == 0 {
+		t.Fatalf("worker flush: %v %+v", err, res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var st *pruner.State
+	for st == nil {
+		if v, ok := r.px.states.Load(sid); ok && v.(cachedState).version == res.Version {
+			st = v.(cachedState).state
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy did not decode the state committed elsewhere")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for testutil.ToFloat64(r.px.Metrics().Warmups.WithLabelValues("commit")) < 1 { // the render follows the decode
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy did not finish warming the state committed elsewhere")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	next, err := r.px.parses.parse(wire.Anthropic, sid, bytes.Clone(body)) // the next request, in its own buffer
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, second := renderAllocs(t, next, st), renderAllocs(t, next, st); first > second+second/5 {
+		t.Fatalf("the first render after the commit allocated %d times, the one after it %d", first, second)
+	}
+}
+
+// renderAllocs renders req with st as the proxy does (RenderView, then the forwarded segments)
+// and returns how many allocations that made, with the collector off. A render that prunes
+// nothing fails the test.
+func renderAllocs(t *testing.T, req *wire.Request, st *pruner.State) uint64 {
+	t.Helper()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	res := pruner.RenderView(req, st, testPolicy())
+	_ = res.Request.Segments()
+	runtime.ReadMemStats(&b)
+	if res.Unchanged {
+		t.Fatal("the state prunes nothing")
+	}
+	return b.Mallocs - a.Mallocs
 }
