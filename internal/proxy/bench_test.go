@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
@@ -269,26 +271,47 @@ func roundTripEach(b *testing.B, base string, size int, next func(i int) (body [
 // 40-turn request, then the 60-turn one and its in-process flush (with the final answer the
 // fake gives), through the handler, and waits for that flush; then it times one Prepare of
 // the 60-turn request read into another buffer. The "/second" variant times the request after
-// that one instead, with nothing committed in between: the steady case.
+// that one instead, with nothing committed in between: the steady case. The "/worker" variant
+// has no flusher in the proxy: the flushes run on the shared store as a condense pruner worker
+// runs them, and the proxy warms the state on their commit notifications.
 func BenchmarkPrepareAfterFlush(b *testing.B) {
-	for _, second := range []bool{false, true} {
-		name := "first"
-		if second {
-			name = "second"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, variant := range []string{"first", "second", "worker"} {
+		b.Run(variant, func(b *testing.B) {
 			up := quietUpstream(b)
 			st := store.NewMemory(0)
 			b.Cleanup(func() { _ = st.Close() })
 			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-			inproc := &flush.InProcess{MaxConcurrent: 1, Orch: &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()},
-				Summarizer: summarize.Extractive{}, Log: quiet}}
-			b.Cleanup(func() { _ = inproc.Close(context.Background()) })
-			px, err := New(Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(), Flusher: inproc, Logger: quiet})
+			orch := &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Log: quiet}
+			opt := Options{AnthropicBaseURL: up.URL, OpenAIBaseURL: up.URL + "/v1", Store: st, Policy: testPolicy(), Logger: quiet}
+			if variant != "worker" {
+				inproc := &flush.InProcess{MaxConcurrent: 1, Orch: orch}
+				b.Cleanup(func() { _ = inproc.Close(context.Background()) })
+				opt.Flusher = inproc
+			}
+			px, err := New(opt)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = px.Close() })
+			// send sends a request through the handler and waits for its flush: the proxy's
+			// own, or for "worker" one run on the store as a pruner worker runs it, and the
+			// proxy's warm-up on its commit notification.
+			send := func(sid string, body []byte) {
+				sendSettled(b, px, sid, body)
+				if variant != "worker" {
+					return
+				}
+				warmed := testutil.ToFloat64(px.Metrics().Warmups.WithLabelValues("commit"))
+				if _, err := orch.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: body, Trigger: "agent-message"}); err != nil {
+					b.Fatal(err)
+				}
+				for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(px.Metrics().Warmups.WithLabelValues("commit")) == warmed; {
+					if time.Now().After(deadline) {
+						b.Fatal("no warm-up after the worker's commit")
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
 			b.SetBytes(int64(len(benchBody(60, 150))))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -298,11 +321,11 @@ func BenchmarkPrepareAfterFlush(b *testing.B) {
 					settleFlush(px, fmt.Sprintf("after-%d", i-1))
 				}
 				sid, tag := fmt.Sprintf("after-%d", i), fmt.Sprintf("x%d-", i)
-				sendSettled(b, px, sid, benchBodyTagged(40, 150, tag))
+				send(sid, benchBodyTagged(40, 150, tag))
 				body := benchBodyTagged(60, 150, tag)
-				sendSettled(b, px, sid, body)
+				send(sid, body)
 				hdr := http.Header{HeaderSession: []string{sid}}
-				if second {
+				if variant == "second" {
 					prepareOnce(b, px, hdr, bytes.Clone(body))
 					settleFlush(px, sid)
 				}
