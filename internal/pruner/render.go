@@ -297,13 +297,26 @@ func (r *renderer) resolveChains() []acceptedRange {
 	pIdx, fIdx := v.locator(v.prompts), v.locator(finals)
 	var resolved []acceptedRange
 	var present map[string]bool // tool-call and tool-result ids of the request, built on demand
+	var keys map[string]bool    // occurrence keys of its paired results, built on demand
 	for _, c := range r.st.Chains {
 		s, e := pIdx.resolve(c.Start), fIdx.resolve(c.Final)
 		if s < 0 || e < 0 || s >= e {
 			if present == nil {
 				present = v.toolIDs()
 			}
-			if (s < 0 || e < 0) && !v.holdsRecorded(c, present) {
+			// Is one of the chain's recorded occurrences still in the request? By occurrence
+			// key when the entry has keys: a provider that restarts ids per response (call_0)
+			// reuses them in later turns, so a range a compaction removed whole would stay
+			// "present" by id forever. Bare ids only for an entry without keys. A key holds its
+			// call's id, so the keys are looked at only when an id matched.
+			held := anyIn(c.DroppedIDs, present)
+			if held && len(c.DroppedKeys) > 0 {
+				if keys == nil {
+					keys = v.resultKeys()
+				}
+				held = anyIn(c.DroppedKeys, keys)
+			}
+			if !held && (s < 0 || e < 0) {
 				// The range is gone (docs/engine.md "Diagnostics on the corpus"): retired silently.
 				r.res.Stats.AbsentRanges++
 				continue
@@ -353,17 +366,15 @@ func (r *renderer) resolveChains() []acceptedRange {
 	return out
 }
 
-// holdsRecorded reports whether the transcript still holds one of the chain's recorded
-// occurrences: a paired result whose occurrence key c recorded, or, for an entry without keys,
-// a call or result with one of its ids (ids, the transcript's toolIDs). Keys are compared when
-// recorded because a provider that restarts ids per response (call_0) reuses them in later
-// turns: a range a compaction removed whole would stay "present" by id forever.
-func (v *view) holdsRecorded(c *Chain, ids map[string]bool) bool {
-	if len(c.DroppedKeys) == 0 {
-		return anyIn(c.DroppedIDs, ids)
+// resultKeys returns the occurrence keys of the transcript's paired tool results.
+func (v *view) resultKeys() map[string]bool {
+	keys := make(map[string]bool, len(v.results))
+	for _, res := range v.results {
+		if k := res.occKey(); k != "" {
+			keys[k] = true
+		}
 	}
-	_, ok := v.rangeHoldsChain(-1, len(v.msgs), c)
-	return ok
+	return keys
 }
 
 // toolIDs returns the ids of every tool call and tool result of the transcript.
