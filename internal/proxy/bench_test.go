@@ -301,11 +301,11 @@ func BenchmarkPrepareAfterFlush(b *testing.B) {
 				if variant != "worker" {
 					return
 				}
-				warmed := testutil.ToFloat64(px.Metrics().Warmups.WithLabelValues("commit"))
+				warmed := testutil.ToFloat64(px.Metrics().Warmups)
 				if _, err := orch.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: body, Trigger: "agent-message"}); err != nil {
 					b.Fatal(err)
 				}
-				for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(px.Metrics().Warmups.WithLabelValues("commit")) == warmed; {
+				for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(px.Metrics().Warmups) == warmed; {
 					if time.Now().After(deadline) {
 						b.Fatal("no warm-up after the worker's commit")
 					}

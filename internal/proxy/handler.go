@@ -437,8 +437,10 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 // committed, off the request path. It decodes the state, loading and decoding exactly as that
 // request would (when the session has moved past version meanwhile it does nothing: the
 // request then decodes what it loads), and renders the session's remembered request with it
-// (warmRender), then counts it under source (condense_state_warmups_total).
-func (s *Server) warmState(f wire.Format, sid string, version uint64, source string) {
+// (warmRender). For a job this process queued, its end and the store's commit notification
+// (watchCommits) may both ask for one version: whichever comes second finds it decoded and
+// does nothing.
+func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 	if v, ok := s.states.Load(sid); ok && v.(cachedState).version >= version {
 		return
 	}
@@ -453,7 +455,6 @@ func (s *Server) warmState(f wire.Format, sid string, version uint64, source str
 		return // a state that fails to decode fails its request the same way
 	}
 	s.warmRender(f, sid, st)
-	s.met.Warmups.WithLabelValues(source).Inc()
 }
 
 // warmRender renders the session's remembered request (the parse cache's) with st and
@@ -461,10 +462,11 @@ func (s *Server) warmState(f wire.Format, sid string, version uint64, source str
 // summary blocks and their encodings — sits on the parsed messages and blocks, which the
 // session's next request shares through wire.ParseReusing; after a flush that request would
 // otherwise compute all of it for the new state on the request path
-// (BenchmarkPrepareAfterFlush).
+// (BenchmarkPrepareAfterFlush). It counts in condense_state_warmups_total.
 func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
 	if req := s.parses.peek(f, sid); req != nil {
 		_ = pruner.RenderView(req, st, s.opt.Policy).Request.Segments()
+		s.met.Warmups.Inc()
 	}
 }
 
@@ -497,14 +499,16 @@ func (s *Server) watchCommits() {
 }
 
 // warmCommitted warms a session's committed version (warmState) when this process holds a
-// request of it and is not running a flush of it itself (that flush warms its own commit).
+// request of it, unless this process is running that session's flush itself (the flush warms
+// its commit before it ends). A job this process queued is not skipped: its end is seen by
+// polling its status, later than the notification.
 func (s *Server) warmCommitted(sid string, version uint64) {
-	if f, ok := s.flights.Load(sid); ok && f.(*flight).running() {
+	if f, ok := s.flights.Load(sid); ok && f.(*flight).local && f.(*flight).running() {
 		return
 	}
 	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
 		if s.parses.peek(f, sid) != nil {
-			s.warmState(f, sid, version, "commit")
+			s.warmState(f, sid, version)
 			return
 		}
 	}
@@ -712,7 +716,8 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		t.log.Info("flush started", "trigger", trigger)
 		return tk
 	}
-	f := &flight{done: make(chan struct{}), manual: trigger == "manual"}
+	_, local := s.opt.Flusher.(*flush.InProcess)
+	f := &flight{done: make(chan struct{}), manual: trigger == "manual", local: local}
 	registered, running := s.claimFlight(t.sid, f)
 	if f.manual && !registered {
 		return running.done // a flush is already running: no second admin flush
@@ -736,7 +741,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		} else if res != nil {
 			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
 			if res.Outcome == flush.OutcomeFlushed || res.Outcome == flush.OutcomePartial {
-				s.warmState(t.f, t.sid, res.Version, "flush")
+				s.warmState(t.f, t.sid, res.Version)
 			}
 		}
 	}
@@ -762,6 +767,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 type flight struct {
 	done   chan struct{} // closed when the flush ended
 	manual bool          // an admin flush ("manual")
+	local  bool          // run by this process (flush.InProcess), which warms its commit before done closes
 }
 
 // running reports whether the flush has not ended.

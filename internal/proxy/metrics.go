@@ -46,8 +46,8 @@ type Metrics struct {
 	FlushWaits *prometheus.CounterVec
 	// RequestsPruned is condense_requests_pruned_total.
 	RequestsPruned prometheus.Counter
-	// Warmups is condense_state_warmups_total{source}.
-	Warmups *prometheus.CounterVec
+	// Warmups is condense_state_warmups_total.
+	Warmups prometheus.Counter
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
@@ -91,8 +91,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests that found an unfinished flush, by result (done, timeout)."}, []string{"result"}),
 		RequestsPruned: prometheus.NewCounter(prometheus.CounterOpts{Name: "condense_requests_pruned_total",
 			Help: "Requests whose forwarded body differs from what the client sent."}),
-		Warmups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_state_warmups_total",
-			Help: "Committed states decoded and rendered in the background for a session's next request, by where the commit came from (flush: this process's flush; commit: a store notification of another process's)."}, []string{"source"}),
+		Warmups: prometheus.NewCounter(prometheus.CounterOpts{Name: "condense_state_warmups_total",
+			Help: "Committed states the proxy decoded and rendered a session's remembered request with in the background, after its own flushes and on the store's commit notifications."}),
 	}
 	phases := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_request_phase_seconds",
 		Help: "The proxy's own time before a request goes upstream, by phase (read, parse, load, decode, view, render, flush).", Buckets: latencyBuckets}, []string{"phase"})

@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -287,6 +289,9 @@ func TestSessionFieldsScannerMatchesGjson(t *testing.T) {
 	big := string(benchBody(20, 100))
 	bodies = append(bodies, big, big[:len(big)-1]+`,"metadata":{"user_id":"late"},"user":"u2"}`)
 	for _, b := range bodies {
+		if _, err := wire.TopLevel([]byte(b), bodyFieldNames...); json.Valid([]byte(b)) && utf8.ValidString(b) && strings.HasPrefix(b, "{") && err != nil {
+			t.Errorf("%.80q: the scanner refused a valid object (%v), so the gjson fallback read it", b, err)
+		}
 		for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
 			id, src, ns := sessionOfBody(f, http.Header{}, []byte(b))
 			wid, wsrc, wns := sessionOfBodyLenient(f, []byte(b))

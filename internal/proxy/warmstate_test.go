@@ -110,7 +110,7 @@ func TestCommitElsewhereWarmsState(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for testutil.ToFloat64(r.px.Metrics().Warmups.WithLabelValues("commit")) < 1 { // the render follows the decode
+	for testutil.ToFloat64(r.px.Metrics().Warmups) < 1 { // the render follows the decode
 		if time.Now().After(deadline) {
 			t.Fatal("the proxy did not finish warming the state committed elsewhere")
 		}
