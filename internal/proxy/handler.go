@@ -433,8 +433,8 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 	s.states.Store(sid, cachedState{version, st})
 }
 
-// warmState prepares the session's next request for the state a flush of this process just
-// committed, off the request path. It decodes the state, loading and decoding exactly as that
+// warmState prepares the session's next request for a state just committed — by a flush of
+// this process, or by another process (watchCommits) — off the request path. It decodes the state, loading and decoding exactly as that
 // request would (when the session has moved past version meanwhile it does nothing: the
 // request then decodes what it loads), and renders the session's remembered request with it
 // (warmRender). For a job this process queued, its end and the store's commit notification
