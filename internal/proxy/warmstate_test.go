@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/condense-dev/condense/internal/flush"
 	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -86,13 +89,48 @@ func TestFlushCommitWarmsRender(t *testing.T) {
 // straight on the shared store, as a condense pruner worker runs it — reaches this proxy as a
 // store notification, and the proxy decodes it and renders the session's remembered request
 // with it in the background, as after its own flushes: the session's next request finds the
-// version decoded and renders as cheaply as a steady one.
+// version decoded and renders as cheaply as a steady one. With the embedded store (one
+// process) and with a real Redis (the worker on its own client: pub/sub).
 func TestCommitElsewhereWarmsState(t *testing.T) {
-	r := newRig(t, nil, nil, func(o *Options) { o.Flusher = nil }) // flushes run elsewhere
+	t.Run("embedded", func(t *testing.T) {
+		st := store.NewMemory(0)
+		t.Cleanup(func() { _ = st.Close() })
+		commitElsewhereWarms(t, st, st, func() {})
+	})
+	t.Run("redis", func(t *testing.T) {
+		rs := redistest.Start(t, nil)
+		open := redisOpener(t, rs)
+		commitElsewhereWarms(t, open(), open(), func() { waitSubscribed(t, rs) })
+	})
+}
+
+// waitSubscribed waits until a client of rs is subscribed to a channel (the proxy's commit
+// notifications), so that a commit published next reaches it.
+func waitSubscribed(t *testing.T, rs *redistest.Server) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if chans, err := rdb.PubSubChannels(context.Background(), "*").Result(); err == nil && len(chans) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy did not subscribe to the store's notifications")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// commitElsewhereWarms is TestCommitElsewhereWarmsState with the proxy on store proxySt and
+// the worker on workerSt (one store, or two clients of one); subscribed returns once the
+// proxy receives the store's notifications.
+func commitElsewhereWarms(t *testing.T, proxySt, workerSt store.Store, subscribed func()) {
+	r := newRig(t, nil, proxySt, func(o *Options) { o.Flusher = nil }) // flushes run elsewhere
 	const sid = "sess-warm-elsewhere"
 	body := benchBodyTagged(20, 40, "elsewhere-")
 	sendSettled(t, r.px, sid, body)
-	worker := &flush.Orchestrator{Store: r.st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
+	subscribed()
+	worker := &flush.Orchestrator{Store: workerSt, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	res, err := worker.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: body, Trigger: "agent-message"})
 	if err != nil || res.Version == 0 {
