@@ -424,20 +424,7 @@ func testStats(t *testing.T, open Factory) {
 		t.Fatalf("an overflowing IncrStats wrote part of itself: %v", snap.Stats)
 	}
 	// Concurrent increments are not lost.
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 25; i++ {
-				if err := s.IncrStats(ctx, id, map[string]int64{store.StatFlushes: 1}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	concurrently(t, func(_, _ int) error { return s.IncrStats(ctx, id, map[string]int64{store.StatFlushes: 1}) })
 	snap, _ = s.Load(ctx, id)
 	if snap.Stats[store.StatFlushes] != 200 {
 		t.Fatalf("flushes = %d; want 200", snap.Stats[store.StatFlushes])
@@ -480,20 +467,9 @@ func testUpdateStatsSet(t *testing.T, open Factory) {
 		t.Fatal("a refused UpdateStats (Set) stored a counter")
 	}
 	// Concurrent writers of one value leave one of their values, never a sum.
-	var wg sync.WaitGroup
-	for g := 1; g <= 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 25; i++ {
-				if err := s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"last": int64(g)}}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	concurrently(t, func(g, _ int) error {
+		return s.UpdateStats(ctx, id, store.StatsUpdate{Set: map[string]int64{"last": int64(g)}})
+	})
 	if snap, _ := s.Load(ctx, id); snap.Stats["last"] < 1 || snap.Stats["last"] > 8 {
 		t.Fatalf("last = %d after concurrent sets of 1..8", snap.Stats["last"])
 	}
@@ -571,20 +547,9 @@ func testUpdateStats(t *testing.T, open Factory) {
 		t.Fatalf("increments up to the int64 limits: %v", snap.Stats)
 	}
 	// Concurrent writers: increments are not lost, and a maximum ends at the largest value.
-	var wg sync.WaitGroup
-	for g := 1; g <= 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 25; i++ {
-				if err := s.UpdateStats(ctx, id, store.StatsUpdate{Incr: map[string]int64{"count": 1}, Max: map[string]int64{"at": int64(g*100 + i)}}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	concurrently(t, func(g, i int) error {
+		return s.UpdateStats(ctx, id, store.StatsUpdate{Incr: map[string]int64{"count": 1}, Max: map[string]int64{"at": int64(g*100 + i)}})
+	})
 	if snap, _ := s.Load(ctx, id); snap.Stats["count"] != 200 || snap.Stats["at"] != 824 {
 		t.Fatalf("count = %d (want 200), at = %d (want 824)", snap.Stats["count"], snap.Stats["at"])
 	}
@@ -1064,4 +1029,23 @@ func testClosed(t *testing.T, open Factory) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close = %v", err)
 	}
+}
+
+// concurrently runs write 25 times (i = 0..24) on each of 8 goroutines (g = 1..8) at once
+// and waits for them; a goroutine whose write fails reports it and stops.
+func concurrently(t *testing.T, write func(g, i int) error) {
+	var wg sync.WaitGroup
+	for g := 1; g <= 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				if err := write(g, i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
