@@ -212,9 +212,21 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 // requests), with string content treated as one text block, so the same message hashes
 // the same whichever of the equivalent encodings an agent sends.
 //
-// Hashes are memoised by an xxhash of the message's format and bytes (bounded like the
-// occurrence key memo): the pruner resolves the same messages on every render.
+// Hashes are memoised on the message (wire.Message.HashMemo: a message the parse reuse shares
+// between requests is hashed once) and by an xxhash of the message's format and bytes
+// (bounded like the occurrence key memo, for equal messages parsed anew): the pruner resolves
+// the same messages on every render.
 func MessageHash(m *wire.Message) string {
+	if h, ok := m.HashMemo(); ok {
+		return h
+	}
+	h := memoMessageHash(m)
+	m.SetHashMemo(h)
+	return h
+}
+
+// memoMessageHash is MessageHash through the process-wide memo.
+func memoMessageHash(m *wire.Message) string {
 	raw := m.Bytes()
 	d := xxhash.New()
 	d.Write([]byte{byte(m.Format())})

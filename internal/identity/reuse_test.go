@@ -217,3 +217,43 @@ func TestMessageHashMemo(t *testing.T) {
 		t.Fatal("a tool message and an Anthropic message with the same bytes must hash differently")
 	}
 }
+
+// TestMessageHashRememberedOnMessage: a message is hashed once — a repeat reads the value
+// remembered on it (no allocation, no second pass over its bytes) — and a message the parse
+// reuse shares between requests keeps it, while a message with other bytes gets its own.
+func TestMessageHashRememberedOnMessage(t *testing.T) {
+	body1 := []byte(`{"model":"m","messages":[{"role":"user","content":"read a.go"},{"role":"assistant","content":[{"type":"text","text":"ok"}]},{"role":"user","content":"go on"}]}`)
+	body2 := []byte(`{"model":"m","messages":[{"role":"user","content":"read a.go"},{"role":"assistant","content":[{"type":"text","text":"ok"}]},{"role":"user","content":"stop"}]}`)
+	r1, err := wire.Parse(wire.Anthropic, body1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r1.Messages[0]
+	if _, ok := m.HashMemo(); ok {
+		t.Fatal("a new parse carries a remembered hash")
+	}
+	h := MessageHash(m)
+	if got, ok := m.HashMemo(); !ok || got != h || h != messageHash(m) {
+		t.Fatalf("remembered %q (%v), hash %q, fresh %q", got, ok, h, messageHash(m))
+	}
+	if n := testing.AllocsPerRun(100, func() { MessageHash(m) }); n != 0 {
+		t.Fatalf("a repeat allocated %v times", n)
+	}
+	r2, err := wire.ParseReusing(wire.Anthropic, body2, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Messages[0] != m {
+		t.Fatal("the parse reuse did not share the unchanged first message")
+	}
+	if got, ok := r2.Messages[0].HashMemo(); !ok || got != h {
+		t.Fatal("the shared message lost its hash")
+	}
+	last := r2.Messages[2]
+	if _, ok := last.HashMemo(); ok {
+		t.Fatal("a changed message came with a remembered hash")
+	}
+	if MessageHash(last) != messageHash(last) || MessageHash(last) == MessageHash(r1.Messages[2]) {
+		t.Fatal("a changed message hashes like its predecessor")
+	}
+}

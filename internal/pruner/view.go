@@ -248,7 +248,6 @@ type locator struct {
 	v    *view
 	idx  []int
 	sigs []uint64
-	hash map[int]string
 	full fpIndex // built on demand for fingerprints without signature
 }
 
@@ -269,19 +268,13 @@ func (l *locator) resolve(fp Fingerprint) int {
 		for i, j := range l.idx {
 			l.sigs[i] = msgSig(l.v.msgs[j])
 		}
-		l.hash = map[int]string{}
 	}
 	ord, found := 0, -1
 	for i, j := range l.idx {
 		if l.sigs[i] != fp.Sig {
 			continue
 		}
-		h, ok := l.hash[j]
-		if !ok {
-			h = identity.MessageHash(l.v.msgs[j])
-			l.hash[j] = h
-		}
-		if h != fp.Hash {
+		if identity.MessageHash(l.v.msgs[j]) != fp.Hash { // memoised on the message
 			continue
 		}
 		if ord == fp.Ordinal {

@@ -139,6 +139,9 @@ type Message struct {
 	// blocksMemo is the *blocksMemo of the last WithBlocks call (nil before one), read and
 	// written atomically.
 	blocksMemo unsafe.Pointer
+	// hashMemo is the *string SetHashMemo remembered (nil before one), read and written
+	// atomically.
+	hashMemo unsafe.Pointer
 }
 
 // Block is one content block (Anthropic) or content part / tool call / tool message
@@ -296,6 +299,23 @@ func (b *Block) PairMemo(with *Block) (string, bool) {
 // racing on a shared block must store the same value for the same pair.
 func (b *Block) SetPairMemo(with *Block, val string) {
 	atomic.StorePointer(&b.pairMemo, unsafe.Pointer(&pairMemo{with: with, val: val}))
+}
+
+// HashMemo returns the value SetHashMemo remembered on m. The identity package keeps a
+// message's content hash (identity.MessageHash) here, so a message that ParseReusing shares
+// between requests is hashed once. Parsed messages never change, so a value derived from
+// their content stays valid; a modified copy starts without one.
+func (m *Message) HashMemo() (string, bool) {
+	if p := (*string)(atomic.LoadPointer(&m.hashMemo)); p != nil {
+		return *p, true
+	}
+	return "", false
+}
+
+// SetHashMemo remembers val on m in place of any earlier value. Callers racing on a shared
+// message must store the same value.
+func (m *Message) SetHashMemo(val string) {
+	atomic.StorePointer(&m.hashMemo, unsafe.Pointer(&val))
 }
 
 // ShapeSum is a structural fingerprint of the message computed from decoded fields only:

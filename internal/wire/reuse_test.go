@@ -28,7 +28,7 @@ func dropCaches(msgs []*Message) {
 		}
 	}
 	for _, m := range msgs {
-		m.blocksMemo = nil
+		m.blocksMemo, m.hashMemo = nil, nil
 		blocks(m.Blocks)
 	}
 }
