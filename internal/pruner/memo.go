@@ -2,6 +2,8 @@ package pruner
 
 import (
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -45,4 +47,47 @@ func summaryBlock(f wire.Format, text string) *wire.Block {
 		summaryMemo.bytes += len(text)
 	}
 	return b
+}
+
+// shownSummary is how a summary text is shown in one format: a text block (Anthropic) or a
+// user message (OpenAI).
+type shownSummary struct {
+	f    wire.Format
+	text string
+	b    *wire.Block
+	m    *wire.Message
+}
+
+// shown returns how the summary is shown in format f, remembered on the summary (with the
+// text it was made of, so a copy of the summary with another text makes its own): a steady
+// render shows the same summaries on every request, and looking their text up in the
+// process-wide memo hashed every summary's text each time (quoting it anew for OpenAI).
+func (s *Summary) shownIn(f wire.Format) *shownSummary {
+	if p := (*shownSummary)(atomic.LoadPointer(&s.shown)); p != nil && p.f == f && p.text == s.Text {
+		return p
+	}
+	p := &shownSummary{f: f, text: s.Text}
+	if f == wire.Anthropic {
+		p.b = summaryBlock(f, s.Text)
+	} else {
+		p.m = wire.NewTextMessage(f, wire.RoleUser, s.Text)
+	}
+	atomic.StorePointer(&s.shown, unsafe.Pointer(p))
+	return p
+}
+
+// block returns the summary's text block in format f (summaryBlock, remembered: shownIn).
+func (s *Summary) block(f wire.Format) *wire.Block {
+	if p := s.shownIn(f); p.b != nil {
+		return p.b
+	}
+	return summaryBlock(f, s.Text)
+}
+
+// message returns the summary as a user message in format f (remembered: shownIn).
+func (s *Summary) message(f wire.Format) *wire.Message {
+	if p := s.shownIn(f); p.m != nil {
+		return p.m
+	}
+	return wire.NewTextMessage(f, wire.RoleUser, s.Text)
 }

@@ -53,3 +53,102 @@ func TestQueryTool(t *testing.T) {
 		t.Fatal("QueryTool of an unknown format is not nil")
 	}
 }
+
+// TestShownSummaryRemembered: a summary is shown as the same block (Anthropic) or message
+// (OpenAI) on every render, equal to a new one; a copy with another text, or another
+// format, gets its own.
+func TestShownSummaryRemembered(t *testing.T) {
+	s := &Summary{ID: "s1", Text: "Summary of `t1`: read a.go \"quoted\""}
+	b := s.block(wire.Anthropic)
+	if want := wire.NewTextBlock(wire.Anthropic, s.Text); !bytes.Equal(b.Raw(), want.Raw()) {
+		t.Fatalf("block %s, want %s", b.Raw(), want.Raw())
+	}
+	if s.block(wire.Anthropic) != b {
+		t.Fatal("a repeat made a new block")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.block(wire.Anthropic) }); n != 0 {
+		t.Fatalf("a repeat allocated %v times", n)
+	}
+	m := s.message(wire.OpenAI)
+	if want := wire.NewTextMessage(wire.OpenAI, wire.RoleUser, s.Text); !bytes.Equal(m.Bytes(), want.Bytes()) || m.Role != wire.RoleUser {
+		t.Fatalf("message %s, want %s", m.Bytes(), want.Bytes())
+	}
+	if s.message(wire.OpenAI) != m {
+		t.Fatal("a repeat made a new message")
+	}
+	c := *s
+	c.Text = "Summary of `t2`"
+	if got := c.block(wire.Anthropic); got.Text != c.Text {
+		t.Fatalf("a copy with another text shows %q", got.Text)
+	}
+	if got := s.block(wire.Anthropic); got.Text != s.Text {
+		t.Fatalf("the original shows %q after its copy", got.Text)
+	}
+}
+
+// TestStubEntries: what stubOf remembers per occurrence key is what the state's lookups give
+// (records, dedup aliases, spilled records, unknown keys and aliases of nothing), repeats
+// come from the memo, and a rebuilt copy of the state starts its own memo.
+func TestStubEntries(t *testing.T) {
+	st := NewState()
+	st.Records = map[string]*Record{
+		"a#1": {Key: "a#1", ID: "a", Tool: "read", Ref: "t1", Summary: "s1"},
+		"b#2": {Key: "b#2", ID: "b", Tool: "bash", Spilled: true, Bytes: 5000, Preview: "head"},
+		"c#3": {Key: "c#3", ID: "c", Tool: "grep", Ref: "t3", Backfilled: true},
+	}
+	st.Aliases = map[string]string{"d#4": "a#1", "e#5": "gone#9"}
+	st.Summaries = []*Summary{{ID: "s1", Keys: []string{"a#1"}, Refs: []string{"t1"}, Text: "sum"}}
+	st.rebuild()
+	want := func(s *State, key string) (stubEntry, bool) { // the lookups stubOf stands for
+		if !s.IsSummarized(key) {
+			return stubEntry{}, false
+		}
+		rk, _ := s.Resolve(key)
+		rec := s.Records[rk]
+		if rec == nil {
+			return stubEntry{}, false
+		}
+		si, ok := s.sumOf[rk]
+		if !ok {
+			si = -1
+		}
+		ref := s.RefOf(key)
+		if ref == "" {
+			ref = key
+		}
+		text := StubText(ref)
+		if rec.Spilled {
+			text = SpillStubText(rec.Tool, ref, rec.Bytes, rec.Preview)
+		}
+		return stubEntry{rk: rk, rec: rec, si: si, text: text}, true
+	}
+	keys := []string{"a#1", "b#2", "c#3", "d#4", "e#5", "t1", "a", "unknown#0"}
+	for round := 0; round < 2; round++ {
+		for _, k := range keys {
+			got, ok := st.stubOf(k)
+			w, wok := want(st, k)
+			if ok != wok || ok && got != w {
+				t.Fatalf("round %d %s: %+v %v, want %+v %v", round, k, got, ok, w, wok)
+			}
+		}
+	}
+	if e, _ := st.stubOf("d#4"); e.rk != "a#1" || e.si != 0 || e.text != StubText("t1") {
+		t.Fatalf("alias entry %+v", e)
+	}
+	if n := testing.AllocsPerRun(100, func() { st.stubOf("a#1") }); n != 0 {
+		t.Fatalf("a repeat allocated %v times", n)
+	}
+	n := st.clone()
+	n.Aliases["f#6"] = "c#3"
+	n.rebuild()
+	if e, ok := n.stubOf("f#6"); !ok || e.rk != "c#3" || e.text != StubText("t3") {
+		t.Fatalf("the rebuilt copy: %+v %v", e, ok)
+	}
+	if _, ok := st.stubOf("f#6"); ok {
+		t.Fatal("the original sees its copy's alias")
+	}
+	bare := &State{Records: st.Records, Aliases: st.Aliases} // never rebuilt: no memo
+	if e, ok := bare.stubOf("b#2"); !ok || e.text != SpillStubText("bash", "b#2", 5000, "head") {
+		t.Fatalf("an unbuilt state: %+v %v", e, ok)
+	}
+}

@@ -67,15 +67,20 @@ type renderer struct {
 	after  map[int][]*wire.Message
 	before map[int][]*wire.Message
 	tail   []*wire.Message
-	// stubAt maps a summary's index in st.Summaries to where phase 1 stubbed results under it:
-	// only summaries with a stubbed result are shown, after its anchor or else there.
-	stubAt map[int]stubPos
+	// stubAt holds, by a summary's index in st.Summaries, where phase 1 stubbed results under
+	// it (nil when it stubbed none): only summaries with a stubbed result are shown, after its
+	// anchor or else there.
+	stubAt []stubPos
 }
 
 // stubPos is the assistant message of the first result stubbed under a summary: own counts
 // the summary's own results only (-1: only dedup aliases of them are stubbed), any all. The
 // first one, so that stubs appearing later (aliases at later flushes) never move a summary.
-type stubPos struct{ own, any int }
+// seen is false while none is stubbed.
+type stubPos struct {
+	own, any int
+	seen     bool
+}
 
 func (r *renderer) blk(i int) []*wire.Block {
 	if r.blocks[i] == nil {
@@ -183,14 +188,11 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 			continue
 		}
 		key := res.occKey()
-		if !st.IsSummarized(key) {
+		e, ok := st.stubOf(key)
+		if !ok {
 			continue
 		}
-		rk, _ := st.Resolve(key)
-		rec := st.Records[rk]
-		if rec == nil {
-			continue
-		}
+		rk, rec := e.rk, e.rec
 		if pol.IsProtected(rec.Tool, rec.Path, rec.HasPath) {
 			continue
 		}
@@ -198,17 +200,17 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 			continue
 		}
 		if !rec.Spilled {
-			si, ok := st.sumOf[rk]
-			if !ok && !chainKeys[key] && !chainKeys[rk] {
+			si := e.si
+			if si < 0 && !chainKeys[key] && !chainKeys[rk] {
 				continue // nothing in the request names its ref
 			}
-			if ok {
+			if si >= 0 {
 				if r.stubAt == nil {
-					r.stubAt = map[int]stubPos{}
+					r.stubAt = make([]stubPos, len(st.Summaries))
 				}
-				p, seen := r.stubAt[si]
-				if !seen {
-					p = stubPos{own: -1, any: res.call.msg}
+				p := r.stubAt[si]
+				if !p.seen {
+					p = stubPos{seen: true, own: -1, any: res.call.msg}
 				}
 				if rk == key && p.own < 0 {
 					p.own = res.call.msg
@@ -216,16 +218,10 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 				r.stubAt[si] = p
 			}
 		}
-		ref := st.RefOf(key)
-		if ref == "" {
-			ref = key
-		}
-		var text string
+		text := e.text
 		if rec.Spilled {
-			text = SpillStubText(rec.Tool, ref, rec.Bytes, rec.Preview)
 			r.res.Stats.SpillStubs++
 		} else {
-			text = StubText(ref)
 			r.res.Stats.Stubbed++
 		}
 		nb := res.b.WithResultText(text)
@@ -658,7 +654,7 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	}
 	v := r.v
 	aIdx := v.locator(v.assistants)
-	hostBlocks := map[int][]*wire.Block{}
+	var hostBlocks [][]*wire.Block // by host message index (Anthropic)
 	var hosts []int
 	for i, s := range r.st.Summaries {
 		hidden := false
@@ -672,8 +668,11 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			r.res.Stats.Suppressed++
 			continue
 		}
-		pos, stubbed := r.stubAt[i]
-		if !stubbed {
+		var pos stubPos
+		if r.stubAt != nil {
+			pos = r.stubAt[i]
+		}
+		if !pos.seen {
 			continue // its results are gone, verbatim or in a range: it stands in for nothing
 		}
 		// Both kinds of anchor (the batch's turn; the flush's last assistant in older states)
@@ -691,12 +690,15 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			h = r.hostAfter(at)
 		}
 		if v.f == wire.Anthropic {
-			if _, ok := hostBlocks[h]; !ok {
+			if hostBlocks == nil {
+				hostBlocks = make([][]*wire.Block, len(v.msgs))
+			}
+			if hostBlocks[h] == nil {
 				hosts = append(hosts, h)
 			}
-			hostBlocks[h] = append(hostBlocks[h], summaryBlock(v.f, s.Text))
+			hostBlocks[h] = append(hostBlocks[h], s.block(v.f))
 		} else {
-			m := wire.NewTextMessage(v.f, wire.RoleUser, s.Text)
+			m := s.message(v.f)
 			if h >= len(v.msgs) {
 				r.tail = append(r.tail, m)
 			} else {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/condense-dev/condense/internal/identity"
 )
@@ -83,6 +85,11 @@ type Summary struct {
 	Anchor Fingerprint `json:"anchor"`
 	// Turn is the assistant ordinal of the batch's last turn.
 	Turn int `json:"turn"`
+
+	// shown is the *shownSummary a render last made of Text (nil before one), read and
+	// written atomically: a summary is stored once and never changes, and states (and the
+	// requests rendered with them) share it.
+	shown unsafe.Pointer
 }
 
 // Chain is one compressed chain (reference §2.6).
@@ -221,6 +228,57 @@ type State struct {
 	byRef map[string]string   // tN -> key
 	refOf map[string]string   // key (record or alias) -> tN
 	sumOf map[string]int      // record key -> index in Summaries of the first summary covering it
+	// stubs memoises stubOf per occurrence key (key -> stubEntry); a new map with every
+	// rebuild, so a state's copy never sees its original's entries.
+	stubs *sync.Map
+}
+
+// stubEntry is what rendering a stub for one summarized occurrence key needs.
+type stubEntry struct {
+	// rk is the record key the occurrence key resolves to (itself, or an alias's original).
+	rk string
+	// rec is that record.
+	rec *Record
+	// si is the index in Summaries of the first summary covering rk, or -1.
+	si int
+	// text is the stub's text (StubText, or SpillStubText for a spilled record).
+	text string
+}
+
+// stubOf returns what stubbing a result with occurrence key key needs; ok is false when key
+// is neither an indexed record nor an alias of one. Entries are memoised on the state: a
+// steady render stubs the same results on every request, and the five lookups and the stub
+// text behind one entry were most of the stubbing phase.
+func (s *State) stubOf(key string) (e stubEntry, ok bool) {
+	if s.stubs != nil {
+		if v, hit := s.stubs.Load(key); hit {
+			e = v.(stubEntry)
+			return e, e.rec != nil
+		}
+	}
+	if s.IsSummarized(key) {
+		e.rk, _ = s.Resolve(key)
+		e.rec = s.Records[e.rk]
+	}
+	if e.rec != nil {
+		var has bool
+		if e.si, has = s.sumOf[e.rk]; !has {
+			e.si = -1
+		}
+		ref := s.RefOf(key)
+		if ref == "" {
+			ref = key
+		}
+		if e.rec.Spilled {
+			e.text = SpillStubText(e.rec.Tool, ref, e.rec.Bytes, e.rec.Preview)
+		} else {
+			e.text = StubText(ref)
+		}
+	}
+	if s.stubs != nil {
+		s.stubs.Store(key, e)
+	}
+	return e, e.rec != nil
 }
 
 // NewState returns an empty state.
@@ -305,6 +363,7 @@ func (s *State) rebuild() {
 	for _, ks := range s.byID {
 		sort.Strings(ks)
 	}
+	s.stubs = new(sync.Map)
 	s.sumOf = make(map[string]int, len(s.Records))
 	for i, sm := range s.Summaries {
 		for _, k := range sm.Keys {
