@@ -88,7 +88,8 @@ func TestShownSummaryRemembered(t *testing.T) {
 
 // TestStubEntries: what stubOf remembers per occurrence key is what the state's lookups give
 // (records, dedup aliases, spilled records, unknown keys and aliases of nothing), repeats
-// come from the memo, and a rebuilt copy of the state starts its own memo.
+// come from the memo, and a copy of the state neither reads nor writes its original's memo
+// (before its rebuild it memoises nothing; after it, it has its own).
 func TestStubEntries(t *testing.T) {
 	st := NewState()
 	st.Records = map[string]*Record{
@@ -139,9 +140,16 @@ func TestStubEntries(t *testing.T) {
 		t.Fatalf("a repeat allocated %v times", n)
 	}
 	n := st.clone()
+	n.Records["c#3"] = &Record{Key: "c#3", ID: "c", Tool: "grep", Spilled: true, Bytes: 10}
+	if e, ok := n.stubOf("c#3"); !ok || e.text != SpillStubText("grep", "t3", 10, "") { // before its rebuild
+		t.Fatalf("a copy before its rebuild: %+v %v", e, ok)
+	}
+	if e, _ := st.stubOf("c#3"); e.text != StubText("t3") {
+		t.Fatalf("the original after its copy changed: %+v", e)
+	}
 	n.Aliases["f#6"] = "c#3"
 	n.rebuild()
-	if e, ok := n.stubOf("f#6"); !ok || e.rk != "c#3" || e.text != StubText("t3") {
+	if e, ok := n.stubOf("f#6"); !ok || e.rk != "c#3" || e.text != SpillStubText("grep", "f#6", 10, "") {
 		t.Fatalf("the rebuilt copy: %+v %v", e, ok)
 	}
 	if _, ok := st.stubOf("f#6"); ok {

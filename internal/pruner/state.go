@@ -378,6 +378,7 @@ func (s *State) rebuild() {
 // summaries (immutable once stored) are shared.
 func (s *State) clone() *State {
 	n := *s
+	n.stubs = nil // its own memo comes with its rebuild; until then stubOf does not memoise
 	n.Records = make(map[string]*Record, len(s.Records))
 	for k, v := range s.Records {
 		n.Records[k] = v
