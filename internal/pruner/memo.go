@@ -58,7 +58,7 @@ type shownSummary struct {
 	m    *wire.Message
 }
 
-// shown returns how the summary is shown in format f, remembered on the summary (with the
+// shownIn returns how the summary is shown in format f, remembered on the summary (with the
 // text it was made of, so a copy of the summary with another text makes its own): a steady
 // render shows the same summaries on every request, and looking their text up in the
 // process-wide memo hashed every summary's text each time (quoting it anew for OpenAI).

@@ -63,6 +63,9 @@ func TestShownSummaryRemembered(t *testing.T) {
 	if want := wire.NewTextBlock(wire.Anthropic, s.Text); !bytes.Equal(b.Raw(), want.Raw()) {
 		t.Fatalf("block %s, want %s", b.Raw(), want.Raw())
 	}
+	summaryMemo.mu.Lock()
+	clear(summaryMemo.m) // the repeat must come from the summary, not the process-wide memo
+	summaryMemo.mu.Unlock()
 	if s.block(wire.Anthropic) != b {
 		t.Fatal("a repeat made a new block")
 	}
@@ -154,6 +157,11 @@ func TestStubEntries(t *testing.T) {
 	}
 	if _, ok := st.stubOf("f#6"); ok {
 		t.Fatal("the original sees its copy's alias")
+	}
+	st.Records["c#3"] = &Record{Key: "c#3", ID: "c", Tool: "grep", Ref: "t9"} // memoised above
+	st.rebuild()
+	if e, ok := st.stubOf("c#3"); !ok || e.text != StubText("t9") {
+		t.Fatalf("a rebuild kept the memo's entry: %+v %v", e, ok)
 	}
 	bare := &State{Records: st.Records, Aliases: st.Aliases} // never rebuilt: no memo
 	if e, ok := bare.stubOf("b#2"); !ok || e.text != SpillStubText("bash", "b#2", 5000, "head") {

@@ -228,8 +228,10 @@ type State struct {
 	byRef map[string]string   // tN -> key
 	refOf map[string]string   // key (record or alias) -> tN
 	sumOf map[string]int      // record key -> index in Summaries of the first summary covering it
-	// stubs memoises stubOf per occurrence key (key -> stubEntry); a new map with every
-	// rebuild, so a state's copy never sees its original's entries.
+	// stubs memoises stubOf per occurrence key (key -> stubEntry): a new map with every
+	// rebuild, and none on a copy (clone) until its rebuild, so a copy never reads or writes
+	// its original's entries. It holds one entry per key a render asked about (misses too),
+	// at most one per result of the requests rendered with this state.
 	stubs *sync.Map
 }
 

@@ -312,7 +312,8 @@ func (m *Message) HashMemo() (string, bool) {
 	return "", false
 }
 
-// SetHashMemo remembers val on m in place of any earlier value. Callers racing on a shared
+// SetHashMemo remembers val on m in place of any earlier value. Only identity.MessageHash
+// sets it, with the message's hash (HashMemo's readers trust it); callers racing on a shared
 // message must store the same value.
 func (m *Message) SetHashMemo(val string) {
 	atomic.StorePointer(&m.hashMemo, unsafe.Pointer(&val))
