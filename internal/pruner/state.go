@@ -356,6 +356,12 @@ func (s *State) rebuild() {
 		}
 	}
 	for dup, orig := range s.Aliases {
+		if _, rec := s.Records[dup]; rec {
+			// Also a record (an uncovered chain's compression backfilled the duplicate in
+			// the flush that aliased it): the record wins, as in Resolve, so the key is
+			// listed once under its id and keeps its own ref.
+			continue
+		}
 		id := bareID(dup)
 		s.byID[id] = append(s.byID[id], dup)
 		if ref, ok := s.refOf[orig]; ok {
