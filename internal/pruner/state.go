@@ -232,7 +232,14 @@ type State struct {
 	// rebuild, and none on a copy (clone) until its rebuild, so a copy never reads or writes
 	// its original's entries. It holds one entry per key a render asked about (misses too),
 	// at most one per result of the requests rendered with this state.
-	stubs *sync.Map
+	stubs *stubMemo
+}
+
+// stubMemo is a state's stubOf memo. A plain map under a read-write lock rather than a
+// sync.Map: a state the flush weighs is rendered once, and a sync.Map allocated per entry.
+type stubMemo struct {
+	mu sync.RWMutex
+	m  map[string]stubEntry
 }
 
 // stubEntry is what rendering a stub for one summarized occurrence key needs.
@@ -253,8 +260,10 @@ type stubEntry struct {
 // text behind one entry were most of the stubbing phase.
 func (s *State) stubOf(key string) (e stubEntry, ok bool) {
 	if s.stubs != nil {
-		if v, hit := s.stubs.Load(key); hit {
-			e = v.(stubEntry)
+		s.stubs.mu.RLock()
+		e, hit := s.stubs.m[key]
+		s.stubs.mu.RUnlock()
+		if hit {
 			return e, e.rec != nil
 		}
 	}
@@ -278,7 +287,9 @@ func (s *State) stubOf(key string) (e stubEntry, ok bool) {
 		}
 	}
 	if s.stubs != nil {
-		s.stubs.Store(key, e)
+		s.stubs.mu.Lock()
+		s.stubs.m[key] = e
+		s.stubs.mu.Unlock()
 	}
 	return e, e.rec != nil
 }
@@ -371,7 +382,7 @@ func (s *State) rebuild() {
 	for _, ks := range s.byID {
 		sort.Strings(ks)
 	}
-	s.stubs = new(sync.Map)
+	s.stubs = &stubMemo{m: map[string]stubEntry{}}
 	s.sumOf = make(map[string]int, len(s.Records))
 	for i, sm := range s.Summaries {
 		for _, k := range sm.Keys {
