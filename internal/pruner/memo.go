@@ -58,10 +58,11 @@ type shownSummary struct {
 	m    *wire.Message
 }
 
-// shownIn returns how the summary is shown in format f, remembered on the summary (with the
-// text it was made of, so a copy of the summary with another text makes its own): a steady
-// render shows the same summaries on every request, and looking their text up in the
-// process-wide memo hashed every summary's text each time (quoting it anew for OpenAI).
+// shownIn returns how the summary is shown in format f (b for Anthropic, m for OpenAI),
+// remembered on the summary with the text it was made of, so a copy of the summary with
+// another text makes its own: a steady render shows the same summaries on every request,
+// and looking their text up in the process-wide memo hashed every summary's text each time
+// (quoting it anew for OpenAI).
 func (s *Summary) shownIn(f wire.Format) *shownSummary {
 	if p := (*shownSummary)(atomic.LoadPointer(&s.shown)); p != nil && p.f == f && p.text == s.Text {
 		return p
@@ -74,20 +75,4 @@ func (s *Summary) shownIn(f wire.Format) *shownSummary {
 	}
 	atomic.StorePointer(&s.shown, unsafe.Pointer(p))
 	return p
-}
-
-// block returns the summary's text block in format f (summaryBlock, remembered: shownIn).
-func (s *Summary) block(f wire.Format) *wire.Block {
-	if p := s.shownIn(f); p.b != nil {
-		return p.b
-	}
-	return summaryBlock(f, s.Text)
-}
-
-// message returns the summary as a user message in format f (remembered: shownIn).
-func (s *Summary) message(f wire.Format) *wire.Message {
-	if p := s.shownIn(f); p.m != nil {
-		return p.m
-	}
-	return wire.NewTextMessage(f, wire.RoleUser, s.Text)
 }

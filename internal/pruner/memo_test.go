@@ -59,32 +59,32 @@ func TestQueryTool(t *testing.T) {
 // format, gets its own.
 func TestShownSummaryRemembered(t *testing.T) {
 	s := &Summary{ID: "s1", Text: "Summary of `t1`: read a.go \"quoted\""}
-	b := s.block(wire.Anthropic)
+	b := s.shownIn(wire.Anthropic).b
 	if want := wire.NewTextBlock(wire.Anthropic, s.Text); !bytes.Equal(b.Raw(), want.Raw()) {
 		t.Fatalf("block %s, want %s", b.Raw(), want.Raw())
 	}
 	summaryMemo.mu.Lock()
 	clear(summaryMemo.m) // the repeat must come from the summary, not the process-wide memo
 	summaryMemo.mu.Unlock()
-	if s.block(wire.Anthropic) != b {
+	if s.shownIn(wire.Anthropic).b != b {
 		t.Fatal("a repeat made a new block")
 	}
-	if n := testing.AllocsPerRun(100, func() { s.block(wire.Anthropic) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = s.shownIn(wire.Anthropic).b }); n != 0 {
 		t.Fatalf("a repeat allocated %v times", n)
 	}
-	m := s.message(wire.OpenAI)
+	m := s.shownIn(wire.OpenAI).m
 	if want := wire.NewTextMessage(wire.OpenAI, wire.RoleUser, s.Text); !bytes.Equal(m.Bytes(), want.Bytes()) || m.Role != wire.RoleUser {
 		t.Fatalf("message %s, want %s", m.Bytes(), want.Bytes())
 	}
-	if s.message(wire.OpenAI) != m {
+	if s.shownIn(wire.OpenAI).m != m {
 		t.Fatal("a repeat made a new message")
 	}
 	c := *s
 	c.Text = "Summary of `t2`"
-	if got := c.block(wire.Anthropic); got.Text != c.Text {
+	if got := c.shownIn(wire.Anthropic).b; got.Text != c.Text {
 		t.Fatalf("a copy with another text shows %q", got.Text)
 	}
-	if got := s.block(wire.Anthropic); got.Text != s.Text {
+	if got := s.shownIn(wire.Anthropic).b; got.Text != s.Text {
 		t.Fatalf("the original shows %q after its copy", got.Text)
 	}
 }

@@ -696,9 +696,9 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 			if hostBlocks[h] == nil {
 				hosts = append(hosts, h)
 			}
-			hostBlocks[h] = append(hostBlocks[h], s.block(v.f))
+			hostBlocks[h] = append(hostBlocks[h], s.shownIn(v.f).b)
 		} else {
-			m := s.message(v.f)
+			m := s.shownIn(v.f).m
 			if h >= len(v.msgs) {
 				r.tail = append(r.tail, m)
 			} else {
