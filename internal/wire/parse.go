@@ -565,6 +565,7 @@ func (p *parser) request() (*Request, error) {
 	fillResultNames(r.Messages, r.reused)
 	if p.prev != nil {
 		r.detach(p.prev)
+		r.unslab()
 	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
@@ -1230,6 +1231,9 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 		return nil, 0, err
 	}
 	t.Name = name
+	// The tool keeps its raw bytes only: clear the slab slot, which would otherwise point
+	// into the body for as long as its chunk lives (see reuse.go).
+	*obj = object{}
 	return t, end, nil
 }
 

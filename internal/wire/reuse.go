@@ -8,7 +8,13 @@ import "unsafe"
 // system blocks a reusing parse parses anew are moved onto a private copy of just their
 // bytes (rebased: every slice and string that points into the body is re-pointed at the
 // same bytes in the copy). A request then pins its own body only through its top-level
-// object, and a shared message pins only the bytes of the messages parsed with it.
+// object and lists, and a shared message pins only the bytes of the messages parsed with it.
+//
+// The garbage collector keeps an allocation alive as a whole, and the parser allocates values
+// from slab chunks (a chunk of objects, one of arrays, ...): the request's top-level object
+// and its messages and tools arrays would share chunks with the messages parsed anew, which
+// the next requests share. So those three are moved out of the chunks (unslab), or a chunk
+// kept alive by a shared message would pin the body of a request long gone.
 
 // rebaser re-points slices and strings inside body[lo:lo+len(c)] at the same bytes of c.
 type rebaser struct {
@@ -158,6 +164,24 @@ func (r *Request) detach(prev *Request) {
 				rb.block(b)
 			}
 			rb.array(r.sysArr)
+		}
+	}
+}
+
+// unslab moves the request's own top-level object and its messages and tools arrays, which
+// point into its body and which nothing but r references, out of the parser's slab chunks
+// and clears their slots there (see the comment at the top of this file).
+func (r *Request) unslab() {
+	if o := r.obj; o != nil {
+		c := *o
+		*o = object{}
+		r.obj = &c
+	}
+	for _, a := range [...]**array{&r.msgsArr, &r.toolsArr} {
+		if *a != nil {
+			c := **a
+			**a = array{}
+			*a = &c
 		}
 	}
 }

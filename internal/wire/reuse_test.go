@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/condense-dev/condense/internal/testutil/corpus"
@@ -153,6 +156,108 @@ func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
 	if again.ReusedMessages() != len(prev.Messages) {
 		t.Fatalf("identical request reused %d of %d messages", again.ReusedMessages(), len(prev.Messages))
 	}
+}
+
+// TestParseReusingReleasesBodies checks with the garbage collector what pinsBody checks by
+// pointer: a session that keeps only its last parsed request keeps no body alive but the
+// first (whose messages every later request shares) and its own. pinsBody follows the
+// request's pointers; the collector also keeps whatever shares an allocation with what they
+// reach, so it finds what pinsBody cannot (the request's top-level object kept alive in a
+// slab chunk with the messages the next request shares).
+func TestParseReusingReleasesBodies(t *testing.T) {
+	body, _ := largestClaudeCodeRequest(t)
+	full, err := Parse(Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raws := make([]json.RawMessage, len(full.Messages))
+	for i, m := range full.Messages {
+		raws[i] = m.Raw()
+	}
+	n := min(len(raws)/2, 40)
+	t.Run("anthropic", func(t *testing.T) {
+		checkBodiesReleased(t, Anthropic, n, func(i int) []byte {
+			// Each request: two more messages, the newest one marked as Claude Code marks it.
+			msgs := append([]json.RawMessage(nil), raws[:2*i+2]...)
+			last := msgs[len(msgs)-1]
+			msgs[len(msgs)-1] = append(append(append([]byte(nil), last[:1]...), `"cache_control":{"type":"ephemeral"},`...), last[1:]...)
+			return wrapMessages(msgs)
+		})
+	})
+	t.Run("openai", func(t *testing.T) {
+		checkBodiesReleased(t, OpenAI, n, func(i int) []byte {
+			// Tools that change every few requests, an escaped system prompt, and the
+			// corpus messages' text as user and assistant turns.
+			var b bytes.Buffer
+			fmt.Fprintf(&b, `{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"bash%d","parameters":{"type":"object"}}}],"messages":[{"role":"system","content":"be \"brief\""}`, i/4)
+			for j := 0; j <= i; j++ {
+				text, _ := json.Marshal(string(raws[j]))
+				fmt.Fprintf(&b, `,{"role":"user","content":%s},{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c%d","content":"ok"}`, text, j, j)
+			}
+			b.WriteString(`]}`)
+			return b.Bytes()
+		})
+	})
+}
+
+// checkBodiesReleased parses the bodies body(0) … body(n-1) as one session's requests, each
+// reusing the previous parse, keeps only the last request and waits for the collector to
+// free every body but the first and the last.
+func checkBodiesReleased(t *testing.T, f Format, n int, body func(int) []byte) {
+	t.Helper()
+	var mu sync.Mutex
+	alive := map[int]bool{}
+	last := parseSession(t, f, n, body, func(i int, b []byte) {
+		mu.Lock()
+		alive[i] = true
+		mu.Unlock()
+		runtime.SetFinalizer(unsafe.SliceData(b), func(*byte) {
+			mu.Lock()
+			delete(alive, i)
+			mu.Unlock()
+		})
+	})
+	var pinned []int
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		pinned = pinned[:0]
+		for i := range alive {
+			if i != 0 && i != n-1 {
+				pinned = append(pinned, i)
+			}
+		}
+		mu.Unlock()
+		if len(pinned) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(pinned) > 0 {
+		t.Fatalf("%d of %d earlier bodies are still alive with only the last request kept (e.g. request %d)", len(pinned), n-2, pinned[0])
+	}
+	if last.ReusedMessages() == 0 {
+		t.Fatal("the last request shared no message: the test parsed nothing reused")
+	}
+	runtime.KeepAlive(last)
+}
+
+// parseSession parses the session's requests in a frame of its own, so that nothing but
+// the returned last request outlives it; made is told of each body before it is parsed.
+//
+//go:noinline
+func parseSession(t *testing.T, f Format, n int, body func(int) []byte, made func(int, []byte)) *Request {
+	var prev *Request
+	for i := 0; i < n; i++ {
+		b := body(i)
+		made(i, b)
+		r, err := ParseReusing(f, b, prev)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		prev = r
+	}
+	return prev
 }
 
 // TestParseReusingOpenAI does the same for a Chat Completions conversation (the
