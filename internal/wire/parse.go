@@ -89,6 +89,12 @@ type parser struct {
 	spanStack  []span // element spans of the arrays being parsed
 	arrSlab    []array
 	msgSlab    []Message
+
+	// A reusing parse remembers the chunks of its value slabs, for sweep.
+	objChunks   [][]object
+	arrChunks   [][]array
+	blockChunks [][]Block
+	msgChunks   [][]Message
 }
 
 // chunk is the slab chunk size for n values in a full parse of a large body. A small body
@@ -108,6 +114,9 @@ func (p *parser) chunk(n int) int {
 func (p *parser) newMessage() *Message {
 	if len(p.msgSlab) == 0 {
 		p.msgSlab = make([]Message, p.chunk(64))
+		if p.prev != nil {
+			p.msgChunks = append(p.msgChunks, p.msgSlab)
+		}
 	}
 	m := &p.msgSlab[0]
 	p.msgSlab = p.msgSlab[1:]
@@ -118,6 +127,9 @@ func (p *parser) newMessage() *Message {
 func (p *parser) newBlock() *Block {
 	if len(p.blockSlab) == 0 {
 		p.blockSlab = make([]Block, p.chunk(128))
+		if p.prev != nil {
+			p.blockChunks = append(p.blockChunks, p.blockSlab)
+		}
 	}
 	b := &p.blockSlab[0]
 	p.blockSlab = p.blockSlab[1:]
@@ -143,6 +155,9 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	if len(p.objSlab) == 0 {
 		p.objSlab = make([]object, p.chunk(128))
+		if p.prev != nil {
+			p.objChunks = append(p.objChunks, p.objSlab)
+		}
 	}
 	o := &p.objSlab[0]
 	p.objSlab = p.objSlab[1:]
@@ -566,6 +581,7 @@ func (p *parser) request() (*Request, error) {
 	if p.prev != nil {
 		r.detach(p.prev)
 		r.unslab()
+		p.sweep()
 	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
@@ -677,6 +693,9 @@ func nearestCallName(msgs []*Message, res *Block) string {
 func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 	if len(p.arrSlab) == 0 {
 		p.arrSlab = make([]array, p.chunk(64))
+		if p.prev != nil {
+			p.arrChunks = append(p.arrChunks, p.arrSlab)
+		}
 	}
 	a := &p.arrSlab[0]
 	p.arrSlab = p.arrSlab[1:]
@@ -1231,9 +1250,6 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 		return nil, 0, err
 	}
 	t.Name = name
-	// The tool keeps its raw bytes only: clear the slab slot, which would otherwise point
-	// into the body for as long as its chunk lives (see reuse.go).
-	*obj = object{}
 	return t, end, nil
 }
 

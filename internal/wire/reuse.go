@@ -11,10 +11,14 @@ import "unsafe"
 // object and lists, and a shared message pins only the bytes of the messages parsed with it.
 //
 // The garbage collector keeps an allocation alive as a whole, and the parser allocates values
-// from slab chunks (a chunk of objects, one of arrays, ...): the request's top-level object
-// and its messages and tools arrays would share chunks with the messages parsed anew, which
-// the next requests share. So those three are moved out of the chunks (unslab), or a chunk
-// kept alive by a shared message would pin the body of a request long gone.
+// from slab chunks (a chunk of objects, one of arrays, ...) that the messages parsed anew
+// share with everything else the parse allocated, and the next requests share those
+// messages. So after detach no slot of a reusing parse's chunks may point into the body: the
+// request's own top-level object and its messages and tools arrays are moved out of the
+// chunks (unslab), and the slots of values the parse read and dropped (an OpenAI tool's
+// object, a content list of a block kind that keeps none, the earlier value of a repeated
+// member) are cleared (sweep). Otherwise a chunk kept alive by a shared message would pin
+// the body of a request long gone.
 
 // rebaser re-points slices and strings inside body[lo:lo+len(c)] at the same bytes of c.
 type rebaser struct {
@@ -170,7 +174,9 @@ func (r *Request) detach(prev *Request) {
 
 // unslab moves the request's own top-level object and its messages and tools arrays, which
 // point into its body and which nothing but r references, out of the parser's slab chunks
-// and clears their slots there (see the comment at the top of this file).
+// and clears their slots there (see the comment at the top of this file). The system array
+// is left alone: it is either prev's (shared, so its slot is not this parse's to clear) or
+// parsed anew and already moved onto a private copy by detach.
 func (r *Request) unslab() {
 	if o := r.obj; o != nil {
 		c := *o
@@ -182,6 +188,49 @@ func (r *Request) unslab() {
 			c := **a
 			**a = array{}
 			*a = &c
+		}
+	}
+}
+
+// sweep clears every slot of a reusing parse's slab chunks that still points into the body
+// after detach and unslab. What the request keeps no longer does (detach moved it onto
+// private copies, unslab out of the chunks), so such a slot holds a value the parse read and
+// dropped, which would pin the body for as long as its chunk lives. A slot is cleared whole:
+// its other pointers lead to slab slots of this parse, which are swept too.
+func (p *parser) sweep() {
+	body := p.d
+	in := func(b []byte) bool {
+		_, _, ok := bodySpan(body, b)
+		return ok
+	}
+	str := func(s string) bool { return len(s) > 0 && in(unsafe.Slice(unsafe.StringData(s), len(s))) }
+	for _, c := range p.objChunks {
+		for i := range c {
+			if in(c[i].raw) {
+				c[i] = object{}
+			}
+		}
+	}
+	for _, c := range p.arrChunks {
+		for i := range c {
+			if in(c[i].raw) {
+				c[i] = array{}
+			}
+		}
+	}
+	for _, c := range p.blockChunks {
+		for i := range c {
+			b := &c[i]
+			if str(b.Type) || str(b.Text) || str(b.Signature) || str(b.ID) || str(b.Name) || in(b.Input) || in(b.CacheControl) || in(b.str) {
+				*b = Block{}
+			}
+		}
+	}
+	for _, c := range p.msgChunks {
+		for i := range c {
+			if str(string(c[i].Role)) {
+				c[i] = Message{}
+			}
 		}
 	}
 }

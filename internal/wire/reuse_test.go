@@ -184,6 +184,27 @@ func TestParseReusingReleasesBodies(t *testing.T) {
 			return wrapMessages(msgs)
 		})
 	})
+	t.Run("dropped values", func(t *testing.T) {
+		// Values the parse reads and then drops: a web search result's content list, the
+		// content of a block kind it does not know, a member repeated in one object (the
+		// last one counts).
+		checkBodiesReleased(t, Anthropic, n, func(i int) []byte {
+			var b bytes.Buffer
+			b.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":1000,"messages":[`)
+			for j := 0; j <= i; j++ {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				text, _ := json.Marshal(string(raws[j]))
+				fmt.Fprintf(&b, `{"role":"user","content":"dropped","content":[{"type":"text","text":%s}]},`, text)
+				fmt.Fprintf(&b, `{"role":"assistant","content":[{"type":"server_tool_use","id":"s%d","name":"web_search","input":{"query":"q"}},`, j)
+				fmt.Fprintf(&b, `{"type":"web_search_tool_result","tool_use_id":"s%d","content":[{"type":"web_search_result","url":"https://example.com/%d","title":"t"}]},`, j, j)
+				fmt.Fprintf(&b, `{"type":"future_block","content":[{"type":"text","text":"n%d"}]},{"type":"text","text":"done %d"}]}`, j, j)
+			}
+			b.WriteString(`]}`)
+			return b.Bytes()
+		})
+	})
 	t.Run("openai", func(t *testing.T) {
 		checkBodiesReleased(t, OpenAI, n, func(i int) []byte {
 			// Tools that change every few requests, an escaped system prompt, and the
@@ -235,6 +256,12 @@ func checkBodiesReleased(t *testing.T, f Format, n int, body func(int) []byte) {
 	}
 	if len(pinned) > 0 {
 		t.Fatalf("%d of %d earlier bodies are still alive with only the last request kept (e.g. request %d)", len(pinned), n-2, pinned[0])
+	}
+	mu.Lock()
+	kept := alive[0] && alive[n-1]
+	mu.Unlock()
+	if !kept {
+		t.Fatal("the first or the last body was freed: the last request shares the first's messages and holds its own body")
 	}
 	if last.ReusedMessages() == 0 {
 		t.Fatal("the last request shared no message: the test parsed nothing reused")
