@@ -7,8 +7,8 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// DefaultParseCacheBytes bounds the memory the proxy spends on remembering each session's last
-// parsed request (see parseCache).
+// DefaultParseCacheBytes bounds the total size of the request bodies the proxy remembers, one
+// per session, to parse the next request against (see parseCache).
 const DefaultParseCacheBytes = 256 << 20
 
 // parseCache remembers the last parsed client request of each session so that the next one is
@@ -16,8 +16,8 @@ const DefaultParseCacheBytes = 256 << 20
 // the messages added since the previous request are parsed. It is an LRU bounded by the total
 // size of the remembered bodies. A remembered request keeps its own body and the parsed form
 // of its messages alive, and also the body of the session's request that was last parsed
-// whole (a first request, or the first after an eviction), whose messages it still shares;
-// wire.ParseReusing keeps no other body alive. Reuse is by byte identity of each message, so
+// whole (a first request, or the first after an eviction), whose messages, system or tools
+// it still shares; wire.ParseReusing keeps no other body alive. Reuse is by byte identity of each message, so
 // an entry of another session (or a stale one) can never change a parse result, only its cost.
 type parseCache struct {
 	mu    sync.Mutex

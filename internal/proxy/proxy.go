@@ -80,8 +80,9 @@ type Trigger struct {
 
 // Options configures a Server.
 type Options struct {
-	// ParseCacheBytes bounds the memory used to remember each session's last parsed request so
-	// the next one only parses what was added (0: DefaultParseCacheBytes; negative disables).
+	// ParseCacheBytes bounds the total size of the request bodies remembered, each session's
+	// last, so the next request only parses what was added (0: DefaultParseCacheBytes;
+	// negative disables). What a remembered request keeps alive is in parseCache's comment.
 	ParseCacheBytes int
 	// AnthropicBaseURL is the Anthropic API base URL without /v1 (e.g. https://api.anthropic.com).
 	AnthropicBaseURL string
