@@ -101,11 +101,10 @@ func sameAsParse(t *testing.T, f Format, body []byte, prev *Request) *Request {
 	return got
 }
 
-// TestParseReusingSharesIdenticalPrefix replays a Claude Code corpus conversation the
-// way an agent sends it (each request = the previous one plus new messages, with the
-// cache_control marker moved to the newest message) and checks every reusing parse
-// against a fresh one, and that exactly the unchanged prefix is shared.
-func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
+// largestRequestMessages returns the messages of the corpus's largest Claude Code request, each
+// as sent, and the corpus file's name.
+func largestRequestMessages(t *testing.T) ([]json.RawMessage, string) {
+	t.Helper()
 	body, name := largestClaudeCodeRequest(t)
 	full, err := Parse(Anthropic, body)
 	if err != nil {
@@ -115,6 +114,15 @@ func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
 	for i, m := range full.Messages {
 		raws[i] = m.Raw()
 	}
+	return raws, name
+}
+
+// TestParseReusingSharesIdenticalPrefix replays a Claude Code corpus conversation the
+// way an agent sends it (each request = the previous one plus new messages, with the
+// cache_control marker moved to the newest message) and checks every reusing parse
+// against a fresh one, and that exactly the unchanged prefix is shared.
+func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
+	raws, name := largestRequestMessages(t)
 	marker := []byte(`"cache_control":{"type":"ephemeral"},`)
 	request := func(n int) []byte {
 		msgs := append([]json.RawMessage(nil), raws[:n]...)
@@ -165,15 +173,7 @@ func TestParseReusingSharesIdenticalPrefix(t *testing.T) {
 // reach, so it finds what pinsBody cannot (the request's top-level object kept alive in a
 // slab chunk with the messages the next request shares).
 func TestParseReusingReleasesBodies(t *testing.T) {
-	body, _ := largestClaudeCodeRequest(t)
-	full, err := Parse(Anthropic, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raws := make([]json.RawMessage, len(full.Messages))
-	for i, m := range full.Messages {
-		raws[i] = m.Raw()
-	}
+	raws, _ := largestRequestMessages(t)
 	n := min(len(raws)/2, 40)
 	t.Run("anthropic", func(t *testing.T) {
 		checkBodiesReleased(t, Anthropic, n, func(i int) []byte {
