@@ -77,6 +77,7 @@ type parser struct {
 	prev   *Request // ParseReusing: the previous request whose identical values are shared
 	chunks int      // slab chunks allocated so far (reusing parse)
 	arena  []byte   // decoded string bytes; the strings point into it
+	arenas [][]byte // a reusing parse's earlier arena chunks (their used part), for compactArenas
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
 	blockSlab  []Block
@@ -221,6 +222,9 @@ func (p *parser) text(lit []byte) string {
 // little.
 func (p *parser) reserve(n, pos int) {
 	if cap(p.arena)-len(p.arena) < n {
+		if p.prev != nil && len(p.arena) > 0 {
+			p.arenas = append(p.arenas, p.arena) // for compactArenas
+		}
 		p.arena = noZeroBytes(max(n, len(p.d)-pos))
 	}
 }
@@ -579,9 +583,9 @@ func (p *parser) request() (*Request, error) {
 	r.objEnd = end
 	fillResultNames(r.Messages, r.reused)
 	if p.prev != nil {
-		r.detach(p.prev)
+		fv := r.detach(p.prev)
 		r.unslab()
-		p.sweep()
+		p.sweep(p.compactArenas(&fv))
 	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is

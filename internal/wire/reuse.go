@@ -116,45 +116,36 @@ func bodySpan(body, raw []byte) (lo, hi int, ok bool) {
 
 // detach moves the values of r that a reusing parse parsed anew (those not shared with
 // prev) onto private copies of their bytes.
-func (r *Request) detach(prev *Request) {
+func (r *Request) detach(prev *Request) freshValues {
 	body := r.body
+	var fv freshValues
 	// Messages: the ones parsed anew follow the shared prefix; one copy covers them.
 	lo, hi := len(body), 0
-	var fresh []*Message
 	for i, m := range r.Messages {
 		if i < len(prev.origMessages) && m == prev.origMessages[i] {
 			continue
 		}
 		if l, h, ok := bodySpan(body, m.obj.raw); ok {
 			lo, hi = min(lo, l), max(hi, h)
-			fresh = append(fresh, m)
+			fv.msgs = append(fv.msgs, m)
 		}
 	}
-	if len(fresh) > 0 {
-		rb := newRebaser(body, lo, hi)
-		for _, m := range fresh {
-			rb.message(m)
-		}
+	if len(fv.msgs) > 0 {
+		fv.rebaseMessages(newRebaser(body, lo, hi))
 	}
 	// Tools parsed anew.
 	lo, hi = len(body), 0
-	var tools []*Tool
 	for i, t := range r.Tools {
 		if i < len(prev.origTools) && t == prev.origTools[i] {
 			continue
 		}
 		if l, h, ok := bodySpan(body, t.raw); ok {
 			lo, hi = min(lo, l), max(hi, h)
-			tools = append(tools, t)
+			fv.tools = append(fv.tools, t)
 		}
 	}
-	if len(tools) > 0 {
-		rb := newRebaser(body, lo, hi)
-		for _, t := range tools {
-			t.Name = rb.str(t.Name)
-			t.CacheControl = rb.bytes(t.CacheControl)
-			t.raw = rb.bytes(t.raw)
-		}
+	if len(fv.tools) > 0 {
+		fv.rebaseTools(newRebaser(body, lo, hi))
 	}
 	// The system value, unless shared.
 	if len(r.System) > 0 && (len(prev.origSystem) == 0 || r.System[0] != prev.origSystem[0]) {
@@ -163,14 +154,64 @@ func (r *Request) detach(prev *Request) {
 			raw = r.sysArr.raw
 		}
 		if l, h, ok := bodySpan(body, raw); ok {
-			rb := newRebaser(body, l, h)
-			for _, b := range r.System {
-				rb.block(b)
-			}
-			rb.array(r.sysArr)
+			fv.system, fv.sysArr = r.System, r.sysArr
+			fv.rebaseSystem(newRebaser(body, l, h))
 		}
 	}
+	return fv
 }
+
+// freshValues are the values a reusing parse parsed anew (not shared with prev).
+type freshValues struct {
+	msgs   []*Message
+	tools  []*Tool
+	system []*Block // nil when shared
+	sysArr *array
+}
+
+func (fv *freshValues) rebaseMessages(rb *rebaser) {
+	for _, m := range fv.msgs {
+		rb.message(m)
+	}
+}
+
+func (fv *freshValues) rebaseTools(rb *rebaser) {
+	for _, t := range fv.tools {
+		t.Name = rb.str(t.Name)
+		t.CacheControl = rb.bytes(t.CacheControl)
+		t.raw = rb.bytes(t.raw)
+	}
+}
+
+func (fv *freshValues) rebaseSystem(rb *rebaser) {
+	for _, b := range fv.system {
+		rb.block(b)
+	}
+	rb.array(fv.sysArr)
+}
+
+// compactArenas moves the decoded strings (those with escapes) of the values a reusing parse
+// parsed anew out of its arena chunks that are mostly unused. A chunk is reserved up to the
+// end of the body from the first string it decodes (parser.reserve), so when large members
+// follow "messages" (SDKs send "system" and "tools" after them) it is as large as they are,
+// and each request's new messages would keep one such chunk alive for the whole session.
+// It returns the chunks it moved strings out of, for sweep.
+func (p *parser) compactArenas(fv *freshValues) [][]byte {
+	var moved [][]byte
+	for _, a := range append(p.arenas, p.arena) {
+		if len(a) == 0 || cap(a)-len(a) < max(len(a), minArenaWaste) {
+			continue
+		}
+		rb := newRebaser(a, 0, len(a))
+		fv.rebaseMessages(rb)
+		fv.rebaseSystem(rb)
+		moved = append(moved, a[:cap(a)])
+	}
+	return moved
+}
+
+// minArenaWaste is the least unused room for which compactArenas copies a chunk's strings.
+const minArenaWaste = 4 << 10
 
 // unslab moves the request's own top-level object and its messages and tools arrays, which
 // point into its body and which nothing but r references, out of the parser's slab chunks
@@ -192,16 +233,23 @@ func (r *Request) unslab() {
 	}
 }
 
-// sweep clears every slot of a reusing parse's slab chunks that still points into the body
-// after detach and unslab. What the request keeps no longer does (detach moved it onto
-// private copies, unslab out of the chunks), so such a slot holds a value the parse read and
-// dropped, which would pin the body for as long as its chunk lives. A slot is cleared whole:
+// sweep clears every slot of a reusing parse's slab chunks that still points into the body,
+// or into an arena chunk compactArenas moved strings out of, after detach, unslab and
+// compactArenas. What the request keeps no longer does (detach and compactArenas moved it
+// onto private copies, unslab out of the chunks), so such a slot holds a value the parse read
+// and dropped, which would pin the body (or the chunk) for as long as its slab chunk lives. A slot is cleared whole:
 // its other pointers lead to slab slots of this parse, which are swept too.
-func (p *parser) sweep() {
-	body := p.d
+func (p *parser) sweep(arenas [][]byte) {
 	in := func(b []byte) bool {
-		_, _, ok := bodySpan(body, b)
-		return ok
+		if _, _, ok := bodySpan(p.d, b); ok {
+			return true
+		}
+		for _, a := range arenas {
+			if _, _, ok := bodySpan(a, b); ok {
+				return true
+			}
+		}
+		return false
 	}
 	str := func(s string) bool { return len(s) > 0 && in(unsafe.Slice(unsafe.StringData(s), len(s))) }
 	for _, c := range p.objChunks {

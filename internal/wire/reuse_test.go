@@ -221,6 +221,50 @@ func TestParseReusingReleasesBodies(t *testing.T) {
 	})
 }
 
+// TestParseReusingCompactsDecodedStrings: a string with escapes is decoded into an arena chunk
+// reserved up to the end of the body. With large members after "messages" (SDKs send
+// "system" and "tools" after them), each request's new messages would keep such a chunk —
+// the size of those members — alive for the whole session; compactArenas moves their strings
+// onto a copy of just the decoded bytes. Measured by what the last request alone keeps
+// alive on the heap.
+func TestParseReusingCompactsDecodedStrings(t *testing.T) {
+	tools := `"tools":[` + strings.Repeat(`{"name":"tool","description":"`+strings.Repeat("d", 1000)+`","input_schema":{"type":"object"}},`, 300) +
+		`{"name":"last","input_schema":{"type":"object"}}]`
+	body := func(i int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":1000,"messages":[`)
+		for j := 0; j <= i; j++ {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"role":"user","content":"line %d\nnext \"quoted\" line"},{"role":"assistant","content":"ok %d\n"}`, j, j)
+		}
+		b.WriteString(`],` + tools + `,"system":"be \"brief\"\n"}`)
+		return b.Bytes()
+	}
+	const n = 40
+	last := parseSession(t, Anthropic, n, body, func(int, []byte) {})
+	if got := last.Messages[2*n-2].Blocks[0].Text; got != fmt.Sprintf("line %d\nnext \"quoted\" line", n-1) {
+		t.Fatalf("decoded text %q", got)
+	}
+	var with, without runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	runtime.KeepAlive(last)
+	last = nil
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	kept := int64(with.HeapAlloc) - int64(without.HeapAlloc)
+	// The last body (~330 KB), the first (whose messages it shares) with the first request's
+	// arena chunk (a whole parse keeps its strings where they are), the parsed form and the
+	// decoded strings: about 1.5 MB. Keeping each request's arena chunk costs n × the tools
+	// (~330 KB each): 14 MB.
+	t.Logf("the last request keeps %d KiB alive", kept>>10)
+	if limit := int64(4 << 20); kept > limit {
+		t.Fatalf("the last request keeps %d KiB alive, want at most %d KiB", kept>>10, limit>>10)
+	}
+}
+
 // checkBodiesReleased parses the bodies body(0) … body(n-1) as one session's requests, each
 // reusing the previous parse, keeps only the last request and waits for the collector to
 // free every body but the first and the last.
