@@ -18,7 +18,9 @@ import "unsafe"
 // chunks (unslab), and the slots of values the parse read and dropped (an OpenAI tool's
 // object, a content list of a block kind that keeps none, the earlier value of a repeated
 // member) are cleared (sweep). Otherwise a chunk kept alive by a shared message would pin
-// the body of a request long gone.
+// the body of a request long gone. Strings with escapes are decoded into arena chunks, not
+// the body; a chunk reserved much larger than the strings it holds gives up its strings to a
+// copy of just those bytes (compactArenas), so that it is not kept alive either.
 
 // rebaser re-points slices and strings inside body[lo:lo+len(c)] at the same bytes of c.
 type rebaser struct {
