@@ -16,8 +16,9 @@ const DefaultParseCacheBytes = 256 << 20
 // the messages added since the previous request are parsed. It is an LRU bounded by the total
 // size of the remembered bodies. A remembered request keeps its own body and the parsed form
 // of its messages alive, and also the body of the session's request that was last parsed
-// whole (a first request, or the first after an eviction), whose messages, system or tools
-// it still shares; wire.ParseReusing keeps no other body alive. Reuse is by byte identity of each message, so
+// whole (a first request, or the first after an eviction) with that parse's decoded strings,
+// whose messages, system or tools it still shares; wire.ParseReusing keeps no other body
+// alive. Reuse is by byte identity of each message, so
 // an entry of another session (or a stale one) can never change a parse result, only its cost.
 type parseCache struct {
 	mu    sync.Mutex

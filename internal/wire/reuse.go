@@ -192,13 +192,15 @@ func (fv *freshValues) rebaseSystem(rb *rebaser) {
 	rb.array(fv.sysArr)
 }
 
-// compactArenas moves the decoded strings (those with escapes) of the values a reusing parse
-// parsed anew out of its arena chunks that are mostly unused. A chunk is reserved up to the
-// end of the body from the first string it decodes (parser.reserve), so when large members
-// follow "messages" (SDKs send "system" and "tools" after them) it is as large as they are,
-// and each request's new messages would keep one such chunk alive for the whole session.
-// It returns the chunks it moved strings out of, for sweep.
-func (p *parser) compactArenas(fv *freshValues) [][]byte {
+// compactArenas moves the decoded strings (those with escapes) that a reusing parse's request
+// keeps out of its arena chunks that are mostly unused: the strings of the messages and the
+// system value parsed anew, and the model name (tool names are never in the arena). A chunk
+// is reserved up to the end of the body from the first string it decodes (parser.reserve),
+// so when large members follow "messages" (a client may send "system" and "tools" after
+// them) it is as large as they are, and each request's new messages would keep one such
+// chunk alive for the whole session. It returns the chunks it moved strings out of, for
+// sweep.
+func (p *parser) compactArenas(r *Request, fv *freshValues) [][]byte {
 	var moved [][]byte
 	for _, a := range append(p.arenas, p.arena) {
 		if len(a) == 0 || cap(a)-len(a) < max(len(a), minArenaWaste) {
@@ -207,6 +209,7 @@ func (p *parser) compactArenas(fv *freshValues) [][]byte {
 		rb := newRebaser(a, 0, len(a))
 		fv.rebaseMessages(rb)
 		fv.rebaseSystem(rb)
+		r.Model = rb.str(r.Model)
 		moved = append(moved, a[:cap(a)])
 	}
 	return moved
@@ -217,16 +220,23 @@ const minArenaWaste = 4 << 10
 
 // unslab moves the request's own top-level object and its messages and tools arrays, which
 // point into its body and which nothing but r references, out of the parser's slab chunks
-// and clears their slots there (see the comment at the top of this file). The system array
-// is left alone: it is either prev's (shared, so its slot is not this parse's to clear) or
-// parsed anew and already moved onto a private copy by detach.
-func (r *Request) unslab() {
+// and clears their slots there (see the comment at the top of this file); so is the system
+// array when this parse made it (an empty one points into the body: detach copies only
+// system values with blocks). A shared system array is prev's, not this parse's to move.
+func (r *Request) unslab(prev *Request) {
 	if o := r.obj; o != nil {
 		c := *o
 		*o = object{}
 		r.obj = &c
 	}
-	for _, a := range [...]**array{&r.msgsArr, &r.toolsArr} {
+	own := [...]**array{&r.msgsArr, &r.toolsArr, nil}
+	if r.sysArr != prev.sysArr {
+		own[2] = &r.sysArr
+	}
+	for _, a := range own {
+		if a == nil {
+			continue
+		}
 		if *a != nil {
 			c := **a
 			**a = array{}
@@ -237,9 +247,10 @@ func (r *Request) unslab() {
 
 // sweep clears every slot of a reusing parse's slab chunks that still points into the body,
 // or into an arena chunk compactArenas moved strings out of, after detach, unslab and
-// compactArenas. What the request keeps no longer does (detach and compactArenas moved it
-// onto private copies, unslab out of the chunks), so such a slot holds a value the parse read
-// and dropped, which would pin the body (or the chunk) for as long as its slab chunk lives. A slot is cleared whole:
+// compactArenas. Nothing the request keeps in the slabs still does (detach and
+// compactArenas moved it onto private copies, unslab out of the chunks), so such a slot
+// holds a value the parse read and dropped, which would pin the body (or the chunk) for as
+// long as its slab chunk lives. A slot is cleared whole:
 // its other pointers lead to slab slots of this parse, which are swept too.
 func (p *parser) sweep(arenas [][]byte) {
 	in := func(b []byte) bool {

@@ -230,38 +230,69 @@ func TestParseReusingReleasesBodies(t *testing.T) {
 func TestParseReusingCompactsDecodedStrings(t *testing.T) {
 	tools := `"tools":[` + strings.Repeat(`{"name":"tool","description":"`+strings.Repeat("d", 1000)+`","input_schema":{"type":"object"}},`, 300) +
 		`{"name":"last","input_schema":{"type":"object"}}]`
-	body := func(i int) []byte {
+	anthropic := func(i int) []byte {
 		var b bytes.Buffer
 		b.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":1000,"messages":[`)
 		for j := 0; j <= i; j++ {
 			if j > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, `{"role":"user","content":"line %d\nnext \"quoted\" line"},{"role":"assistant","content":"ok %d\n"}`, j, j)
+			fmt.Fprintf(&b, `{"role":"user","content":"line %d\nnext \"quoted\" line"},`, j)
+			fmt.Fprintf(&b, `{"role":"assistant","content":[{"type":"text","text":"ok\n"},{"type":"tool_use","id":"tu\u0030%d","name":"re\u0061d","input":{"path":"a\nb"}}]},`, j)
+			fmt.Fprintf(&b, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu0%d","content":[{"type":"text","text":"r\t%d"}]}]}`, j, j)
 		}
-		b.WriteString(`],` + tools + `,"system":"be \"brief\"\n"}`)
+		// The system prompt changes every few requests, so the system is parsed anew too.
+		fmt.Fprintf(&b, `],%s,"system":[{"type":"text","text":"be \"brief\" %d\n"}],"model":"m\u0031"}`, tools, i/3)
 		return b.Bytes()
 	}
-	const n = 40
-	last := parseSession(t, Anthropic, n, body, func(int, []byte) {})
-	if got := last.Messages[2*n-2].Blocks[0].Text; got != fmt.Sprintf("line %d\nnext \"quoted\" line", n-1) {
-		t.Fatalf("decoded text %q", got)
+	openai := func(i int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"model":"gpt-4o","messages":[{"role":"system","content":"be \"brief\""}`)
+		for j := 0; j <= i; j++ {
+			fmt.Fprintf(&b, `,{"role":"user","content":"q\n%d"},{"role":"assistant","content":null,"tool_calls":[{"id":"c\u0030%d","type":"function","function":{"name":"b\u0061sh","arguments":"{\"cmd\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"c0%d","content":"out\n%d"}`, j, j, j, j)
+		}
+		b.WriteString(`],` + strings.Replace(tools, `"name":"tool","description"`, `"type":"function","function":{"name":"tool"},"description"`, -1) + `}`)
+		return b.Bytes()
 	}
-	var with, without runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&with)
-	runtime.KeepAlive(last)
-	last = nil
-	runtime.GC()
-	runtime.ReadMemStats(&without)
-	kept := int64(with.HeapAlloc) - int64(without.HeapAlloc)
-	// The last body (~330 KB), the first (whose messages it shares) with the first request's
-	// arena chunk (a whole parse keeps its strings where they are), the parsed form and the
-	// decoded strings: about 1.5 MB. Keeping each request's arena chunk costs n × the tools
-	// (~330 KB each): 14 MB.
-	t.Logf("the last request keeps %d KiB alive", kept>>10)
-	if limit := int64(4 << 20); kept > limit {
-		t.Fatalf("the last request keeps %d KiB alive, want at most %d KiB", kept>>10, limit>>10)
+	for _, tc := range []struct {
+		name string
+		f    Format
+		body func(int) []byte
+	}{{"anthropic", Anthropic, anthropic}, {"openai", OpenAI, openai}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 40
+			var prev *Request
+			last := parseSession(t, tc.f, n, tc.body, func(i int, b []byte) {
+				// Every reusing parse equals a fresh one: compaction and sweep keep every value.
+				prev = sameAsParse(t, tc.f, b, prev)
+			})
+			prev = nil
+			if last.ReusedMessages() == 0 {
+				t.Fatal("nothing reused")
+			}
+			var with, without runtime.MemStats
+			runtime.GC()
+			runtime.GC() // finalizers set by other tests free their objects in a second cycle
+			runtime.ReadMemStats(&with)
+			lastLen := len(last.Raw())
+			runtime.KeepAlive(last)
+			last = nil
+			runtime.GC()
+			runtime.ReadMemStats(&without)
+			kept := int64(with.HeapAlloc) - int64(without.HeapAlloc)
+			t.Logf("the last request keeps %d KiB alive", kept>>10)
+			// At least its own body. At most: its body (~330 KB), the first (whose messages
+			// it shares) with the first request's arena chunk (a whole parse keeps its
+			// strings where they are), the parsed form and the decoded strings, about
+			// 1.5 MB. Keeping each request's arena chunk costs n × the tools (~330 KB
+			// each): 14 MB.
+			if kept < int64(lastLen) {
+				t.Fatalf("the last request keeps %d bytes alive, less than its own %d-byte body: nothing measured", kept, lastLen)
+			}
+			if limit := int64(4 << 20); kept > limit {
+				t.Fatalf("the last request keeps %d KiB alive, want at most %d KiB", kept>>10, limit>>10)
+			}
+		})
 	}
 }
 
