@@ -584,11 +584,9 @@ func (p *parser) request() (*Request, error) {
 	fillResultNames(r.Messages, r.reused)
 	if p.prev != nil {
 		fv := r.detach(p.prev)
+		compacted := p.compactArenas(r, &fv)
 		r.unslab(p.prev)
-		if fv.system != nil {
-			fv.sysArr = r.sysArr // moved by unslab
-		}
-		p.sweep(p.compactArenas(r, &fv))
+		p.sweep(compacted)
 	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is

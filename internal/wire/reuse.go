@@ -229,29 +229,30 @@ func (r *Request) unslab(prev *Request) {
 		*o = object{}
 		r.obj = &c
 	}
-	own := [...]**array{&r.msgsArr, &r.toolsArr, nil}
+	r.msgsArr = unslabArray(r.msgsArr)
+	r.toolsArr = unslabArray(r.toolsArr)
 	if r.sysArr != prev.sysArr {
-		own[2] = &r.sysArr
-	}
-	for _, a := range own {
-		if a == nil {
-			continue
-		}
-		if *a != nil {
-			c := **a
-			**a = array{}
-			*a = &c
-		}
+		r.sysArr = unslabArray(r.sysArr)
 	}
 }
 
+// unslabArray returns a copy of *a outside the slab and clears a's slot (nil for nil).
+func unslabArray(a *array) *array {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	*a = array{}
+	return &c
+}
+
 // sweep clears every slot of a reusing parse's slab chunks that still points into the body,
-// or into an arena chunk compactArenas moved strings out of, after detach, unslab and
-// compactArenas. Nothing the request keeps in the slabs still does (detach and
+// or into an arena chunk compactArenas moved strings out of, after detach, compactArenas and
+// unslab. Nothing the request keeps in the slabs still does (detach and
 // compactArenas moved it onto private copies, unslab out of the chunks), so such a slot
 // holds a value the parse read and dropped, which would pin the body (or the chunk) for as
-// long as its slab chunk lives. A slot is cleared whole:
-// its other pointers lead to slab slots of this parse, which are swept too.
+// long as its slab chunk lives. A slot is cleared whole: its other pointers lead to slab
+// slots of this parse, which are swept too.
 func (p *parser) sweep(arenas [][]byte) {
 	in := func(b []byte) bool {
 		if _, _, ok := bodySpan(p.d, b); ok {
