@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -538,6 +539,7 @@ func loadReport(m loadModel, rs []pairResult, errs int, wall time.Duration, befo
 		row("condense over the floor, after the fake answered", col(func(r pairResult) time.Duration { return r.proxiedResp - r.floorResp }, nil))
 	}
 	fmt.Fprintf(&b, "\n%s\n", tailSides(rs))
+	fmt.Fprintf(&b, "\n%s", byTimeInRun(rs, 30*time.Second))
 	fmt.Fprintf(&b, "\n%s\n", promSummary(before, after, len(rs)))
 	return b.String()
 }
@@ -568,6 +570,45 @@ func tailSides(rs []pairResult) string {
 	ms := func(d time.Duration) float64 { return float64((d / n).Microseconds()) / 1000 }
 	return fmt.Sprintf("The %d pairs with the most added time (the top 1 %%): mean added %.2f ms, of which %.2f ms before the fake had the request and %.2f ms after it answered; %d with bodies > 256 KiB, %d a session's first measured request.",
 		len(top), ms(added), ms(req), ms(resp), big, first)
+}
+
+// byTimeInRun tabulates the pairs by when they started in the run, in windows of width: how
+// many, their median body, the direct path's own time and the added time. Sessions get
+// longer as they go, and fewer remain active towards the end of a run; the windows show
+// whether the tail is spread over the run or comes from part of it.
+func byTimeInRun(rs []pairResult, width time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| started (s) | n | median body KB | direct own p90 / p99 | added p50 / p90 / p99 | added > 5 ms |\n|---|---:|---:|---:|---:|---:|\n")
+	windows := map[int][]pairResult{}
+	last := 0
+	for _, r := range rs {
+		w := int(r.at / width)
+		windows[w] = append(windows[w], r)
+		last = max(last, w)
+	}
+	for w := 0; w <= last; w++ {
+		in := windows[w]
+		if len(in) == 0 {
+			continue
+		}
+		var direct, added []time.Duration
+		sizes := make([]int, 0, len(in))
+		slow := 0
+		for _, r := range in {
+			direct, added = append(direct, r.directRm), append(added, r.added)
+			sizes = append(sizes, r.size)
+			if r.added > 5*time.Millisecond {
+				slow++
+			}
+		}
+		slices.Sort(direct)
+		slices.Sort(added)
+		slices.Sort(sizes)
+		fmt.Fprintf(&b, "| %d–%d | %d | %d | %s / %s | %s / %s / %s | %.1f %% |\n", w*int(width.Seconds()), (w+1)*int(width.Seconds()),
+			len(in), sizes[len(sizes)/2]>>10, msq(direct, .9), msq(direct, .99), msq(added, .5), msq(added, .9), msq(added, .99),
+			100*float64(slow)/float64(len(in)))
+	}
+	return b.String()
 }
 
 // selfCPU returns the CPU time (user + system) this process has used.
