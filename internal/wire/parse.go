@@ -112,12 +112,19 @@ func (p *parser) chunk(n int) int {
 	return max(8, n>>3<<min(p.chunks/8, 3))
 }
 
+// newChunk allocates a slab chunk of n values; a reusing parse also remembers it in chunks,
+// for sweep.
+func newChunk[T any](p *parser, n int, chunks *[][]T) []T {
+	c := make([]T, n)
+	if p.prev != nil {
+		*chunks = append(*chunks, c)
+	}
+	return c
+}
+
 func (p *parser) newMessage() *Message {
 	if len(p.msgSlab) == 0 {
-		p.msgSlab = make([]Message, p.chunk(64))
-		if p.prev != nil {
-			p.msgChunks = append(p.msgChunks, p.msgSlab)
-		}
+		p.msgSlab = newChunk(p, p.chunk(64), &p.msgChunks)
 	}
 	m := &p.msgSlab[0]
 	p.msgSlab = p.msgSlab[1:]
@@ -127,10 +134,7 @@ func (p *parser) newMessage() *Message {
 
 func (p *parser) newBlock() *Block {
 	if len(p.blockSlab) == 0 {
-		p.blockSlab = make([]Block, p.chunk(128))
-		if p.prev != nil {
-			p.blockChunks = append(p.blockChunks, p.blockSlab)
-		}
+		p.blockSlab = newChunk(p, p.chunk(128), &p.blockChunks)
 	}
 	b := &p.blockSlab[0]
 	p.blockSlab = p.blockSlab[1:]
@@ -155,10 +159,7 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 // objectAt is parseObjectAt with slab-allocated objects and members.
 func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	if len(p.objSlab) == 0 {
-		p.objSlab = make([]object, p.chunk(128))
-		if p.prev != nil {
-			p.objChunks = append(p.objChunks, p.objSlab)
-		}
+		p.objSlab = newChunk(p, p.chunk(128), &p.objChunks)
 	}
 	o := &p.objSlab[0]
 	p.objSlab = p.objSlab[1:]
@@ -697,10 +698,7 @@ func nearestCallName(msgs []*Message, res *Block) string {
 // list parses the array at d[i] == '[' calling fn per element and records element spans.
 func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 	if len(p.arrSlab) == 0 {
-		p.arrSlab = make([]array, p.chunk(64))
-		if p.prev != nil {
-			p.arrChunks = append(p.arrChunks, p.arrSlab)
-		}
+		p.arrSlab = newChunk(p, p.chunk(64), &p.arrChunks)
 	}
 	a := &p.arrSlab[0]
 	p.arrSlab = p.arrSlab[1:]
