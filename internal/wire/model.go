@@ -107,6 +107,11 @@ type Request struct {
 	toolsArr *array
 	sysStr   bool // system was a JSON string
 	reused   int  // leading messages shared from ParseReusing's previous request
+	// Where the parsed values live (retained.go): the messages by runs, each tool, the system.
+	msgHomes  []homeRun
+	toolHomes []*backing
+	sysHome   *backing
+	retained  int // RetainedBytes
 
 	origModel    string
 	origStream   bool

@@ -56,7 +56,7 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 	if f != Anthropic && f != OpenAI {
 		return nil, fmt.Errorf("wire: unknown format %d", uint8(f))
 	}
-	p := &parser{d: body, f: f, prev: prev}
+	p := &parser{d: body, f: f, prev: prev, home: &backing{}}
 	r, err := p.request()
 	if err != nil && isSchema(err) {
 		// A shape problem was found before the end of the body: report bytes that are
@@ -78,6 +78,7 @@ type parser struct {
 	chunks int      // slab chunks allocated so far (reusing parse)
 	arena  []byte   // decoded string bytes; the strings point into it
 	arenas [][]byte // a reusing parse's earlier arena chunks (their used part), for compactArenas
+	home   *backing // the memory this parse's values keep alive (retained.go)
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
 	blockSlab  []Block
@@ -116,6 +117,7 @@ func (p *parser) chunk(n int) int {
 // for sweep.
 func newChunk[T any](p *parser, n int, chunks *[][]T) []T {
 	c := make([]T, n)
+	p.keep(n * int(unsafe.Sizeof(c[0])))
 	if p.prev != nil {
 		*chunks = append(*chunks, c)
 	}
@@ -149,6 +151,7 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 	}
 	if len(p.blocksSlab) < len(bs) {
 		p.blocksSlab = make([]*Block, max(p.chunk(512), len(bs)))
+		p.keep(len(p.blocksSlab) * int(unsafe.Sizeof(p.blocksSlab[0])))
 	}
 	out := p.blocksSlab[:len(bs):len(bs)]
 	copy(out, bs)
@@ -191,6 +194,7 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 	ms := p.memStack[base:]
 	if len(p.memSlab) < len(ms) {
 		p.memSlab = make([]member, max(p.chunk(1024), len(ms)))
+		p.keep(len(p.memSlab) * int(unsafe.Sizeof(p.memSlab[0])))
 	}
 	o.members = p.memSlab[:len(ms):len(ms)]
 	copy(o.members, ms)
@@ -227,6 +231,7 @@ func (p *parser) reserve(n, pos int) {
 			p.arenas = append(p.arenas, p.arena) // for compactArenas
 		}
 		p.arena = noZeroBytes(max(n, len(p.d)-pos))
+		p.keep(cap(p.arena))
 	}
 }
 
@@ -365,6 +370,7 @@ func decodeU(s, dst []byte) ([]byte, int) {
 }
 
 func (p *parser) stringBlock(lit []byte) *Block {
+	p.keep(int(unsafe.Sizeof(Block{})))
 	return &Block{f: p.f, Kind: KindText, Type: "text", Text: p.text(lit), str: lit}
 }
 
@@ -512,12 +518,13 @@ func (p *parser) request() (*Request, error) {
 				r.Messages = nil // as Parse leaves an empty array
 			}
 			r.msgsArr = arr
+			r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
 			return end, nil
 		case keyIs(d, ks, ke, "tools"):
 			if vs >= len(d) || d[vs] != '[' {
 				return 0, p.wrongType(vs, 1, root("tools"), "array")
 			}
-			r.Tools = nil
+			r.Tools, r.toolHomes = nil, nil
 			var prevTools []*Tool
 			if p.prev != nil {
 				prevTools = p.prev.origTools
@@ -526,6 +533,7 @@ func (p *parser) request() (*Request, error) {
 				if idx < len(prevTools) {
 					if raw := prevTools[idx].raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
 						r.Tools = append(r.Tools, prevTools[idx])
+						r.toolHomes = append(r.toolHomes, p.prev.toolHome(idx))
 						return es + len(raw), nil
 					}
 				}
@@ -538,6 +546,7 @@ func (p *parser) request() (*Request, error) {
 					return 0, err
 				}
 				r.Tools = append(r.Tools, t)
+				r.toolHomes = append(r.toolHomes, p.home)
 				return e, nil
 			})
 			if err != nil {
@@ -548,7 +557,7 @@ func (p *parser) request() (*Request, error) {
 		case p.f == Anthropic && keyIs(d, ks, ke, "system"):
 			if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
 				if raw, ok := pr.systemRaw(); ok && len(d)-vs >= len(raw) && bytes.Equal(d[vs:vs+len(raw)], raw) {
-					r.System, r.sysArr, r.sysStr = pr.origSystem, pr.sysArr, pr.sysStr
+					r.System, r.sysArr, r.sysStr, r.sysHome = pr.origSystem, pr.sysArr, pr.sysStr, pr.sysHome
 					return vs + len(raw), nil
 				}
 			}
@@ -559,15 +568,14 @@ func (p *parser) request() (*Request, error) {
 					return 0, err
 				}
 				r.System = []*Block{p.stringBlock(d[vs:e:e])}
-				r.sysStr = true
-				r.sysArr = nil
+				r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
 				return e, nil
 			case vs < len(d) && d[vs] == '[':
 				blocks, arr, end, err := p.blockList(vs, 2, root("system"), true)
 				if err != nil {
 					return 0, err
 				}
-				r.System, r.sysArr, r.sysStr = blocks, arr, false
+				r.System, r.sysArr, r.sysStr, r.sysHome = blocks, arr, false, p.home
 				return end, nil
 			}
 			return 0, p.wrongType(vs, 1, root("system"), "string or array")
@@ -585,9 +593,12 @@ func (p *parser) request() (*Request, error) {
 	fillResultNames(r.Messages, r.reused)
 	if p.prev != nil {
 		fv := r.detach(p.prev)
+		p.keep(fv.copied)
 		compacted := p.compactArenas(r, &fv)
 		r.unslab(p.prev)
 		p.sweep(compacted)
+	} else {
+		p.keep(cap(d)) // the values of a whole parse live in the body (all of its array)
 	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
@@ -595,6 +606,7 @@ func (p *parser) request() (*Request, error) {
 	r.origSystem = append([]*Block(nil), r.System...)
 	r.origTools = append([]*Tool(nil), r.Tools...)
 	r.origMessages = append([]*Message(nil), r.Messages...)
+	r.retained = r.countRetained(p.home, p.prev == nil)
 	return r, nil
 }
 
@@ -720,6 +732,7 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 		// A long outermost list (the messages): hand the stack itself over instead of
 		// copying it; the next list starts a new stack.
 		a.spans = sp[:len(sp):len(sp)]
+		p.keep(cap(sp) * int(unsafe.Sizeof(span{})))
 		p.spanStack = nil
 		a.raw = p.d[i:end:end]
 		return a, end, nil
@@ -727,6 +740,7 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 	if len(sp) > 0 {
 		if len(p.spanSlab) < len(sp) {
 			p.spanSlab = make([]span, max(p.chunk(1024), len(sp)))
+			p.keep(len(p.spanSlab) * int(unsafe.Sizeof(p.spanSlab[0])))
 		}
 		a.spans = p.spanSlab[:len(sp):len(sp)]
 		copy(a.spans, sp)
@@ -1240,6 +1254,7 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 		return nil, 0, err
 	}
 	t := &Tool{f: p.f, raw: obj.raw}
+	p.keep(int(unsafe.Sizeof(*t)))
 	if cc, ok := obj.get("cache_control"); ok {
 		t.CacheControl = cc
 	}

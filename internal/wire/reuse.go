@@ -134,6 +134,7 @@ func (r *Request) detach(prev *Request) freshValues {
 	}
 	if len(fv.msgs) > 0 {
 		fv.rebaseMessages(newRebaser(body, lo, hi))
+		fv.copied += hi - lo
 	}
 	// Tools parsed anew.
 	lo, hi = len(body), 0
@@ -148,6 +149,7 @@ func (r *Request) detach(prev *Request) freshValues {
 	}
 	if len(fv.tools) > 0 {
 		fv.rebaseTools(newRebaser(body, lo, hi))
+		fv.copied += hi - lo
 	}
 	// The system value, unless shared.
 	if len(r.System) > 0 && (len(prev.origSystem) == 0 || r.System[0] != prev.origSystem[0]) {
@@ -158,6 +160,7 @@ func (r *Request) detach(prev *Request) freshValues {
 		if l, h, ok := bodySpan(body, raw); ok {
 			fv.system, fv.sysArr = r.System, r.sysArr
 			fv.rebaseSystem(newRebaser(body, l, h))
+			fv.copied += h - l
 		}
 	}
 	return fv
@@ -169,6 +172,7 @@ type freshValues struct {
 	tools  []*Tool
 	system []*Block // nil when shared
 	sysArr *array
+	copied int // bytes of the private copies
 }
 
 func (fv *freshValues) rebaseMessages(rb *rebaser) {
@@ -211,6 +215,7 @@ func (p *parser) compactArenas(r *Request, fv *freshValues) [][]byte {
 		fv.rebaseSystem(rb)
 		r.Model = rb.str(r.Model)
 		moved = append(moved, a[:cap(a)])
+		p.keep(len(a) - cap(a)) // the chunk is let go for a copy of its strings
 	}
 	return moved
 }

@@ -270,16 +270,8 @@ func TestParseReusingCompactsDecodedStrings(t *testing.T) {
 			if last.ReusedMessages() == 0 {
 				t.Fatal("nothing reused")
 			}
-			var with, without runtime.MemStats
-			runtime.GC()
-			runtime.GC() // finalizers set by other tests free their objects in a second cycle
-			runtime.ReadMemStats(&with)
 			lastLen := len(last.Raw())
-			runtime.KeepAlive(last)
-			last = nil
-			runtime.GC()
-			runtime.ReadMemStats(&without)
-			kept := int64(with.HeapAlloc) - int64(without.HeapAlloc)
+			kept := heapKept(&last)
 			t.Logf("the last request keeps %d KiB alive", kept>>10)
 			// At least its own body. At most: its body (~330 KB), the first (whose messages
 			// it shares) with the first request's arena chunk (a whole parse keeps its
