@@ -1,9 +1,6 @@
 package wire
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"runtime"
 	"testing"
 )
@@ -15,23 +12,7 @@ import (
 func TestRetainedBytesMatchesHeap(t *testing.T) {
 	raws, _ := largestRequestMessages(t)
 	n := min(len(raws)/2, 40)
-	anthropic := func(i int) []byte {
-		msgs := append([]json.RawMessage(nil), raws[:2*i+2]...)
-		last := msgs[len(msgs)-1]
-		msgs[len(msgs)-1] = append(append(append([]byte(nil), last[:1]...), `"cache_control":{"type":"ephemeral"},`...), last[1:]...)
-		return wrapMessages(msgs)
-	}
-	openai := func(i int) []byte {
-		// Tools that change every few requests, and the corpus text as escaped strings.
-		var b bytes.Buffer
-		fmt.Fprintf(&b, `{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"bash%d","parameters":{"type":"object"}}}],"messages":[{"role":"system","content":"be \"brief\""}`, i/4)
-		for j := 0; j <= i; j++ {
-			text, _ := json.Marshal(string(raws[j]))
-			fmt.Fprintf(&b, `,{"role":"user","content":%s},{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c%d","content":"ok"}`, text, j, j)
-		}
-		b.WriteString(`]}`)
-		return b.Bytes()
-	}
+	anthropic, openai := claudeCodeSession(raws), openAISession(raws)
 	for _, tc := range []struct {
 		name string
 		f    Format

@@ -176,13 +176,7 @@ func TestParseReusingReleasesBodies(t *testing.T) {
 	raws, _ := largestRequestMessages(t)
 	n := min(len(raws)/2, 40)
 	t.Run("anthropic", func(t *testing.T) {
-		checkBodiesReleased(t, Anthropic, n, func(i int) []byte {
-			// Each request: two more messages, the newest one marked as Claude Code marks it.
-			msgs := append([]json.RawMessage(nil), raws[:2*i+2]...)
-			last := msgs[len(msgs)-1]
-			msgs[len(msgs)-1] = append(append(append([]byte(nil), last[:1]...), `"cache_control":{"type":"ephemeral"},`...), last[1:]...)
-			return wrapMessages(msgs)
-		})
+		checkBodiesReleased(t, Anthropic, n, claudeCodeSession(raws))
 	})
 	t.Run("dropped values", func(t *testing.T) {
 		// Values the parse reads and then drops: a web search result's content list, the
@@ -206,19 +200,35 @@ func TestParseReusingReleasesBodies(t *testing.T) {
 		})
 	})
 	t.Run("openai", func(t *testing.T) {
-		checkBodiesReleased(t, OpenAI, n, func(i int) []byte {
-			// Tools that change every few requests, an escaped system prompt, and the
-			// corpus messages' text as user and assistant turns.
-			var b bytes.Buffer
-			fmt.Fprintf(&b, `{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"bash%d","parameters":{"type":"object"}}}],"messages":[{"role":"system","content":"be \"brief\""}`, i/4)
-			for j := 0; j <= i; j++ {
-				text, _ := json.Marshal(string(raws[j]))
-				fmt.Fprintf(&b, `,{"role":"user","content":%s},{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c%d","content":"ok"}`, text, j, j)
-			}
-			b.WriteString(`]}`)
-			return b.Bytes()
-		})
+		checkBodiesReleased(t, OpenAI, n, openAISession(raws))
 	})
+}
+
+// claudeCodeSession returns request i of a session built from the corpus messages raws: two
+// more messages each time, the newest one marked as Claude Code marks it.
+func claudeCodeSession(raws []json.RawMessage) func(int) []byte {
+	return func(i int) []byte {
+		msgs := append([]json.RawMessage(nil), raws[:2*i+2]...)
+		last := msgs[len(msgs)-1]
+		msgs[len(msgs)-1] = append(append(append([]byte(nil), last[:1]...), `"cache_control":{"type":"ephemeral"},`...), last[1:]...)
+		return wrapMessages(msgs)
+	}
+}
+
+// openAISession returns request i of a Chat Completions session: tools that change every few
+// requests, an escaped system prompt, and the text of the corpus messages raws as user turns
+// (escaped strings), each answered by a tool call and its result.
+func openAISession(raws []json.RawMessage) func(int) []byte {
+	return func(i int) []byte {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, `{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"bash%d","parameters":{"type":"object"}}}],"messages":[{"role":"system","content":"be \"brief\""}`, i/4)
+		for j := 0; j <= i; j++ {
+			text, _ := json.Marshal(string(raws[j]))
+			fmt.Fprintf(&b, `,{"role":"user","content":%s},{"role":"assistant","content":null,"tool_calls":[{"id":"c%d","type":"function","function":{"name":"bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c%d","content":"ok"}`, text, j, j)
+		}
+		b.WriteString(`]}`)
+		return b.Bytes()
+	}
 }
 
 // TestParseReusingCompactsDecodedStrings: a string with escapes is decoded into an arena chunk
