@@ -53,9 +53,10 @@ In-process flushes run at most GOMAXPROCS/2 at a time, on OS threads at nice +10
 request handling gets the CPU first when it is scarce; the proxy then adds that many slots to
 GOMAXPROCS (unless GOMAXPROCS is set or a container CPU limit holds it below the machine's
 CPUs), so a running flush never holds a Go scheduler slot the request path needs. Memory: the live heap is mostly the
-per-session parse cache (each session's last request body, at most 256 MiB of them, their
-parsed form, under twice as large in "make loadtest", and the body each session last had
-parsed whole) and decoded session states; the Go defaults
+per-session parse cache (each session's last request with the memory it keeps alive: its
+body, the body each session last had parsed whole, copies of the messages parsed since,
+decoded strings and parsed values; at most limits.parseCacheBytes, default 512 MiB) and
+decoded session states; the Go defaults
 (GOGC=100) apply, and in "make loadtest" garbage collection was not a source of added latency
 (docs/performance.md, "Proxy load"). In a container with a memory limit, set GOMEMLIMIT to
 about 90% of it so the collector works harder before the pod runs out of memory.

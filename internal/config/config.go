@@ -63,6 +63,7 @@ const (
 	DefaultUpstreamHeaders    = 15 * time.Minute
 	DefaultUpstreamIdle       = 10 * time.Minute
 	DefaultMaxResponseBytes   = 64 << 20
+	DefaultParseCacheBytes    = 512 << 20
 	DefaultProtectedPath      = "**/skills/**/*.md"
 	DefaultHorizon            = 8
 	DefaultMaxHorizon         = 32
@@ -403,6 +404,10 @@ type Limits struct {
 	// MaxResponseBytes bounds a provider answer the proxy reads whole (non-streamed JSON) and
 	// one server-sent event of a stream (default 64 MiB).
 	MaxResponseBytes int64 `json:"maxResponseBytes" yaml:"maxResponseBytes"`
+	// ParseCacheBytes bounds the memory kept alive by the requests the proxy remembers, each
+	// session's last, so that a session's next request is parsed only where it differs
+	// (default 512 MiB; 0 remembers none). Least recently used sessions are forgotten first.
+	ParseCacheBytes int64 `json:"parseCacheBytes" yaml:"parseCacheBytes"`
 }
 
 // Default returns a complete configuration holding every default.
@@ -440,7 +445,8 @@ func Default() *Config {
 		Limits: Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxRecoveryRounds: DefaultMaxRecoveryRounds,
 			SlowRequestLog: Duration(DefaultSlowRequestLog), BodyReadTimeout: Duration(DefaultBodyReadTimeout),
 			IdleConnTimeout: Duration(DefaultIdleConnTimeout), UpstreamHeaderTimeout: Duration(DefaultUpstreamHeaders),
-			UpstreamIdleTimeout: Duration(DefaultUpstreamIdle), MaxResponseBytes: DefaultMaxResponseBytes},
+			UpstreamIdleTimeout: Duration(DefaultUpstreamIdle), MaxResponseBytes: DefaultMaxResponseBytes,
+			ParseCacheBytes: DefaultParseCacheBytes},
 	}
 }
 

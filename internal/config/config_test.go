@@ -206,6 +206,7 @@ func TestValidationErrors(t *testing.T) {
 		"upHeaders":     {func(c *Config) { c.Limits.UpstreamHeaderTimeout = -1 }, "limits.upstreamHeaderTimeout"},
 		"upIdle":        {func(c *Config) { c.Limits.UpstreamIdleTimeout = -1 }, "limits.upstreamIdleTimeout"},
 		"respBytes":     {func(c *Config) { c.Limits.MaxResponseBytes = 0 }, "limits.maxResponseBytes"},
+		"parseCache":    {func(c *Config) { c.Limits.ParseCacheBytes = -1 }, "limits.parseCacheBytes"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

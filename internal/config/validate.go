@@ -242,6 +242,9 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxResponseBytes <= 0 {
 		bad("limits.maxResponseBytes", c.Limits.MaxResponseBytes, "must be > 0")
 	}
+	if c.Limits.ParseCacheBytes < 0 {
+		bad("limits.parseCacheBytes", c.Limits.ParseCacheBytes, "must be >= 0 (0 remembers no request)")
+	}
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}

@@ -345,6 +345,8 @@ func promSummary(before, after promSample, n int) string {
 	for _, k := range outcomes {
 		fmt.Fprintf(&b, " %s %.0f", strings.TrimSuffix(strings.TrimPrefix(k, "condense_flushes_total{"), "}"), d(k))
 	}
+	fmt.Fprintf(&b, "; parse cache at the end %.0f sessions, %.0f MB (heap in use %.0f MB)", after["condense_parse_cache_sessions"],
+		after["condense_parse_cache_bytes"]/1e6, after["go_memstats_heap_inuse_bytes"]/1e6)
 	if in := d(`condense_request_bytes_total{stage="before"}`); in > 0 {
 		fmt.Fprintf(&b, "; forwarded %.0f of %.0f MB received (%.1f %%)", d(`condense_request_bytes_total{stage="after"}`)/1e6, in/1e6,
 			100*d(`condense_request_bytes_total{stage="after"}`)/in)

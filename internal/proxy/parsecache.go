@@ -4,21 +4,24 @@ import (
 	"container/list"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// DefaultParseCacheBytes bounds the total size of the request bodies the proxy remembers, one
-// per session, to parse the next request against (see parseCache).
-const DefaultParseCacheBytes = 256 << 20
+// DefaultParseCacheBytes bounds the memory the requests the proxy remembers keep alive, one per
+// session, to parse the next request against (see parseCache).
+const DefaultParseCacheBytes = config.DefaultParseCacheBytes
 
 // parseCache remembers the last parsed client request of each session so that the next one is
 // parsed with wire.ParseReusing: agents resend the whole conversation on every turn, so only
-// the messages added since the previous request are parsed. It is an LRU bounded by the total
-// size of the remembered bodies. A remembered request keeps its own body and the parsed form
-// of its messages alive, and also the body of the session's request that was last parsed
-// whole (a first request, or the first after an eviction) with that parse's decoded strings,
-// whose messages, system or tools it still shares; wire.ParseReusing keeps no other body
-// alive. Reuse is by byte identity of each message, so
+// the messages added since the previous request are parsed. It is an LRU bounded by the memory
+// the remembered requests keep alive (wire.Request.RetainedBytes): a request's own body, and
+// the memory of the parses whose values it still shares — the body of the session's request
+// that was last parsed whole (a first request, or the first after an eviction) and the
+// copies of the messages parsed since, each with its decoded strings and parsed values.
+// Reuse is by byte identity of each message, so
 // an entry of another session (or a stale one) can never change a parse result, only its cost.
 type parseCache struct {
 	mu    sync.Mutex
@@ -75,13 +78,13 @@ func (c *parseCache) get(f wire.Format, sid string) *wire.Request {
 	return nil
 }
 
-// put remembers req as the session's latest request. Requests larger than the whole budget
-// are not remembered.
+// put remembers req as the session's latest request. Requests that keep more than the whole
+// budget alive are not remembered.
 func (c *parseCache) put(f wire.Format, sid string, req *wire.Request) {
 	if c == nil || c.max <= 0 {
 		return
 	}
-	n := len(req.Raw())
+	n := req.RetainedBytes()
 	if n > c.max {
 		return
 	}
@@ -106,9 +109,22 @@ func (c *parseCache) put(f wire.Format, sid string, req *wire.Request) {
 	}
 }
 
-// len returns the number of remembered sessions and their total body bytes.
+// len returns the number of remembered sessions and the bytes they keep alive.
 func (c *parseCache) len() (sessions, bytes int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.order.Len(), c.size
+}
+
+// collectors returns the cache's gauges: condense_parse_cache_sessions and
+// condense_parse_cache_bytes.
+func (c *parseCache) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "condense_parse_cache_sessions",
+			Help: "Sessions whose last request the proxy remembers, to parse only what their next request adds."},
+			func() float64 { n, _ := c.len(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "condense_parse_cache_bytes",
+			Help: "Memory the remembered requests keep alive (bodies, copies of their messages, decoded strings, parsed values), bounded by limits.parseCacheBytes."},
+			func() float64 { _, n := c.len(); return float64(n) }),
+	}
 }

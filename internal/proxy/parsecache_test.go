@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go"
+
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -63,7 +65,12 @@ func TestParseCacheReusesThePreviousRequest(t *testing.T) {
 
 func TestParseCacheEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 	body := growingBody(5)
-	c := newParseCache(2*len(body) + len(body)/2)
+	one, err := wire.Parse(wire.Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := one.RetainedBytes() // what each session's request keeps alive
+	c := newParseCache(2*w + w/2)
 	for _, sid := range []string{"a", "b", "c"} {
 		r, err := c.parse(wire.Anthropic, sid, body)
 		if err != nil {
@@ -81,7 +88,7 @@ func TestParseCacheEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 	if c.get(wire.Anthropic, "b") != nil || c.get(wire.Anthropic, "a") == nil || c.get(wire.Anthropic, "c") == nil {
 		t.Fatal("the least recently used session was not the one evicted")
 	}
-	huge := newParseCache(len(body) - 1)
+	huge := newParseCache(w - 1)
 	r, _ := huge.parse(wire.Anthropic, "a", body)
 	huge.put(wire.Anthropic, "a", r)
 	if n, _ := huge.len(); n != 0 {
@@ -92,5 +99,58 @@ func TestParseCacheEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 	off.put(wire.Anthropic, "a", r)
 	if n, _ := off.len(); n != 0 {
 		t.Fatal("a disabled cache remembered a request")
+	}
+}
+
+// TestParseCacheCountsSharedMemory: a session's next request shares the messages of the
+// request parsed whole before it, and so keeps that body alive as well as its own; the
+// budget counts both.
+func TestParseCacheCountsSharedMemory(t *testing.T) {
+	c := newParseCache(64 << 20)
+	first, second := growingBody(5), growingBody(6)
+	for _, body := range [][]byte{first, second} {
+		r, err := c.parse(wire.Anthropic, "s", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.put(wire.Anthropic, "s", r)
+	}
+	r := c.get(wire.Anthropic, "s")
+	if r.ReusedMessages() == 0 {
+		t.Fatal("the second request shared nothing with the first")
+	}
+	n, size := c.len()
+	if n != 1 || size != r.RetainedBytes() {
+		t.Fatalf("cache holds %d sessions, %d bytes; want 1 of %d bytes", n, size, r.RetainedBytes())
+	}
+	if size < len(first)+len(second) {
+		t.Fatalf("cache counts %d bytes, less than the two bodies the request keeps alive (%d + %d)", size, len(first), len(second))
+	}
+}
+
+// TestParseCacheGauges: the proxy exports what its parse cache holds, and a request an SDK
+// sent is remembered with the memory it keeps alive (at least its body).
+func TestParseCacheGauges(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	c := r.anthropic("sess-gauges")
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("list the files " + strings.Repeat("x", 4000)))}
+	aTurn(t, c, msgs, false)
+	r.settle()
+	gauges := map[string]float64{}
+	families, err := r.px.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), "condense_parse_cache_") {
+			gauges[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	sessions, size := r.px.parses.len()
+	if gauges["condense_parse_cache_sessions"] != 1 || sessions != 1 {
+		t.Fatalf("condense_parse_cache_sessions = %v (cache: %d), want 1", gauges["condense_parse_cache_sessions"], sessions)
+	}
+	if gauges["condense_parse_cache_bytes"] != float64(size) || size < 4000 {
+		t.Fatalf("condense_parse_cache_bytes = %v, cache %d bytes; want the cache's size, more than the 4000-byte message", gauges["condense_parse_cache_bytes"], size)
 	}
 }

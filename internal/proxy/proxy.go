@@ -80,8 +80,8 @@ type Trigger struct {
 
 // Options configures a Server.
 type Options struct {
-	// ParseCacheBytes bounds the total size of the request bodies remembered, each session's
-	// last, so the next request only parses what was added (0: DefaultParseCacheBytes;
+	// ParseCacheBytes bounds the memory kept alive by the requests remembered, each session's
+	// last, so that the next request only parses what was added (0: DefaultParseCacheBytes;
 	// negative disables). What a remembered request keeps alive is in parseCache's comment.
 	ParseCacheBytes int
 	// AnthropicBaseURL is the Anthropic API base URL without /v1 (e.g. https://api.anthropic.com).
@@ -214,6 +214,7 @@ func New(opt Options) (*Server, error) {
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s.met = NewMetrics(s.reg)
+	s.reg.MustRegister(s.parses.collectors()...)
 	if s.client == nil {
 		s.client = &http.Client{Transport: NewUpstreamTransport()}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -47,6 +48,7 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 		AdminOnProxyPort:      cfg.Listen.AdminOnProxyPort,
 		BodyReadTimeout:       orNone(cfg.Limits.BodyReadTimeout.D()),
 		MaxResponseBytes:      cfg.Limits.MaxResponseBytes,
+		ParseCacheBytes:       parseCacheBytes(cfg.Limits.ParseCacheBytes),
 		UpstreamHeaderTimeout: orNone(cfg.Limits.UpstreamHeaderTimeout.D()),
 		UpstreamIdleTimeout:   orNone(cfg.Limits.UpstreamIdleTimeout.D()),
 		Trigger: Trigger{
@@ -204,6 +206,15 @@ func orNone(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// parseCacheBytes maps limits.parseCacheBytes (0 remembers none) to Options.ParseCacheBytes
+// (negative remembers none).
+func parseCacheBytes(n int64) int {
+	if n == 0 {
+		return -1
+	}
+	return int(min(n, math.MaxInt))
 }
 
 // warnUnauthenticated logs, at startup, what any client reaching the proxy port can read

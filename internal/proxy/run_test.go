@@ -76,3 +76,22 @@ func startRun(t *testing.T, cfg *config.Config, log *slog.Logger) (pl, ml, hl ne
 	})
 	return pl, ml, hl
 }
+
+// TestOptionsParseCacheBytes: limits.parseCacheBytes reaches the server, and 0 turns the
+// parse cache off (for Options, 0 means the default).
+func TestOptionsParseCacheBytes(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		want  int
+	}{{config.DefaultParseCacheBytes, DefaultParseCacheBytes}, {1 << 20, 1 << 20}, {0, -1}} {
+		cfg := config.Default()
+		cfg.Limits.ParseCacheBytes = tc.limit
+		o, err := OptionsFromConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.ParseCacheBytes != tc.want {
+			t.Errorf("limits.parseCacheBytes %d: Options.ParseCacheBytes %d, want %d", tc.limit, o.ParseCacheBytes, tc.want)
+		}
+	}
+}
