@@ -42,7 +42,13 @@ done
 
 # kwok needs stage definitions; the kwok module ships the stock ones.
 if [ ! -s "$bin/kwok-stages.yaml" ]; then
-	stages=$(cd "$here/k8s-bins" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+	# go list names the module's directory only once it is in the module cache, which on a
+	# fresh machine it is not unless kwok was built above.
+	stages=$(cd "$here/k8s-bins" && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+	if [ ! -d "$stages" ]; then
+		echo "hack: kwok's stage definitions not found at $stages" >&2
+		exit 1
+	fi
 	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
 		cat "$stages/$f"; echo "---"
