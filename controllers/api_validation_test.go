@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/store"
 )
 
@@ -32,6 +33,7 @@ func TestAPIValidation(t *testing.T) {
 	t.Run("RedisSwitchToExternal", func(t *testing.T) { testRedisSwitchToExternal(t, c) })
 	t.Run("ManagedRedisStorage", func(t *testing.T) { testManagedRedisStorage(t, c) })
 	t.Run("PolicyRefName", func(t *testing.T) { testPolicyRefName(t, c) })
+	t.Run("ProxyLimits", func(t *testing.T) { testProxyLimits(t, c) })
 
 	// What the schema lets through and only the operator's configuration check catches.
 	startManager(t, cfg, Options{Image: "condense:test", PolicyResync: 2 * time.Second,
@@ -383,5 +385,60 @@ func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
 	}
 	if err := get(ctx, c, ns, "was-valid-proxy", &appsv1.Deployment{}); err != nil {
 		t.Errorf("the proxy of the earlier generation must stay: %v", err)
+	}
+}
+
+// testProxyLimits: spec.proxy.limits gets its defaults from the schema, which rejects sizes
+// the proxy could not use, given as strings or as integers.
+func testProxyLimits(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	limits := func(l map[string]any) map[string]any { return map[string]any{"proxy": map[string]any{"limits": l}} }
+	for _, tc := range []struct {
+		name string
+		spec map[string]any
+		want string // "" when accepted
+	}{
+		{"unset", map[string]any{}, ""},
+		{"set", limits(map[string]any{"maxBodyBytes": "64Mi", "flushWaitTimeout": "2s", "maxRecoveryRounds": 0, "parseCacheBytes": 0}), ""},
+		{"integers", limits(map[string]any{"maxBodyBytes": 1048576, "parseCacheBytes": 268435456}), ""},
+		{"body-zero", limits(map[string]any{"maxBodyBytes": "0"}), "proxy.limits.maxBodyBytes must be greater than 0"},
+		{"body-zero-int", limits(map[string]any{"maxBodyBytes": 0}), "proxy.limits.maxBodyBytes must be greater than 0"},
+		{"body-negative", limits(map[string]any{"maxBodyBytes": "-1Mi"}), "proxy.limits.maxBodyBytes must be greater than 0"},
+		{"cache-negative", limits(map[string]any{"parseCacheBytes": "-1"}), "proxy.limits.parseCacheBytes must not be negative"},
+		{"wait-not-a-duration", limits(map[string]any{"flushWaitTimeout": "soon"}), "spec.proxy.limits.flushWaitTimeout"},
+		{"rounds-negative", limits(map[string]any{"maxRecoveryRounds": -1}), "spec.proxy.limits.maxRecoveryRounds"},
+	} {
+		obj := policyObject(ns, "limits-"+tc.name, tc.spec)
+		err := c.Create(ctx, obj)
+		if tc.want != "" {
+			wantInvalid(t, tc.name, err, tc.want)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var p condensev1.PruningPolicy
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := RenderConfig(&p)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if tc.name == "unset" {
+			// The schema's defaults are the configuration's.
+			l := p.Spec.Proxy.Limits
+			if l.MaxBodyBytes == nil || l.ParseCacheBytes == nil || l.FlushWaitTimeout == nil || l.MaxRecoveryRounds == nil {
+				t.Fatalf("unset limits were not defaulted: %+v", l)
+			}
+			d := config.Default().Limits
+			if cfg.Limits.MaxBodyBytes != d.MaxBodyBytes || cfg.Limits.ParseCacheBytes != d.ParseCacheBytes ||
+				cfg.Limits.FlushWaitTimeout != d.FlushWaitTimeout || cfg.Limits.MaxRecoveryRounds != d.MaxRecoveryRounds {
+				t.Errorf("defaulted limits render %+v, want the configuration's defaults %+v", cfg.Limits, d)
+			}
+		}
 	}
 }

@@ -62,6 +62,8 @@ func TestRenderConfigEveryField(t *testing.T) {
 		s.Upstreams = condensev1.UpstreamsSpec{Anthropic: "http://a:1", OpenAI: "http://o:2/v1"}
 		s.SessionAuth = &condensev1.SessionAuthSpec{SecretRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "auth"}, Key: "s"}}
 		s.Pruner.Replicas = 2
+		s.Proxy.Limits = condensev1.ProxyLimits{MaxBodyBytes: new(resource.MustParse("1.5Mi")), FlushWaitTimeout: &metav1.Duration{Duration: 2 * time.Second},
+			MaxRecoveryRounds: new(int32(0)), ParseCacheBytes: new(resource.MustParse("0"))}
 		s.Redis = condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{URLSecretRef: corev1.SecretKeySelector{Key: "url"}}}
 	})
 	c, err := RenderConfig(p)
@@ -101,6 +103,8 @@ func TestRenderConfigEveryField(t *testing.T) {
 		{"upstreams", c.Upstreams, config.Upstreams{Anthropic: "http://a:1", OpenAI: "http://o:2/v1"}},
 		{"auth", c.SessionAuth, config.SessionAuth{Enabled: true, SecretFile: SessionAuthFile}},
 		{"store", c.Store, config.Store{URLEnv: EnvStoreURL}},
+		{"limits", []any{c.Limits.MaxBodyBytes, c.Limits.FlushWaitTimeout.D(), c.Limits.MaxRecoveryRounds, c.Limits.ParseCacheBytes},
+			[]any{int64(1572864), 2 * time.Second, 0, int64(0)}},
 	}
 	for _, ck := range checks {
 		if !reflect.DeepEqual(ck.got, ck.want) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
 )
@@ -147,6 +149,11 @@ func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 	if s.SessionAuth != nil {
 		c.SessionAuth = config.SessionAuth{Enabled: true, SecretFile: SessionAuthFile}
 	}
+	l := &s.Proxy.Limits
+	c.Limits.MaxBodyBytes = bytesOr(l.MaxBodyBytes, config.DefaultMaxBodyBytes)
+	c.Limits.FlushWaitTimeout = durOr(l.FlushWaitTimeoutDuration(), 0)
+	c.Limits.MaxRecoveryRounds = int(i32(l.MaxRecoveryRounds, config.DefaultMaxRecoveryRounds))
+	c.Limits.ParseCacheBytes = bytesOr(l.ParseCacheBytes, config.DefaultParseCacheBytes)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -159,6 +166,14 @@ func copyFloat(p *float64) *float64 {
 	}
 	v := *p
 	return &v
+}
+
+// bytesOr returns q in bytes (a fraction rounds up), or def when q is unset.
+func bytesOr(q *resource.Quantity, def int64) int64 {
+	if q == nil {
+		return def
+	}
+	return q.Value()
 }
 
 func durOr(d *time.Duration, def time.Duration) config.Duration {

@@ -382,6 +382,45 @@ type ProxySpec struct {
 	// PodTemplate overrides parts of the proxy pod template.
 	// +optional
 	PodTemplate *PodTemplateOverrides `json:"podTemplate,omitempty"`
+
+	// Limits bound what each proxy accepts, waits for and remembers.
+	// +kubebuilder:default={}
+	// +optional
+	Limits ProxyLimits `json:"limits,omitempty"`
+}
+
+// ProxyLimits bound what each proxy accepts, waits for and remembers (the limits of the
+// proxy configuration; docs/configuration.md).
+// +kubebuilder:validation:XValidation:rule="!has(self.maxBodyBytes) || quantity(string(self.maxBodyBytes)).isGreaterThan(quantity('0'))",message="proxy.limits.maxBodyBytes must be greater than 0"
+// +kubebuilder:validation:XValidation:rule="!has(self.parseCacheBytes) || !quantity(string(self.parseCacheBytes)).isLessThan(quantity('0'))",message="proxy.limits.parseCacheBytes must not be negative"
+type ProxyLimits struct {
+	// MaxBodyBytes is the largest request body a proxy accepts; a larger one gets 413.
+	// +kubebuilder:default="32Mi"
+	// +optional
+	MaxBodyBytes *resource.Quantity `json:"maxBodyBytes,omitempty"`
+
+	// FlushWaitTimeout is how long a request waits for an unfinished flush of its session
+	// before it goes upstream with the last committed state ("0s": never waits).
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	FlushWaitTimeout *metav1.Duration `json:"flushWaitTimeout,omitempty"`
+
+	// MaxRecoveryRounds bounds the context_tree_query round trips a proxy answers itself
+	// within one client request (0: the client always sees the model's calls).
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	MaxRecoveryRounds *int32 `json:"maxRecoveryRounds,omitempty"`
+
+	// ParseCacheBytes bounds the memory each proxy spends remembering every session's last
+	// request, so that the session's next request is parsed only where it differs ("0": none
+	// is remembered). Leave the proxy container about twice this much memory, plus 128Mi.
+	// +kubebuilder:default="512Mi"
+	// +optional
+	ParseCacheBytes *resource.Quantity `json:"parseCacheBytes,omitempty"`
 }
 
 // AutoscalingSpec configures the proxy HorizontalPodAutoscaler.
@@ -633,6 +672,14 @@ func (s *SummarizerSpec) IdleTimeoutDuration() *time.Duration {
 		return nil
 	}
 	return &s.IdleTimeout.Duration
+}
+
+// FlushWaitTimeoutDuration returns FlushWaitTimeout as a time.Duration, or nil when unset.
+func (l *ProxyLimits) FlushWaitTimeoutDuration() *time.Duration {
+	if l.FlushWaitTimeout == nil {
+		return nil
+	}
+	return &l.FlushWaitTimeout.Duration
 }
 
 // TotalTimeoutDuration returns TotalTimeout as a time.Duration, or nil when unset.
