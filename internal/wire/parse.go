@@ -102,15 +102,15 @@ type parser struct {
 // chunk is the slab chunk size for n values in a full parse of a large body. A small body
 // gets no more than it could hold (every value takes a few of its bytes; a slab that runs
 // out takes another chunk): a response's assistant message parsed on its own must not pay
-// for a transcript's slabs. A reusing parse usually parses a few messages only, so its
-// chunks start at an eighth of n and grow back to full size (doubling every eight chunks)
-// when it parses more.
+// for a transcript's slabs. A reusing parse usually parses a few messages only, and its
+// chunks stay alive as long as later requests share those messages, so its chunks start at a
+// sixteenth of n and grow back to full size (doubling every eight chunks) when it parses more.
 func (p *parser) chunk(n int) int {
 	if p.prev == nil {
 		return max(8, min(n, len(p.d)/8))
 	}
 	p.chunks++
-	return max(8, n>>3<<min(p.chunks/8, 3))
+	return max(4, n>>4<<min(p.chunks/8, 4))
 }
 
 // newChunk allocates a slab chunk of n values; a reusing parse also remembers it in chunks,
