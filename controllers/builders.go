@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -154,6 +155,9 @@ func podSpec(p *condensev1.PruningPolicy, o BuildOptions, subcommand string, res
 	}
 	if cr := s.Summarizer.Credentials; cr != nil {
 		c.Env = append(c.Env, corev1.EnvVar{Name: EnvSummarizerAPIKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: cr.SecretKeyRef.DeepCopy()}})
+	}
+	if lim, ok := res.Limits[corev1.ResourceMemory]; ok && lim.Value() > 0 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: EnvGoMemLimit, Value: strconv.FormatInt(lim.Value()/10*9, 10)})
 	}
 	if sa := s.SessionAuth; sa != nil {
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "session-auth", MountPath: SessionAuthDir, ReadOnly: true})

@@ -222,6 +222,20 @@ func TestBuildProxyDeployment(t *testing.T) {
 				t.Errorf("session-auth volume: %+v", auth)
 			}
 		}},
+		{"a memory limit sets GOMEMLIMIT", func(p *condensev1.PruningPolicy) {
+			p.Spec.Proxy.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+			p.Spec.Pruner.Replicas = 1
+			p.Spec.Pruner.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+		}, func(t *testing.T, p *condensev1.PruningPolicy) {
+			c := container(t, BuildProxyDeployment(p, BuildOptions{}, PodHashes{Config: "h"}).Spec.Template.Spec)
+			if len(c.Env) != 1 || c.Env[0].Name != EnvGoMemLimit || c.Env[0].Value != "966367638" {
+				t.Errorf("proxy with a 1Gi limit: env %v, want GOMEMLIMIT=966367638 (90 %%)", c.Env)
+			}
+			// A request alone is no limit the container could run out of.
+			if c := container(t, BuildPrunerDeployment(p, BuildOptions{}, PodHashes{Config: "h"}).Spec.Template.Spec); len(c.Env) != 0 {
+				t.Errorf("pruner with a memory request only: env %v, want none", c.Env)
+			}
+		}},
 		{"autoscaled leaves replicas to the HPA", func(p *condensev1.PruningPolicy) {
 			p.Spec.Proxy.Autoscaling = &condensev1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 6}
 		}, func(t *testing.T, p *condensev1.PruningPolicy) {

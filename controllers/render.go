@@ -25,6 +25,9 @@ const (
 	EnvStoreURL = "CONDENSE_STORE_URL"
 	// EnvSummarizerAPIKey carries the summarizer API key from its Secret.
 	EnvSummarizerAPIKey = "CONDENSE_SUMMARIZER_API_KEY"
+	// EnvGoMemLimit is the Go runtime's soft memory limit, set to 90 % of a container's
+	// memory limit so that the collector works harder before the container runs out.
+	EnvGoMemLimit = "GOMEMLIMIT"
 	// ProxyPort is the proxy's container and Service port.
 	ProxyPort = 8080
 	// MetricsPort serves Prometheus metrics.

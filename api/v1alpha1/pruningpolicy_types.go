@@ -365,7 +365,8 @@ type ProxySpec struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
-	// Resources are the proxy container's compute resources.
+	// Resources are the proxy container's compute resources. A memory limit also sets the
+	// container's GOMEMLIMIT to 90 % of it.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -481,7 +482,8 @@ type PrunerSpec struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// Resources are the worker container's compute resources.
+	// Resources are the worker container's compute resources. A memory limit also sets the
+	// container's GOMEMLIMIT to 90 % of it.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }

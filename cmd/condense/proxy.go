@@ -59,7 +59,8 @@ decoded strings and parsed values; at most limits.parseCacheBytes, default 512 M
 decoded session states; the Go defaults
 (GOGC=100) apply, and in "make loadtest" garbage collection was not a source of added latency
 (docs/performance.md, "Proxy load"). In a container with a memory limit, set GOMEMLIMIT to
-about 90% of it so the collector works harder before the pod runs out of memory.
+about 90% of it so the collector works harder before the pod runs out of memory (the operator
+does so in the pods it runs).
 
 With --pprof ADDR the Go profiler (net/http/pprof: /debug/pprof/profile, /heap, /trace, ...)
 is served on its own listener; it is off by default and must only listen on a trusted address.
