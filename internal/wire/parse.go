@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -483,7 +484,7 @@ func (p *parser) request() (*Request, error) {
 				}
 			}
 			r.reused = 0
-			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
+			arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
 				if idx == r.reused && idx < len(prevMsgs) {
 					// Longest identical prefix: a JSON object ends where its bytes end, so
 					// identical bytes at es are the same message.
@@ -524,16 +525,15 @@ func (p *parser) request() (*Request, error) {
 			if vs >= len(d) || d[vs] != '[' {
 				return 0, p.wrongType(vs, 1, root("tools"), "array")
 			}
-			r.Tools, r.toolHomes = nil, nil
+			r.Tools = nil
 			var prevTools []*Tool
 			if p.prev != nil {
 				prevTools = p.prev.origTools
 			}
-			arr, end, err := p.list(vs, 2, func(idx, es int) (int, error) {
+			arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
 				if idx < len(prevTools) {
 					if raw := prevTools[idx].raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
 						r.Tools = append(r.Tools, prevTools[idx])
-						r.toolHomes = append(r.toolHomes, p.prev.toolHome(idx))
 						return es + len(raw), nil
 					}
 				}
@@ -546,13 +546,13 @@ func (p *parser) request() (*Request, error) {
 					return 0, err
 				}
 				r.Tools = append(r.Tools, t)
-				r.toolHomes = append(r.toolHomes, p.home)
 				return e, nil
 			})
 			if err != nil {
 				return 0, err
 			}
 			r.toolsArr = arr
+			r.toolHomes = p.toolHomes(r.Tools, prevTools)
 			return end, nil
 		case p.f == Anthropic && keyIs(d, ks, ke, "system"):
 			if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
@@ -709,6 +709,17 @@ func nearestCallName(msgs []*Message, res *Block) string {
 
 // list parses the array at d[i] == '[' calling fn per element and records element spans.
 func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
+	return p.listOf(i, depth, fn, false)
+}
+
+// ownList is list for the top-level messages and tools arrays, which only their request
+// keeps (later requests share the elements, not the array): their spans get an allocation
+// of their own, which the request counts (countRetained), not the parse's shared memory.
+func (p *parser) ownList(i int, fn elemFunc) (*array, int, error) {
+	return p.listOf(i, 2, fn, true)
+}
+
+func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error) {
 	if len(p.arrSlab) == 0 {
 		p.arrSlab = newChunk(p, p.chunk(64), &p.arrChunks)
 	}
@@ -732,12 +743,16 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 		// A long outermost list (the messages): hand the stack itself over instead of
 		// copying it; the next list starts a new stack.
 		a.spans = sp[:len(sp):len(sp)]
-		p.keep(cap(sp) * int(unsafe.Sizeof(span{})))
+		if !own {
+			p.keep(cap(sp) * int(unsafe.Sizeof(span{})))
+		}
 		p.spanStack = nil
 		a.raw = p.d[i:end:end]
 		return a, end, nil
 	}
-	if len(sp) > 0 {
+	if own && len(sp) > 0 {
+		a.spans = slices.Clone(sp)
+	} else if len(sp) > 0 {
 		if len(p.spanSlab) < len(sp) {
 			p.spanSlab = make([]span, max(p.chunk(1024), len(sp)))
 			p.keep(len(p.spanSlab) * int(unsafe.Sizeof(p.spanSlab[0])))

@@ -1,6 +1,9 @@
 package wire
 
-import "unsafe"
+import (
+	"slices"
+	"unsafe"
+)
 
 // Memory a parsed request keeps alive.
 //
@@ -26,8 +29,11 @@ type homeRun struct {
 // memory of every parse whose messages, tools or system value it holds (bodies, copies of
 // values, decoded strings, parsed values), computed when r was parsed. Requests of one
 // conversation share memory, so a sum over several of them counts shared memory more than
-// once; over requests of different conversations it is their total. Not counted: what callers
-// attach to its values (memos) and small fixed-size parts.
+// once; over requests of different conversations it is their total. A parse's memory is
+// counted whole while any of its values is shared, though some of it may be free already (a
+// request that keeps an earlier request's tools but none of its messages). Not counted: what
+// callers attach to its values (memos) and small fixed-size parts. A request made from r
+// (WithMessages, WithTools, WithSystem, WithField, SetField) reports r's figure.
 func (r *Request) RetainedBytes() int { return r.retained }
 
 // messageHomes returns the runs of a request whose first reused messages (of n) are the
@@ -49,6 +55,23 @@ func (p *parser) messageHomes(reused, n int) []homeRun {
 	return runs
 }
 
+// toolHomes returns where each tool of a request lives: a tool shared with the previous
+// request (prevTools) where it lived there, the others in this parse's memory.
+func (p *parser) toolHomes(tools, prevTools []*Tool) []*backing {
+	if len(tools) == 0 {
+		return nil
+	}
+	homes := make([]*backing, len(tools))
+	for i, t := range tools {
+		if i < len(prevTools) && t == prevTools[i] {
+			homes[i] = p.prev.toolHome(i)
+		} else {
+			homes[i] = p.home
+		}
+	}
+	return homes
+}
+
 // toolHome returns the backing of r's tool i (nil when unknown).
 func (r *Request) toolHome(i int) *backing {
 	if i < len(r.toolHomes) {
@@ -60,44 +83,45 @@ func (r *Request) toolHome(i int) *backing {
 // countRetained computes RetainedBytes for a request just parsed by a parse whose memory is
 // own: a whole parse's backing holds the body, a reusing parse's does not.
 func (r *Request) countRetained(own *backing, whole bool) int {
-	n := 0
+	n := own.n
 	if !whole {
 		n += cap(r.body) // r keeps its body (all of its array) through its top-level object
 	}
-	// r's own lists of its values.
-	n += int(unsafe.Sizeof((*Message)(nil))) * (cap(r.Messages) + cap(r.origMessages))
-	n += int(unsafe.Sizeof((*Tool)(nil))) * (cap(r.Tools) + cap(r.origTools))
-	n += int(unsafe.Sizeof(homeRun{}))*cap(r.msgHomes) + int(unsafe.Sizeof(own))*cap(r.toolHomes)
-	// The backings counted so far. A parse's backing is new, and the runs of shared messages
-	// keep their order, so the message runs name distinct backings.
-	seen := make([]*backing, 0, len(r.msgHomes)+2)
-	count := func(b *backing) {
-		if b == nil {
-			return
+	// r's own lists of its values, and the spans of its messages and tools arrays.
+	ptr := int(unsafe.Sizeof(own))
+	n += ptr * (cap(r.Messages) + cap(r.origMessages) + cap(r.Tools) + cap(r.origTools) + cap(r.toolHomes))
+	n += int(unsafe.Sizeof(homeRun{})) * cap(r.msgHomes)
+	for _, a := range []*array{r.msgsArr, r.toolsArr} {
+		if a != nil {
+			n += int(unsafe.Sizeof(span{})) * cap(a.spans)
 		}
-		for _, s := range seen {
-			if s == b {
-				return
-			}
-		}
-		seen = append(seen, b)
-		n += b.n
 	}
-	count(own)
+	// A parse's backing is new, and the runs of shared messages keep their order, so the
+	// message runs name distinct backings. Tools and the system may live in any of them.
 	for _, h := range r.msgHomes {
 		if h.b != own {
-			seen = append(seen, h.b)
 			n += h.b.n
 		}
 	}
-	var last *backing
-	for _, b := range r.toolHomes {
-		if b != last {
-			last = b
-			count(b)
+	counted := func(b *backing, tools []*backing) bool {
+		if b == nil || b == own {
+			return true
+		}
+		for _, h := range r.msgHomes {
+			if h.b == b {
+				return true
+			}
+		}
+		return slices.Contains(tools, b)
+	}
+	for i, b := range r.toolHomes {
+		if (i == 0 || b != r.toolHomes[i-1]) && !counted(b, r.toolHomes[:i]) {
+			n += b.n
 		}
 	}
-	count(r.sysHome)
+	if !counted(r.sysHome, r.toolHomes) {
+		n += r.sysHome.n
+	}
 	return n
 }
 
