@@ -79,18 +79,24 @@ func (c *parseCache) get(f wire.Format, sid string) *wire.Request {
 }
 
 // put remembers req as the session's latest request. Requests that keep more than the whole
-// budget alive are not remembered.
+// budget alive are not remembered, and the session's earlier request is forgotten.
 func (c *parseCache) put(f wire.Format, sid string, req *wire.Request) {
 	if c == nil || c.max <= 0 {
 		return
 	}
 	n := req.RetainedBytes()
-	if n > c.max {
-		return
-	}
 	k := parseKey{f, sid}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if n > c.max {
+		// Not remembered; nor is the session's earlier request, which no longer matches.
+		if e, ok := c.byKey[k]; ok {
+			c.order.Remove(e)
+			delete(c.byKey, k)
+			c.size -= e.Value.(*parseEntry).size
+		}
+		return
+	}
 	if e, ok := c.byKey[k]; ok {
 		pe := e.Value.(*parseEntry)
 		c.size += n - pe.size

@@ -12,14 +12,17 @@ import (
 )
 
 // growingBody returns an Anthropic request body with n user/assistant message pairs.
-func growingBody(n int) []byte {
+func growingBody(n int) []byte { return growingBodyOf(n, 100) }
+
+// growingBodyOf is growingBody with pad bytes of text in each question.
+func growingBodyOf(n, pad int) []byte {
 	var b strings.Builder
 	b.WriteString(`{"model":"claude-test","max_tokens":64,"messages":[`)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"role":"user","content":"question %d %s"},{"role":"assistant","content":"answer %d"}`, i, strings.Repeat("x", 100), i)
+		fmt.Fprintf(&b, `{"role":"user","content":"question %d %s"},{"role":"assistant","content":"answer %d"}`, i, strings.Repeat("x", pad), i)
 	}
 	b.WriteString(`,{"role":"user","content":"next"}]}`)
 	return []byte(b.String())
@@ -88,14 +91,27 @@ func TestParseCacheEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 	if c.get(wire.Anthropic, "b") != nil || c.get(wire.Anthropic, "a") == nil || c.get(wire.Anthropic, "c") == nil {
 		t.Fatal("the least recently used session was not the one evicted")
 	}
-	huge := newParseCache(w - 1)
-	r, _ := huge.parse(wire.Anthropic, "a", body)
-	huge.put(wire.Anthropic, "a", r)
-	if n, _ := huge.len(); n != 0 {
-		t.Fatal("a request larger than the whole budget was remembered")
+	// A session's request over the whole budget is not remembered, and its earlier one is
+	// forgotten.
+	small, err := wire.Parse(wire.Anthropic, growingBody(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := wire.ParseReusing(wire.Anthropic, body, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := newParseCache(big.RetainedBytes() - 1)
+	huge.put(wire.Anthropic, "a", small)
+	if n, _ := huge.len(); n != 1 {
+		t.Fatal("a request within the budget was not remembered")
+	}
+	huge.put(wire.Anthropic, "a", big)
+	if n, size := huge.len(); n != 0 || size != 0 {
+		t.Fatalf("after a request larger than the whole budget the cache holds %d sessions, %d bytes; want none", n, size)
 	}
 	off := newParseCache(-1)
-	r, _ = off.parse(wire.Anthropic, "a", body)
+	r, _ := off.parse(wire.Anthropic, "a", body)
 	off.put(wire.Anthropic, "a", r)
 	if n, _ := off.len(); n != 0 {
 		t.Fatal("a disabled cache remembered a request")
@@ -107,7 +123,8 @@ func TestParseCacheEvictsLeastRecentlyUsedWithinBudget(t *testing.T) {
 // budget counts both.
 func TestParseCacheCountsSharedMemory(t *testing.T) {
 	c := newParseCache(64 << 20)
-	first, second := growingBody(5), growingBody(6)
+	// Large messages, so that the bodies outweigh the parses' own small allocations.
+	first, second := growingBodyOf(5, 20000), growingBodyOf(6, 20000)
 	for _, body := range [][]byte{first, second} {
 		r, err := c.parse(wire.Anthropic, "s", body)
 		if err != nil {
