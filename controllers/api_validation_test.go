@@ -406,6 +406,8 @@ func testProxyLimits(t *testing.T, c client.Client) {
 		{"body-zero-int", limits(map[string]any{"maxBodyBytes": 0}), "proxy.limits.maxBodyBytes must be greater than 0"},
 		{"body-negative", limits(map[string]any{"maxBodyBytes": "-1Mi"}), "proxy.limits.maxBodyBytes must be greater than 0"},
 		{"cache-negative", limits(map[string]any{"parseCacheBytes": "-1"}), "proxy.limits.parseCacheBytes must not be negative"},
+		{"cache-past-int64", limits(map[string]any{"parseCacheBytes": "10E"}), "must be less than 8Ei"},
+		{"body-past-int64", limits(map[string]any{"maxBodyBytes": "1e30"}), "less than 8Ei"},
 		{"wait-not-a-duration", limits(map[string]any{"flushWaitTimeout": "soon"}), "spec.proxy.limits.flushWaitTimeout"},
 		{"rounds-negative", limits(map[string]any{"maxRecoveryRounds": -1}), "spec.proxy.limits.maxRecoveryRounds"},
 	} {

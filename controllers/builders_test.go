@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -122,6 +123,20 @@ func TestRenderConfigEveryField(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, c) || cm.Annotations[AnnotationConfigHash] != c.Hash() {
 		t.Fatalf("ConfigMap round trip differs:\n%#v\n%#v", back, c)
+	}
+}
+
+// TestBytesOr: quantities become bytes, rounding a fraction up, and ones past the int64
+// range saturate instead of wrapping to 0 (which would turn the parse cache off).
+func TestBytesOr(t *testing.T) {
+	for q, want := range map[string]int64{"1.5Mi": 1572864, "1.5": 2, "0": 0, "10E": math.MaxInt64, "100Ei": math.MaxInt64,
+		"1e30": math.MaxInt64, "-1": -1, "-1e30": math.MinInt64} {
+		if got := bytesOr(new(resource.MustParse(q)), 7); got != want {
+			t.Errorf("bytesOr(%s) = %d, want %d", q, got, want)
+		}
+	}
+	if got := bytesOr(nil, 7); got != 7 {
+		t.Errorf("bytesOr(nil) = %d, want the default", got)
 	}
 }
 

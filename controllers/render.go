@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -171,10 +172,16 @@ func copyFloat(p *float64) *float64 {
 	return &v
 }
 
-// bytesOr returns q in bytes (a fraction rounds up), or def when q is unset.
+// bytesOr returns q in bytes (a fraction rounds up; past the int64 range, the nearest
+// int64), or def when q is unset.
 func bytesOr(q *resource.Quantity, def int64) int64 {
-	if q == nil {
+	switch {
+	case q == nil:
 		return def
+	case q.Cmp(*resource.NewQuantity(math.MaxInt64, resource.BinarySI)) >= 0:
+		return math.MaxInt64
+	case q.Cmp(*resource.NewQuantity(math.MinInt64, resource.BinarySI)) <= 0:
+		return math.MinInt64
 	}
 	return q.Value()
 }

@@ -392,8 +392,8 @@ type ProxySpec struct {
 
 // ProxyLimits bound what each proxy accepts, waits for and remembers (the limits of the
 // proxy configuration; docs/configuration.md).
-// +kubebuilder:validation:XValidation:rule="!has(self.maxBodyBytes) || quantity(string(self.maxBodyBytes)).isGreaterThan(quantity('0'))",message="proxy.limits.maxBodyBytes must be greater than 0"
-// +kubebuilder:validation:XValidation:rule="!has(self.parseCacheBytes) || !quantity(string(self.parseCacheBytes)).isLessThan(quantity('0'))",message="proxy.limits.parseCacheBytes must not be negative"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxBodyBytes) || (quantity(string(self.maxBodyBytes)).isGreaterThan(quantity('0')) && quantity(string(self.maxBodyBytes)).isLessThan(quantity('8Ei')))",message="proxy.limits.maxBodyBytes must be greater than 0 and less than 8Ei"
+// +kubebuilder:validation:XValidation:rule="!has(self.parseCacheBytes) || (!quantity(string(self.parseCacheBytes)).isLessThan(quantity('0')) && quantity(string(self.parseCacheBytes)).isLessThan(quantity('8Ei')))",message="proxy.limits.parseCacheBytes must not be negative, and must be less than 8Ei"
 type ProxyLimits struct {
 	// MaxBodyBytes is the largest request body a proxy accepts; a larger one gets 413.
 	// +kubebuilder:default="32Mi"
@@ -416,9 +416,9 @@ type ProxyLimits struct {
 	// +optional
 	MaxRecoveryRounds *int32 `json:"maxRecoveryRounds,omitempty"`
 
-	// ParseCacheBytes bounds the memory each proxy spends remembering every session's last
-	// request, so that the session's next request is parsed only where it differs ("0": none
-	// is remembered). Leave the proxy container about twice this much memory, plus 128Mi.
+	// ParseCacheBytes bounds the memory each proxy spends remembering the last request of
+	// recent sessions (the least recently used are forgotten first), so that a session's next
+	// request is parsed only where it differs ("0": none is remembered). Leave the proxy container about twice this much memory, plus 128Mi.
 	// +kubebuilder:default="512Mi"
 	// +optional
 	ParseCacheBytes *resource.Quantity `json:"parseCacheBytes,omitempty"`
