@@ -39,15 +39,20 @@ func (r *Request) RetainedBytes() int { return r.retained }
 // messageHomes returns the runs of a request whose first reused messages (of n) are the
 // previous request's and the rest this parse's.
 func (p *parser) messageHomes(reused, n int) []homeRun {
-	var runs []homeRun
+	if n == 0 {
+		return nil
+	}
+	var prevRuns []homeRun
 	if reused > 0 {
-		for _, h := range p.prev.msgHomes {
-			if h.end >= reused {
-				runs = append(runs, homeRun{reused, h.b})
-				break
-			}
-			runs = append(runs, h)
+		prevRuns = p.prev.msgHomes
+	}
+	runs := make([]homeRun, 0, len(prevRuns)+1)
+	for _, h := range prevRuns {
+		if h.end >= reused {
+			runs = append(runs, homeRun{reused, h.b})
+			break
 		}
+		runs = append(runs, h)
 	}
 	if n > reused {
 		runs = append(runs, homeRun{n, p.home})
