@@ -91,9 +91,7 @@ func (c *parseCache) put(f wire.Format, sid string, req *wire.Request) {
 	if n > c.max {
 		// Not remembered; nor is the session's earlier request, which no longer matches.
 		if e, ok := c.byKey[k]; ok {
-			c.order.Remove(e)
-			delete(c.byKey, k)
-			c.size -= e.Value.(*parseEntry).size
+			c.remove(e)
 		}
 		return
 	}
@@ -107,12 +105,16 @@ func (c *parseCache) put(f wire.Format, sid string, req *wire.Request) {
 		c.size += n
 	}
 	for c.size > c.max {
-		last := c.order.Back()
-		pe := last.Value.(*parseEntry)
-		c.order.Remove(last)
-		delete(c.byKey, pe.key)
-		c.size -= pe.size
+		c.remove(c.order.Back())
 	}
+}
+
+// remove forgets the entry e (c.mu held).
+func (c *parseCache) remove(e *list.Element) {
+	pe := e.Value.(*parseEntry)
+	c.order.Remove(e)
+	delete(c.byKey, pe.key)
+	c.size -= pe.size
 }
 
 // len returns the number of remembered sessions and the bytes they keep alive.

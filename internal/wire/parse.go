@@ -114,11 +114,17 @@ func (p *parser) chunk(n int) int {
 	return max(4, n>>4<<min(p.chunks/8, 4))
 }
 
+// newSlab allocates a slab of n values, counted in the parse's memory.
+func newSlab[T any](p *parser, n int) []T {
+	var zero T
+	p.keep(n * int(unsafe.Sizeof(zero)))
+	return make([]T, n)
+}
+
 // newChunk allocates a slab chunk of n values; a reusing parse also remembers it in chunks,
 // for sweep.
 func newChunk[T any](p *parser, n int, chunks *[][]T) []T {
-	c := make([]T, n)
-	p.keep(n * int(unsafe.Sizeof(c[0])))
+	c := newSlab[T](p, n)
 	if p.prev != nil {
 		*chunks = append(*chunks, c)
 	}
@@ -151,8 +157,7 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 		return nil
 	}
 	if len(p.blocksSlab) < len(bs) {
-		p.blocksSlab = make([]*Block, max(p.chunk(512), len(bs)))
-		p.keep(len(p.blocksSlab) * int(unsafe.Sizeof(p.blocksSlab[0])))
+		p.blocksSlab = newSlab[*Block](p, max(p.chunk(512), len(bs)))
 	}
 	out := p.blocksSlab[:len(bs):len(bs)]
 	copy(out, bs)
@@ -194,8 +199,7 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 	}
 	ms := p.memStack[base:]
 	if len(p.memSlab) < len(ms) {
-		p.memSlab = make([]member, max(p.chunk(1024), len(ms)))
-		p.keep(len(p.memSlab) * int(unsafe.Sizeof(p.memSlab[0])))
+		p.memSlab = newSlab[member](p, max(p.chunk(1024), len(ms)))
 	}
 	o.members = p.memSlab[:len(ms):len(ms)]
 	copy(o.members, ms)
@@ -754,8 +758,7 @@ func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error
 		a.spans = slices.Clone(sp)
 	} else if len(sp) > 0 {
 		if len(p.spanSlab) < len(sp) {
-			p.spanSlab = make([]span, max(p.chunk(1024), len(sp)))
-			p.keep(len(p.spanSlab) * int(unsafe.Sizeof(p.spanSlab[0])))
+			p.spanSlab = newSlab[span](p, max(p.chunk(1024), len(sp)))
 		}
 		a.spans = p.spanSlab[:len(sp):len(sp)]
 		copy(a.spans, sp)
