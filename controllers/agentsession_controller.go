@@ -31,6 +31,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
 )
 
@@ -171,7 +172,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 				"session auth secret: "+err.Error())
 			return ctrl.Result{RequeueAfter: time.Minute}, r.writeStatus(ctx, &s, status)
 		}
-		tok := BuildSessionTokenSecret(&s, config.SessionToken(secret, s.Spec.SessionID))
+		tok := specs.BuildSessionTokenSecret(&s, config.SessionToken(secret, s.Spec.SessionID))
 		if err := applyOwned(ctx, r.Client, r.Scheme, &s, tok); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -550,7 +551,7 @@ func (r *AgentSessionReconciler) discover(ctx context.Context, p *condensev1.Pru
 	if err := store.ValidateSessionID(id); err != nil {
 		return nil
 	}
-	s := BuildDiscoveredSession(p, id)
+	s := specs.BuildDiscoveredSession(p, id)
 	if err := controllerutil.SetOwnerReference(p, s, r.Scheme); err != nil {
 		return err
 	}

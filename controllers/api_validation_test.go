@@ -16,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
 )
 
@@ -77,13 +79,13 @@ func testPolicyNames(t *testing.T, c client.Client) {
 	// RelaxedServiceNameValidation feature, on by default from Kubernetes 1.36, a Service name must
 	// also start with a letter: a DNS-1035 label.)
 	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team.a", Namespace: ns}}
-	wantInvalid(t, "Service for policy team.a", c.Create(ctx, BuildProxyService(p)), "must not contain dots")
+	wantInvalid(t, "Service for policy team.a", c.Create(ctx, specs.BuildProxyService(p)), "must not contain dots")
 	// The managed Redis StatefulSet <name>-redis labels its pods controller-revision-hash:
 	// <name>-redis-<hash>, the hash being a 32-bit FNV sum in decimal (up to 10 digits), and a
 	// label value has at most 63 characters: 63 - len("-redis-") - 10 = 46.
 	for n, ok := range map[int]bool{46: true, 47: false} {
 		p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: nameOf(n), Namespace: ns}}
-		ss := BuildRedisStatefulSet(p)
+		ss := specs.BuildRedisStatefulSet(p)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: ss.Name + "-0", Namespace: ns, Labels: map[string]string{
 				"controller-revision-hash":           ss.Name + "-4294967295",
@@ -131,7 +133,7 @@ func wantEditable(t *testing.T, c client.Client, ns, name string) {
 	if err := get(ctx, c, ns, name, p); err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.Proxy.Replicas = new(i32(p.Spec.Proxy.Replicas, 2) + 1)
+	p.Spec.Proxy.Replicas = new(ptr.Deref(p.Spec.Proxy.Replicas, 2) + 1)
 	if err := c.Update(ctx, p); err != nil {
 		t.Errorf("%s: spec update rejected: %v", name, err)
 	}
@@ -152,7 +154,7 @@ func testSessionNames(t *testing.T, c client.Client) {
 	}
 	// The session-token Secret <name>-token is an object name of at most 253 characters.
 	for n, ok := range map[int]bool{247: true, 248: false} {
-		sec := BuildSessionTokenSecret(session(nameOf(n)), "t")
+		sec := specs.BuildSessionTokenSecret(session(nameOf(n)), "t")
 		err := c.Create(ctx, sec)
 		if ok && err != nil {
 			t.Errorf("token Secret of a %d-character session name rejected: %v", n, err)
@@ -193,7 +195,7 @@ func testRedisSwitchToExternal(t *testing.T, c client.Client) {
 		if err := get(ctx, c, ns, name, p); err != nil {
 			t.Fatal(err)
 		}
-		if p.Spec.Redis.ManagedOrDefault() == nil || BuildRedisStatefulSet(p) == nil {
+		if p.Spec.Redis.ManagedOrDefault() == nil || specs.BuildRedisStatefulSet(p) == nil {
 			t.Fatalf("%s: spec {} must mean a managed Redis, got %+v", name, p.Spec.Redis)
 		}
 	}
@@ -254,11 +256,11 @@ func testManagedRedisStorage(t *testing.T, c client.Client) {
 	} {
 		p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "wedge-" + strings.ToLower(what), Namespace: ns},
 			Spec: condensev1.PruningPolicySpec{Redis: condensev1.RedisSpec{Managed: &condensev1.ManagedRedisSpec{}}}}
-		if err := apply(ctx, c, BuildRedisStatefulSet(p)); err != nil {
+		if err := apply(ctx, c, specs.BuildRedisStatefulSet(p)); err != nil {
 			t.Fatal(err)
 		}
 		mut(p.Spec.Redis.Managed)
-		wantInvalid(t, "StatefulSet after a change of "+what, apply(ctx, c, BuildRedisStatefulSet(p)),
+		wantInvalid(t, "StatefulSet after a change of "+what, apply(ctx, c, specs.BuildRedisStatefulSet(p)),
 			"spec.volumeClaimTemplates")
 	}
 
@@ -425,7 +427,7 @@ func testProxyLimits(t *testing.T, c client.Client) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := RenderConfig(&p)
+		cfg, err := specs.RenderConfig(&p)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue

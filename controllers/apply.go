@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,13 +88,4 @@ func deleteIfExists(ctx context.Context, c client.Client, obj client.Object) err
 		return err
 	}
 	return nil
-}
-
-// isNil reports whether a builder returned a typed nil pointer.
-func isNil(obj client.Object) bool {
-	if obj == nil {
-		return true
-	}
-	v := reflect.ValueOf(obj)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }

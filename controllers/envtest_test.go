@@ -22,10 +22,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 )
@@ -173,7 +175,7 @@ func testCRDDefaults(t *testing.T, c client.Client) {
 		t.Fatalf("CRD defaults not applied: %+v", s)
 	}
 	// The CRD defaults and the Go defaults of the config package must agree.
-	got, err := RenderConfig(p)
+	got, err := specs.RenderConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,16 +264,16 @@ func testChildren(t *testing.T, c client.Client) {
 	_ = get(ctx, c, ns, "kids-proxy-config", &cm)
 	_ = get(ctx, c, ns, "kids-proxy", &dep)
 	_ = get(ctx, c, ns, "kids-pruner", &worker)
-	cfg, err := config.Parse([]byte(cm.Data[ConfigKey]))
+	cfg, err := config.Parse([]byte(cm.Data[specs.ConfigKey]))
 	if err != nil {
 		t.Fatalf("rendered ConfigMap does not load: %v", err)
 	}
 	if cfg.Policy.Name != "kids" || cfg.Summarizer.Mode != config.SummarizerJobs || cfg.Store.URL != "redis://kids-redis."+ns+".svc:6379/0" {
 		t.Fatalf("config: %+v", cfg)
 	}
-	hash := dep.Spec.Template.Annotations[AnnotationConfigHash]
-	if hash != cfg.Hash() || worker.Spec.Template.Annotations[AnnotationConfigHash] != hash {
-		t.Fatalf("config hash on pod templates %q/%q, want %q", hash, worker.Spec.Template.Annotations[AnnotationConfigHash], cfg.Hash())
+	hash := dep.Spec.Template.Annotations[specs.AnnotationConfigHash]
+	if hash != cfg.Hash() || worker.Spec.Template.Annotations[specs.AnnotationConfigHash] != hash {
+		t.Fatalf("config hash on pod templates %q/%q, want %q", hash, worker.Spec.Template.Annotations[specs.AnnotationConfigHash], cfg.Hash())
 	}
 	if dep.Spec.Template.Spec.Containers[0].Image != "condense:test" {
 		t.Fatalf("image %s", dep.Spec.Template.Spec.Containers[0].Image)
@@ -296,14 +298,14 @@ func testChildren(t *testing.T, c client.Client) {
 		if err := get(ctx, c, ns, "kids-proxy-config", &cm); err != nil {
 			return false, err.Error()
 		}
-		cfg, err := config.Parse([]byte(cm.Data[ConfigKey]))
+		cfg, err := config.Parse([]byte(cm.Data[specs.ConfigKey]))
 		if err != nil || cfg.Engine.MinBatchChars != 4321 {
 			return false, fmt.Sprintf("config not updated: %v", err)
 		}
 		if err := get(ctx, c, ns, "kids-proxy", &dep); err != nil {
 			return false, err.Error()
 		}
-		if dep.Spec.Template.Annotations[AnnotationConfigHash] != cfg.Hash() || dep.Spec.Template.Annotations[AnnotationConfigHash] == hash {
+		if dep.Spec.Template.Annotations[specs.AnnotationConfigHash] != cfg.Hash() || dep.Spec.Template.Annotations[specs.AnnotationConfigHash] == hash {
 			return false, "hash annotation not rolled"
 		}
 		return dep.Spec.Replicas != nil && *dep.Spec.Replicas == 2, "replicas not restored without autoscaling"
@@ -328,12 +330,12 @@ func testChildren(t *testing.T, c client.Client) {
 		if err := get(ctx, c, ns, "kids-proxy-config", &cm); err != nil {
 			return false, err.Error()
 		}
-		cm.Data[ConfigKey] = "tampered"
+		cm.Data[specs.ConfigKey] = "tampered"
 		return c.Update(ctx, &cm) == nil, "update failed"
 	})
 	eventually(t, 20*time.Second, "hand edit reverted", func() (bool, string) {
 		_ = get(ctx, c, ns, "kids-proxy-config", &cm)
-		return cm.Data[ConfigKey] != "tampered", "still tampered"
+		return cm.Data[specs.ConfigKey] != "tampered", "still tampered"
 	})
 
 	// Status: the Deployment is not available (no controllers run here) until we say so.
@@ -981,7 +983,7 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 			return "", "", err
 		}
 		a := dep.Spec.Template.Annotations
-		return a[AnnotationConfigHash], a[AnnotationSecretsHash], nil
+		return a[specs.AnnotationConfigHash], a[specs.AnnotationSecretsHash], nil
 	}
 	// token waits for the session's token to be the one the secret gives.
 	token := func(what, secret string) {
@@ -997,7 +999,7 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 	}
 	// digest is the secrets hash of the given session-auth and summarizer key values.
 	digest := func(hmacValue, llmValue string) string {
-		return SecretsHash([]SecretKeyValue{
+		return specs.SecretsHash([]specs.SecretKeyValue{
 			{Secret: "rotate-redis-url", Key: "url", Value: []byte(rds.URL() + "/9"), Found: true},
 			{Secret: "hmac", Key: "secret", Value: []byte(hmacValue), Found: true},
 			{Secret: "llm", Key: "key", Value: []byte(llmValue), Found: true},
@@ -1038,7 +1040,7 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 	if err := get(ctx, c, ns, "rotate-proxy", &dep); err != nil {
 		t.Fatal(err)
 	}
-	if h := dep.Spec.Template.Annotations[AnnotationSecretsHash]; h != first || dep.Generation != generation {
+	if h := dep.Spec.Template.Annotations[specs.AnnotationSecretsHash]; h != first || dep.Generation != generation {
 		t.Fatalf("metadata-only Secret edits rolled the pods: secrets hash %q (was %q), generation %d (was %d)", h, first, dep.Generation, generation)
 	}
 	// rotate changes one key of a Secret and waits for a new secrets hash (same configuration).
@@ -1147,7 +1149,7 @@ func testAutoscalingHandover(t *testing.T, c client.Client) {
 		if err := get(ctx, c, ns, "scaled-proxy", &dep); err != nil {
 			t.Fatal(err)
 		}
-		if got := i32(dep.Spec.Replicas, 1); got != 3 {
+		if got := ptr.Deref(dep.Spec.Replicas, 1); got != 3 {
 			t.Fatalf("turning autoscaling on changed the proxy replicas from 3 to %d", got)
 		}
 		time.Sleep(time.Second)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/testutil/needs"
 )
 
@@ -76,8 +77,8 @@ func TestKustomizeDefaultOverlay(t *testing.T) {
 	}
 	// The managed Redis's NetworkPolicy admits the operator's pods by this label, in the
 	// namespace the operator learns from POD_NAMESPACE.
-	if l, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "metadata", "labels", LabelOperator); l != "operator" {
-		t.Fatalf("operator pods lack the label %s=operator", LabelOperator)
+	if l, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "metadata", "labels", specs.LabelOperator); l != "operator" {
+		t.Fatalf("operator pods lack the label %s=operator", specs.LabelOperator)
 	}
 	env, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "env")
 	if !slices.ContainsFunc(env, func(e any) bool { return e.(map[string]any)["name"] == "POD_NAMESPACE" }) {

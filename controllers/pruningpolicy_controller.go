@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/specs"
 )
 
 // Condition reasons.
@@ -89,7 +91,7 @@ type PruningPolicyReconciler struct {
 	// Secrets reads the Secrets the policy references.
 	Secrets *SecretReader
 	// Options are passed to the builders.
-	Options BuildOptions
+	Options specs.BuildOptions
 	// Resync is how often a policy is re-checked without a triggering change (default 60s).
 	Resync time.Duration
 
@@ -114,14 +116,14 @@ type PruningPolicyReconciler struct {
 func storeURL(ctx context.Context, secrets *SecretReader, p *condensev1.PruningPolicy) (string, error) {
 	ext := p.Spec.Redis.External
 	if ext == nil {
-		return managedRedisURL(p), nil
+		return specs.ManagedRedisURL(p), nil
 	}
 	v, err := secrets.Value(ctx, p.Namespace, ext.URLSecretRef)
 	if err != nil {
 		return "", &specError{reason: ReasonSecretUnavailable, err: fmt.Errorf("redis.external.urlSecretRef: %w", err)}
 	}
 	url := strings.TrimSpace(string(v))
-	if err := checkExternalURL(ext.Mode, url); err != nil {
+	if err := specs.CheckExternalURL(ext.Mode, url); err != nil {
 		return "", &specError{reason: ReasonInvalidSpec, err: err}
 	}
 	return url, nil
@@ -160,13 +162,13 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	status := p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
-	status.Endpoint = proxyEndpoint(&p)
+	status.Endpoint = specs.ProxyEndpoint(&p)
 	resync := r.Resync
 	if resync <= 0 {
 		resync = time.Minute
 	}
 
-	cfg, err := RenderConfig(&p)
+	cfg, err := specs.RenderConfig(&p)
 	if err != nil {
 		msg := "the policy renders an invalid proxy configuration: " + err.Error()
 		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonInvalidSpec, msg)
@@ -178,7 +180,7 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 	status.ConfigHash = cfg.Hash()
-	hashes := PodHashes{Config: cfg.Hash()}
+	hashes := specs.PodHashes{Config: cfg.Hash()}
 	if hashes.Secrets, err = r.secretsHash(ctx, &p); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -210,7 +212,7 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 	// Proxy availability.
 	var dep appsv1.Deployment
-	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: proxyName(&p)}, &dep); err != nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: specs.ProxyName(&p)}, &dep); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -280,56 +282,36 @@ func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 // secretsHash digests the data of the Secret keys the policy's pods read.
 func (r *PruningPolicyReconciler) secretsHash(ctx context.Context, p *condensev1.PruningPolicy) (string, error) {
-	var keys []SecretKeyValue
-	for _, sel := range referencedSecretKeys(p) {
+	var keys []specs.SecretKeyValue
+	for _, sel := range specs.ReferencedSecretKeys(p) {
 		v, found, err := r.Secrets.Lookup(ctx, p.Namespace, sel)
 		if err != nil {
 			return "", err
 		}
-		keys = append(keys, SecretKeyValue{Secret: sel.Name, Key: sel.Key, Value: v, Found: found})
+		keys = append(keys, specs.SecretKeyValue{Secret: sel.Name, Key: sel.Key, Value: v, Found: found})
 	}
-	return SecretsHash(keys), nil
+	return specs.SecretsHash(keys), nil
 }
 
 // applyChildren server-side applies every child object and deletes the optional ones the
 // policy no longer wants.
-func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condensev1.PruningPolicy, cfg *config.Config, hashes PodHashes) error {
-	cm, err := BuildProxyConfigMap(p, cfg)
+func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condensev1.PruningPolicy, cfg *config.Config, hashes specs.PodHashes) error {
+	children, err := specs.Children(p, cfg, r.Options, hashes)
 	if err != nil {
 		return err
 	}
 	if err := r.handOverReplicas(ctx, p); err != nil {
 		return fmt.Errorf("hand the proxy replicas over to the autoscaler: %w", err)
 	}
-	type child struct {
-		want  client.Object
-		empty client.Object
-	}
-	children := []child{
-		{cm, &corev1.ConfigMap{}},
-		{BuildProxyDeployment(p, r.Options, hashes), &appsv1.Deployment{}},
-		{BuildProxyService(p), &corev1.Service{}},
-		{BuildProxyPDB(p), &policyv1.PodDisruptionBudget{}},
-		{BuildProxyHPA(p), &autoscalingv2.HorizontalPodAutoscaler{}},
-		{BuildPrunerDeployment(p, r.Options, hashes), &appsv1.Deployment{}},
-		{BuildRedisConfigMap(p), &corev1.ConfigMap{}},
-		{BuildRedisService(p), &corev1.Service{}},
-		{BuildRedisStatefulSet(p), &appsv1.StatefulSet{}},
-		{BuildRedisNetworkPolicy(p, r.Options), &networkingv1.NetworkPolicy{}},
-	}
-	names := []string{proxyConfigName(p), proxyName(p), proxyName(p), proxyName(p), proxyName(p), prunerName(p),
-		redisConfigName(p), redisName(p), redisName(p), redisName(p)}
-	for i, c := range children {
-		if isNil(c.want) {
-			c.empty.SetNamespace(p.Namespace)
-			c.empty.SetName(names[i])
-			if err := r.deleteOwned(ctx, p, c.empty); err != nil {
-				return fmt.Errorf("delete %T %s: %w", c.empty, names[i], err)
+	for _, c := range children {
+		if !c.Wanted {
+			if err := r.deleteOwned(ctx, p, c.Object); err != nil {
+				return fmt.Errorf("delete %T %s: %w", c.Object, c.Object.GetName(), err)
 			}
 			continue
 		}
-		if err := applyOwned(ctx, r.Client, r.Scheme, p, c.want); err != nil {
-			return fmt.Errorf("apply %T %s: %w", c.want, c.want.GetName(), err)
+		if err := applyOwned(ctx, r.Client, r.Scheme, p, c.Object); err != nil {
+			return fmt.Errorf("apply %T %s: %w", c.Object, c.Object.GetName(), err)
 		}
 	}
 	return nil
@@ -346,13 +328,13 @@ func (r *PruningPolicyReconciler) handOverReplicas(ctx context.Context, p *conde
 		return nil
 	}
 	var live appsv1.Deployment
-	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: proxyName(p)}, &live); err != nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: specs.ProxyName(p)}, &live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !ownsReplicas(&live, FieldOwner) {
 		return nil
 	}
-	handover := BuildProxyReplicasHandover(p, i32(live.Spec.Replicas, 1))
+	handover := specs.BuildProxyReplicasHandover(p, ptr.Deref(live.Spec.Replicas, 1))
 	log.FromContext(ctx).Info("handing the proxy replicas over to the autoscaler", "replicas", *handover.Spec.Replicas)
 	return r.Apply(ctx, handover, client.FieldOwner(FieldOwnerHandover), client.ForceOwnership)
 }
@@ -451,7 +433,7 @@ func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *PruningPolicyReconciler) policiesForSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var out []reconcile.Request
 	for _, p := range policiesWhere(ctx, r.Client, o.GetNamespace(), func(p *condensev1.PruningPolicy) bool {
-		return slices.Contains(referencedSecrets(p), o.GetName())
+		return slices.Contains(specs.ReferencedSecrets(p), o.GetName())
 	}) {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 	}
@@ -509,7 +491,7 @@ func setupIndexes(mgr ctrl.Manager) error {
 }
 
 // policySessionKey is the value of the policy+session index. Long ids are hashed by the
-// caller-independent SessionObjectName suffix to keep index values short.
+// caller-independent specs.SessionObjectName suffix to keep index values short.
 func policySessionKey(policy, session string) string {
-	return policy + "/" + SessionObjectName("", session)
+	return policy + "/" + specs.SessionObjectName("", session)
 }

@@ -12,6 +12,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/specs"
 )
 
 // TestAPIServerRestart stops the kube-apiserver under a running operator and starts it again
@@ -59,7 +60,7 @@ func TestAPIServerRestart(t *testing.T) {
 		if err := get(ctx, c, ns, "survivor-proxy-config", &cm); err != nil {
 			return false, err.Error()
 		}
-		cfg, err := config.Parse([]byte(cm.Data[ConfigKey]))
+		cfg, err := config.Parse([]byte(cm.Data[specs.ConfigKey]))
 		if err != nil {
 			return false, err.Error()
 		}

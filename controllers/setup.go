@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/condense-dev/condense/internal/specs"
 )
 
 // Options configure Setup.
@@ -53,7 +55,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Recorder: mgr.GetEventRecorder("condense-operator"),
 		Sessions: idx,
 		Secrets:  secrets,
-		Options:  BuildOptions{Image: o.Image, OperatorNamespace: o.OperatorNamespace},
+		Options:  specs.BuildOptions{Image: o.Image, OperatorNamespace: o.OperatorNamespace},
 		Resync:   o.PolicyResync,
 	}
 	if err := pr.SetupWithManager(mgr); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/controllers"
+	"github.com/condense-dev/condense/internal/specs"
 )
 
 // managerFlags are the flags of `condense manager`.
@@ -54,7 +55,7 @@ AgentSession status in step with the session store.`,
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles at a time")
 	fl.StringVar(&f.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
 	fl.StringVar(&f.image, "image", "", "condense image for proxy and pruner pods of policies that name none (default: $"+envImage+
-		", which the chart and config/manager set to the manager's own image, else "+controllers.DefaultImage+")")
+		", which the chart and config/manager set to the manager's own image, else "+specs.DefaultImage+")")
 	fl.BoolVar(&f.discovery, "discovery", true, "create AgentSessions for sessions found in a store without one")
 	fl.DurationVar(&f.storeResync, "store-resync", 30*time.Second, "list every session store at least this often")
 	fl.DurationVar(&f.storeMinPeriod, "store-min-interval", time.Second, "minimum time between store listings triggered by change notifications")
@@ -79,7 +80,7 @@ func managerScheme() *runtime.Scheme {
 const envImage = "CONDENSE_IMAGE"
 
 // childImage is the image of proxy and pruner pods of policies that name none: the --image
-// flag, else $CONDENSE_IMAGE, else controllers.DefaultImage.
+// flag, else $CONDENSE_IMAGE, else specs.DefaultImage.
 func childImage(flag string, getenv func(string) string) string {
 	if flag != "" {
 		return flag
@@ -87,7 +88,7 @@ func childImage(flag string, getenv func(string) string) string {
 	if v := strings.TrimSpace(getenv(envImage)); v != "" {
 		return v
 	}
-	return controllers.DefaultImage
+	return specs.DefaultImage
 }
 
 // serviceAccountNamespaceFile holds the namespace of a pod's service account.

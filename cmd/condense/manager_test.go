@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/condense-dev/condense/controllers"
+	"github.com/condense-dev/condense/internal/specs"
 )
 
 // TestChildImage: --image wins, then CONDENSE_IMAGE (the manager's own image, set by the chart
@@ -20,8 +20,8 @@ func TestChildImage(t *testing.T) {
 	for _, c := range []struct{ flag, env, want string }{
 		{"flag:1", "env:2", "flag:1"},
 		{"", "env:2", "env:2"},
-		{"", " ", controllers.DefaultImage},
-		{"", "", controllers.DefaultImage},
+		{"", " ", specs.DefaultImage},
+		{"", "", specs.DefaultImage},
 	} {
 		if got := childImage(c.flag, env(c.env)); got != c.want {
 			t.Errorf("flag %q env %q: %q, want %q", c.flag, c.env, got, c.want)

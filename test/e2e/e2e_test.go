@@ -35,8 +35,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
-	"github.com/condense-dev/condense/controllers"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/testutil/needs"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -231,7 +231,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	inCluster := fmt.Sprintf("%s-redis.%s.svc:%d", policyName, agentsNS, controllers.RedisPort)
+	inCluster := fmt.Sprintf("%s-redis.%s.svc:%d", policyName, agentsNS, specs.RedisPort)
 	metricsAddr := freeAddr(t)
 	manager := startProc(t, logs, "condense-manager", []string{"KUBECONFIG=" + operatorKC}, bin, "manager",
 		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address=0",
@@ -287,7 +287,7 @@ spec:
 	if err := c.Get(ctx, types.NamespacedName{Namespace: agentsNS, Name: policyName + "-proxy-config"}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	rawCfg := cm.Data[controllers.ConfigKey]
+	rawCfg := cm.Data[specs.ConfigKey]
 	cfgPath := localProxyConfig(t, work, rawCfg)
 	loaded, err := config.Load(cfgPath)
 	if err != nil {
@@ -362,7 +362,7 @@ spec:
 	}
 
 	// --- kubectl get agentsessions: the session, its reclaim and u/m/o/b columns ---
-	sessName := controllers.SessionObjectName(policyName, sessionID)
+	sessName := specs.SessionObjectName(policyName, sessionID)
 	var table string
 	eventually(t, 30*time.Second, "kubectl get agentsessions to show the session with reclaim > 0", func() (bool, string) {
 		out, err := run(ctx, kenv, nil, tc.kubectl, "get", "agentsessions", "-n", agentsNS)

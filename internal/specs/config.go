@@ -1,4 +1,4 @@
-package controllers
+package specs
 
 import (
 	"fmt"
@@ -7,75 +7,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
 )
-
-// Paths and environment variable names inside the pods the operator creates.
-const (
-	// ConfigKey is the ConfigMap key holding the rendered configuration.
-	ConfigKey = "config.yaml"
-	// ConfigDir is where the configuration ConfigMap is mounted.
-	ConfigDir = "/etc/condense"
-	// SessionAuthDir is where the session-auth secret is mounted.
-	SessionAuthDir = "/etc/condense/session-auth"
-	// SessionAuthFile is the mounted HMAC secret file.
-	SessionAuthFile = SessionAuthDir + "/secret"
-	// EnvStoreURL carries an external store URL from its Secret.
-	EnvStoreURL = "CONDENSE_STORE_URL"
-	// EnvSummarizerAPIKey carries the summarizer API key from its Secret.
-	EnvSummarizerAPIKey = "CONDENSE_SUMMARIZER_API_KEY"
-	// EnvGoMemLimit is the Go runtime's soft memory limit, set to 90 % of a container's
-	// memory limit so that the collector works harder before the container runs out.
-	EnvGoMemLimit = "GOMEMLIMIT"
-	// ProxyPort is the proxy's container and Service port.
-	ProxyPort = 8080
-	// MetricsPort serves Prometheus metrics.
-	MetricsPort = 9090
-	// HealthPort serves /healthz and /readyz.
-	HealthPort = 8081
-	// RedisPort is the managed Redis port.
-	RedisPort = 6379
-)
-
-// ConfigPath is the full path of the mounted configuration file.
-const ConfigPath = ConfigDir + "/" + ConfigKey
-
-// Names of the child objects of a PruningPolicy.
-func proxyName(p *condensev1.PruningPolicy) string       { return p.Name + "-proxy" }
-func proxyConfigName(p *condensev1.PruningPolicy) string { return p.Name + "-proxy-config" }
-func prunerName(p *condensev1.PruningPolicy) string      { return p.Name + "-pruner" }
-func redisName(p *condensev1.PruningPolicy) string       { return p.Name + "-redis" }
-func redisConfigName(p *condensev1.PruningPolicy) string { return p.Name + "-redis-config" }
-func sessionTokenName(s *condensev1.AgentSession) string { return s.Name + "-token" }
-func managedRedisURL(p *condensev1.PruningPolicy) string {
-	return fmt.Sprintf("redis://%s.%s.svc:%d/0", redisName(p), p.Namespace, RedisPort)
-}
-func proxyEndpoint(p *condensev1.PruningPolicy) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", proxyName(p), p.Namespace, ProxyPort)
-}
-
-func i32(p *int32, def int32) int32 {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
-func boolOr(p *bool, def bool) bool {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
-func strOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
 
 // RenderConfig turns a PruningPolicy into the data-plane configuration its proxy and pruner
 // pods load. Unset fields (as in objects that did not pass through the API server's
@@ -97,7 +33,7 @@ func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 	case s.Redis.External != nil:
 		c.Store = config.Store{URLEnv: EnvStoreURL}
 	default:
-		c.Store = config.Store{URL: managedRedisURL(p)}
+		c.Store = config.Store{URL: ManagedRedisURL(p)}
 	}
 
 	e := &c.Engine
@@ -105,34 +41,34 @@ func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 	e.Trigger.Mode = config.TriggerMode(strOr(string(s.Trigger.Mode), string(config.TriggerAgentMessage)))
 	e.Trigger.AutoBudgetThreshold = copyFloat(s.Trigger.AutoBudgetThreshold)
 	e.Trigger.BudgetTurnDelta = copyFloat(s.Trigger.BudgetTurnDelta)
-	e.Trigger.CacheAware = boolOr(s.Trigger.CacheAware, true)
-	e.Trigger.MidRun = boolOr(s.Trigger.MidRun, true)
-	e.Trigger.MidRunGraceTurns = int(i32(s.Trigger.MidRunGraceTurns, config.DefaultMidRunGraceTurns))
-	e.Trigger.Horizon = int(i32(s.Trigger.Horizon, config.DefaultHorizon))
-	e.Trigger.MaxHorizon = int(i32(s.Trigger.MaxHorizon, config.DefaultMaxHorizon))
-	e.MinBatchChars = int(i32(s.MinBatchChars, config.DefaultMinBatchChars))
-	e.Dedup = boolOr(s.Dedup, true)
-	e.Spill.Threshold = int(i32(s.Spill.Threshold, config.DefaultSpillThreshold))
-	e.Spill.PreviewBytes = int(i32(s.Spill.PreviewBytes, config.DefaultSpillPreviewBytes))
+	e.Trigger.CacheAware = ptr.Deref(s.Trigger.CacheAware, true)
+	e.Trigger.MidRun = ptr.Deref(s.Trigger.MidRun, true)
+	e.Trigger.MidRunGraceTurns = int(ptr.Deref(s.Trigger.MidRunGraceTurns, config.DefaultMidRunGraceTurns))
+	e.Trigger.Horizon = int(ptr.Deref(s.Trigger.Horizon, config.DefaultHorizon))
+	e.Trigger.MaxHorizon = int(ptr.Deref(s.Trigger.MaxHorizon, config.DefaultMaxHorizon))
+	e.MinBatchChars = int(ptr.Deref(s.MinBatchChars, config.DefaultMinBatchChars))
+	e.Dedup = ptr.Deref(s.Dedup, true)
+	e.Spill.Threshold = int(ptr.Deref(s.Spill.Threshold, config.DefaultSpillThreshold))
+	e.Spill.PreviewBytes = int(ptr.Deref(s.Spill.PreviewBytes, config.DefaultSpillPreviewBytes))
 	e.ProtectedTools = append([]string{}, s.ProtectedTools...)
 	if s.ProtectedPaths == nil {
 		e.ProtectedPaths = []string{config.DefaultProtectedPath}
 	} else {
 		e.ProtectedPaths = append([]string{}, s.ProtectedPaths...)
 	}
-	e.RecoveryGraceTurns = int(i32(s.RecoveryGraceTurns, config.DefaultRecoveryGraceTurns))
+	e.RecoveryGraceTurns = int(ptr.Deref(s.RecoveryGraceTurns, config.DefaultRecoveryGraceTurns))
 	cc := &s.ChainCompression
 	e.ChainCompression = config.ChainCompression{
-		Enabled:                     boolOr(cc.Enabled, true),
-		RollingWindow:               int(i32(cc.RollingWindow, config.DefaultRollingWindow)),
-		StripFinalAssistantThinking: boolOr(cc.StripFinalAssistantThinking, true),
-		FuseRangeSummary:            boolOr(cc.FuseRangeSummary, true),
+		Enabled:                     ptr.Deref(cc.Enabled, true),
+		RollingWindow:               int(ptr.Deref(cc.RollingWindow, config.DefaultRollingWindow)),
+		StripFinalAssistantThinking: ptr.Deref(cc.StripFinalAssistantThinking, true),
+		FuseRangeSummary:            ptr.Deref(cc.FuseRangeSummary, true),
 	}
 	pe := &s.PurgeErrors
 	e.PurgeErrors = config.PurgeErrors{
-		Enabled:       boolOr(pe.Enabled, true),
-		CooldownTurns: int(i32(pe.CooldownTurns, config.DefaultPurgeCooldownTurns)),
-		MinArgChars:   int(i32(pe.MinArgChars, config.DefaultPurgeMinArgChars)),
+		Enabled:       ptr.Deref(pe.Enabled, true),
+		CooldownTurns: int(ptr.Deref(pe.CooldownTurns, config.DefaultPurgeCooldownTurns)),
+		MinArgChars:   int(ptr.Deref(pe.MinArgChars, config.DefaultPurgeMinArgChars)),
 	}
 
 	sm := &s.Summarizer
@@ -156,7 +92,7 @@ func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 	l := &s.Proxy.Limits
 	c.Limits.MaxBodyBytes = bytesOr(l.MaxBodyBytes, config.DefaultMaxBodyBytes)
 	c.Limits.FlushWaitTimeout = durOr(l.FlushWaitTimeoutDuration(), 0)
-	c.Limits.MaxRecoveryRounds = int(i32(l.MaxRecoveryRounds, config.DefaultMaxRecoveryRounds))
+	c.Limits.MaxRecoveryRounds = int(ptr.Deref(l.MaxRecoveryRounds, config.DefaultMaxRecoveryRounds))
 	c.Limits.ParseCacheBytes = bytesOr(l.ParseCacheBytes, config.DefaultParseCacheBytes)
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -206,7 +142,7 @@ func storeSchemesFor(mode condensev1.RedisMode) []string {
 }
 
 // checkExternalURL reports whether an external store URL matches the declared mode.
-func checkExternalURL(mode condensev1.RedisMode, url string) error {
+func CheckExternalURL(mode condensev1.RedisMode, url string) error {
 	for _, p := range storeSchemesFor(mode) {
 		if strings.HasPrefix(url, p) && len(url) > len(p) {
 			return nil
