@@ -31,6 +31,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
 )
@@ -78,7 +79,7 @@ type AgentSessionReconciler struct {
 	// Recorder emits events.
 	Recorder EventRecorder
 	// Sessions holds the open session stores.
-	Sessions *SessionIndex
+	Sessions *sessionindex.Index
 	// Discovery creates AgentSessions for unknown sessions in a policy's store.
 	Discovery bool
 	// Now returns the current time (time.Now when nil).
@@ -91,7 +92,7 @@ type AgentSessionReconciler struct {
 	lastWrite map[types.NamespacedName]time.Time
 
 	sessionEvents chan event.TypedGenericEvent[*condensev1.AgentSession]
-	changes       chan SessionChange
+	changes       chan sessionindex.Change
 	onPolicy      func(types.NamespacedName)
 }
 
@@ -188,7 +189,7 @@ func (r *AgentSessionReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	// Store view.
 	info, found, lerr := r.Sessions.Lookup(policyKey, s.Spec.SessionID)
-	if errors.Is(lerr, ErrNotWatched) {
+	if errors.Is(lerr, sessionindex.ErrNotWatched) {
 		url, err := storeURL(ctx, r.Secrets, &p)
 		if err == nil {
 			err = r.Sessions.Ensure(ctx, policyKey, url)
@@ -475,9 +476,9 @@ func (r *AgentSessionReconciler) writeStatus(ctx context.Context, s *condensev1.
 	return nil
 }
 
-// Notify is the SessionIndex callback: it queues the change for the discovery loop. It never
+// Notify is the sessionindex.Index callback: it queues the change for the discovery loop. It never
 // blocks; when the queue is full the change is dropped and the next resync catches up.
-func (r *AgentSessionReconciler) Notify(ch SessionChange) {
+func (r *AgentSessionReconciler) Notify(ch sessionindex.Change) {
 	if r.changes == nil {
 		return
 	}
@@ -502,7 +503,7 @@ func (r *AgentSessionReconciler) Start(ctx context.Context) error {
 	}
 }
 
-func (r *AgentSessionReconciler) handleChange(ctx context.Context, ch SessionChange) error {
+func (r *AgentSessionReconciler) handleChange(ctx context.Context, ch sessionindex.Change) error {
 	if ch.ReachabilityChanged && r.onPolicy != nil {
 		r.onPolicy(ch.Policy)
 	}
@@ -601,7 +602,7 @@ func (r *AgentSessionReconciler) SetupWithManager(mgr ctrl.Manager, onPolicy fun
 		return err
 	}
 	r.sessionEvents = make(chan event.TypedGenericEvent[*condensev1.AgentSession], 1024)
-	r.changes = make(chan SessionChange, 256)
+	r.changes = make(chan sessionindex.Change, 256)
 	r.onPolicy = onPolicy
 	if err := mgr.Add(r); err != nil {
 		return err

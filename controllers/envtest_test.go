@@ -27,6 +27,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
@@ -397,7 +398,7 @@ func externalPolicy(t *testing.T, c client.Client, ns, name, url string, mut fun
 
 func openTestStore(t *testing.T, url string) store.Store {
 	t.Helper()
-	st, err := OpenRedisStore(context.Background(), url)
+	st, err := sessionindex.OpenRedis(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,6 @@ var (
 		Name: "condense_operator_policy_diagnostics",
 		Help: "Distinct diagnostics over the PruningPolicy's sessions, by kind.",
 	}, []string{"namespace", "policy", "kind"})
-	metricStoreListings = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "condense_operator_store_listings_total",
-		Help: "Session store listings by the operator, by result (ok or error).",
-	}, []string{"namespace", "policy", "result"})
 	metricSessionsDiscovered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "condense_operator_sessions_discovered_total",
 		Help: "AgentSessions the operator created for sessions found in a store.",
@@ -35,5 +31,5 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(metricPolicyReady, metricPolicySessions, metricPolicyDiagnostics,
-		metricStoreListings, metricSessionsDiscovered, metricSessionStateDeletions)
+		metricSessionsDiscovered, metricSessionStateDeletions)
 }

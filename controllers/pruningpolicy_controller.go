@@ -34,6 +34,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 )
 
@@ -87,7 +88,7 @@ type PruningPolicyReconciler struct {
 	// Recorder emits events.
 	Recorder EventRecorder
 	// Sessions holds the open session stores.
-	Sessions *SessionIndex
+	Sessions *sessionindex.Index
 	// Secrets reads the Secrets the policy references.
 	Secrets *SecretReader
 	// Options are passed to the builders.

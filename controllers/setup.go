@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 )
 
@@ -19,8 +20,8 @@ type Options struct {
 	// OperatorNamespace is the namespace the operator's pods run in (admitted by the managed
 	// Redis's NetworkPolicy); empty when the operator runs outside the cluster.
 	OperatorNamespace string
-	// OpenStore opens session stores (OpenRedisStore when nil).
-	OpenStore StoreOpener
+	// OpenStore opens session stores (sessionindex.OpenRedis when nil).
+	OpenStore sessionindex.Opener
 	// Discovery creates AgentSessions for sessions found in a store without one.
 	Discovery bool
 	// StoreMinInterval rate-limits store listings triggered by change notifications (default 1s).
@@ -39,7 +40,7 @@ type Options struct {
 // Setup registers both controllers, the field indexes and the session index with mgr, which
 // should have been created with ManagerOptions.
 func Setup(mgr ctrl.Manager, o Options) error {
-	idx := &SessionIndex{
+	idx := &sessionindex.Index{
 		Open:        o.OpenStore,
 		MinInterval: o.StoreMinInterval,
 		Resync:      o.StoreResync,

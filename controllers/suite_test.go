@@ -24,6 +24,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/testutil/needs"
+	"github.com/condense-dev/condense/internal/testutil/poll"
 )
 
 // testScheme holds the built-in and condense types.
@@ -130,21 +131,4 @@ func startManager(t *testing.T, cfg *rest.Config, o Options) *testManager {
 }
 
 // eventually polls cond every 100ms until it returns true or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if detail != "" {
-			last = detail
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+var eventually = poll.Until

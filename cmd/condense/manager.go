@@ -19,6 +19,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/controllers"
+	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 )
 
@@ -138,7 +139,7 @@ func runManager(f managerFlags) error {
 	if err := controllers.Setup(mgr, controllers.Options{
 		Image:                 childImage(f.image, os.Getenv),
 		OperatorNamespace:     operatorNamespace(),
-		OpenStore:             addrMap.opener(controllers.OpenRedisStore),
+		OpenStore:             addrMap.opener(sessionindex.OpenRedis),
 		Discovery:             f.discovery,
 		StoreResync:           f.storeResync,
 		StoreMinInterval:      f.storeMinPeriod,

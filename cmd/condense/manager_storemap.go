@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/condense-dev/condense/controllers"
+	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/store"
 )
 
@@ -64,7 +64,7 @@ func (m storeAddressMap) rewrite(raw string) string {
 }
 
 // opener wraps next so that it opens rewritten URLs.
-func (m storeAddressMap) opener(next controllers.StoreOpener) controllers.StoreOpener {
+func (m storeAddressMap) opener(next sessionindex.Opener) sessionindex.Opener {
 	if len(m) == 0 {
 		return next
 	}

@@ -1,4 +1,6 @@
-package controllers
+// Package sessionindex keeps, per PruningPolicy, an open session store and the latest listing
+// of its sessions, and reports what each listing changed (the operator's view of the store).
+package sessionindex
 
 import (
 	"context"
@@ -10,20 +12,20 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/condense-dev/condense/internal/store"
 )
 
-// StoreOpener opens the session store at url (the forms store.Open accepts).
-type StoreOpener func(ctx context.Context, url string) (store.Store, error)
+// Opener opens the session store at url (the forms store.Open accepts).
+type Opener func(ctx context.Context, url string) (store.Store, error)
 
-// OpenRedisStore opens the shared store of a policy with store.Open. Only Redis URLs
-// (redis://, rediss://, redis+sentinel://, redis+cluster:// and their TLS forms) are accepted:
-// the operator must see the same sessions as every proxy replica, which a pod-local bolt: file
-// or memory: store cannot offer. The URL's own options (key prefix, ttl) apply, so the operator
-// addresses exactly the keys the proxy writes.
-func OpenRedisStore(ctx context.Context, url string) (store.Store, error) {
+// OpenRedis opens a policy's shared store with store.Open, with the URL's own options (key
+// prefix, ttl); any URL but a Redis one (redis://, rediss://, redis+sentinel://,
+// redis+cluster:// and their TLS forms) is an error.
+func OpenRedis(ctx context.Context, url string) (store.Store, error) {
 	scheme, _, _ := strings.Cut(url, ":")
 	switch scheme {
 	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
@@ -33,9 +35,9 @@ func OpenRedisStore(ctx context.Context, url string) (store.Store, error) {
 	}
 }
 
-// SessionChange is reported by the SessionIndex after a listing: the sessions of one policy
+// Change is reported by the Index after a listing: the sessions of one policy
 // that appeared, changed or disappeared since the previous listing.
-type SessionChange struct {
+type Change struct {
 	// Policy is the PruningPolicy the store belongs to.
 	Policy types.NamespacedName
 	// Changed holds session ids that are new or whose counters, version or last-seen time moved.
@@ -46,18 +48,18 @@ type SessionChange struct {
 	ReachabilityChanged bool
 }
 
-// SessionIndex keeps, per PruningPolicy, an open store and the latest listing of its sessions.
+// Index keeps, per PruningPolicy, an open store and the latest listing of its sessions.
 // A listing is refreshed when the store reports a change (at most once per MinInterval) and
 // every Resync; each refresh reports what changed to Notify. It is safe for concurrent use.
-type SessionIndex struct {
-	// Open opens a store; OpenRedisStore when nil.
-	Open StoreOpener
+type Index struct {
+	// Open opens a store; OpenRedis when nil.
+	Open Opener
 	// MinInterval rate-limits listings triggered by change notifications (default 1s).
 	MinInterval time.Duration
 	// Resync lists every store at least this often (default 30s).
 	Resync time.Duration
 	// Notify receives the changes of every listing; it must not block for long.
-	Notify func(SessionChange)
+	Notify func(Change)
 	// Log receives store errors.
 	Log logr.Logger
 
@@ -90,7 +92,7 @@ type policyStore struct {
 }
 
 // Start runs until ctx ends and then closes every store (manager.Runnable).
-func (x *SessionIndex) Start(ctx context.Context) error {
+func (x *Index) Start(ctx context.Context) error {
 	x.mu.Lock()
 	x.ctx = ctx
 	x.mu.Unlock()
@@ -111,7 +113,7 @@ func (p *policyStore) stop() {
 	_ = p.st.Close()
 }
 
-func (x *SessionIndex) baseContext() context.Context {
+func (x *Index) baseContext() context.Context {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.ctx != nil {
@@ -123,7 +125,7 @@ func (x *SessionIndex) baseContext() context.Context {
 // Ensure makes sure the policy's store at url is open and watched, replacing a store with a
 // different URL. It returns the error of the latest listing (nil when the store is reachable).
 // The first call for a policy lists synchronously.
-func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, url string) error {
+func (x *Index) Ensure(ctx context.Context, policy types.NamespacedName, url string) error {
 	x.mu.Lock()
 	p := x.policies[policy]
 	if p != nil && p.url != url {
@@ -147,7 +149,7 @@ func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, 
 	x.mu.Unlock()
 	open := x.Open
 	if open == nil {
-		open = OpenRedisStore
+		open = OpenRedis
 	}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	st, err := open(octx, url)
@@ -192,7 +194,7 @@ func (x *SessionIndex) Ensure(ctx context.Context, policy types.NamespacedName, 
 }
 
 // Forget closes the policy's store and drops its listing.
-func (x *SessionIndex) Forget(policy types.NamespacedName) {
+func (x *Index) Forget(policy types.NamespacedName) {
 	x.mu.Lock()
 	p := x.policies[policy]
 	delete(x.policies, policy)
@@ -206,7 +208,7 @@ func (x *SessionIndex) Forget(policy types.NamespacedName) {
 // Lookup returns the listed info of one session. ok is false when the session is not in the
 // latest listing; err is the latest listing's error, or ErrNotWatched when the policy's store
 // is not open.
-func (x *SessionIndex) Lookup(policy types.NamespacedName, session string) (info store.SessionInfo, ok bool, err error) {
+func (x *Index) Lookup(policy types.NamespacedName, session string) (info store.SessionInfo, ok bool, err error) {
 	p := x.get(policy)
 	if p == nil {
 		return store.SessionInfo{}, false, ErrNotWatched
@@ -217,19 +219,8 @@ func (x *SessionIndex) Lookup(policy types.NamespacedName, session string) (info
 	return info, ok, p.err
 }
 
-// Sessions returns the latest listing of the policy's store (nil when not watched).
-func (x *SessionIndex) Sessions(policy types.NamespacedName) map[string]store.SessionInfo {
-	p := x.get(policy)
-	if p == nil {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return maps.Clone(p.sessions)
-}
-
 // Store returns the policy's open store, or nil.
-func (x *SessionIndex) Store(policy types.NamespacedName) store.Store {
+func (x *Index) Store(policy types.NamespacedName) store.Store {
 	if p := x.get(policy); p != nil {
 		return p.st
 	}
@@ -237,7 +228,7 @@ func (x *SessionIndex) Store(policy types.NamespacedName) store.Store {
 }
 
 // Relist refreshes the policy's listing now (used after the operator itself changed the store).
-func (x *SessionIndex) Relist(ctx context.Context, policy types.NamespacedName) {
+func (x *Index) Relist(ctx context.Context, policy types.NamespacedName) {
 	if p := x.get(policy); p != nil {
 		x.refresh(ctx, policy, p)
 	}
@@ -246,13 +237,13 @@ func (x *SessionIndex) Relist(ctx context.Context, policy types.NamespacedName) 
 // ErrNotWatched is returned by Lookup for a policy whose store is not open.
 var ErrNotWatched = errors.New("session store of the policy is not open yet")
 
-func (x *SessionIndex) get(policy types.NamespacedName) *policyStore {
+func (x *Index) get(policy types.NamespacedName) *policyStore {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.policies[policy]
 }
 
-func (x *SessionIndex) interval() (time.Duration, time.Duration) {
+func (x *Index) interval() (time.Duration, time.Duration) {
 	mi, rs := x.MinInterval, x.Resync
 	if mi <= 0 {
 		mi = time.Second
@@ -265,7 +256,7 @@ func (x *SessionIndex) interval() (time.Duration, time.Duration) {
 
 // watch subscribes to the store's change hints; nil when that fails (the loop then relies on
 // its periodic resync and subscribes again there).
-func (x *SessionIndex) watch(ctx context.Context, policy types.NamespacedName, p *policyStore) <-chan store.Event {
+func (x *Index) watch(ctx context.Context, policy types.NamespacedName, p *policyStore) <-chan store.Event {
 	ch, err := p.st.Watch(ctx)
 	if err != nil {
 		x.Log.V(1).Info("store watch failed; relying on periodic resync", "policy", policy, "error", err.Error())
@@ -275,7 +266,7 @@ func (x *SessionIndex) watch(ctx context.Context, policy types.NamespacedName, p
 }
 
 // loop relists the store on change hints from events (rate limited) and on every resync.
-func (x *SessionIndex) loop(ctx context.Context, policy types.NamespacedName, p *policyStore, events <-chan store.Event) {
+func (x *Index) loop(ctx context.Context, policy types.NamespacedName, p *policyStore, events <-chan store.Event) {
 	defer close(p.done)
 	minInterval, resync := x.interval()
 	tick := time.NewTicker(resync)
@@ -323,11 +314,11 @@ func infoEqual(a, b store.SessionInfo) bool {
 }
 
 // refresh lists the store once and reports the differences.
-func (x *SessionIndex) refresh(ctx context.Context, policy types.NamespacedName, p *policyStore) {
+func (x *Index) refresh(ctx context.Context, policy types.NamespacedName, p *policyStore) {
 	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	list, err := p.st.List(lctx)
 	cancel()
-	ch := SessionChange{Policy: policy}
+	ch := Change{Policy: policy}
 	p.mu.Lock()
 	wasReachable := p.err == nil && !p.listedAt.IsZero()
 	p.listedAt = time.Now()
@@ -362,4 +353,13 @@ func (x *SessionIndex) refresh(ctx context.Context, policy types.NamespacedName,
 	if x.Notify != nil && (len(ch.Changed) > 0 || len(ch.Removed) > 0 || ch.ReachabilityChanged) {
 		x.Notify(ch)
 	}
+}
+
+var metricStoreListings = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "condense_operator_store_listings_total",
+	Help: "Session store listings by the operator, by result (ok or error).",
+}, []string{"namespace", "policy", "result"})
+
+func init() {
+	metrics.Registry.MustRegister(metricStoreListings)
 }

@@ -1,9 +1,11 @@
-package controllers
+package sessionindex
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,41 +14,66 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/testutil/poll"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 )
 
-// recorder collects SessionIndex notifications.
+// recorder collects Index notifications.
 type recorder struct {
 	mu      sync.Mutex
-	changes []SessionChange
+	changes []Change
 }
 
-func (r *recorder) notify(ch SessionChange) {
+func (r *recorder) notify(ch Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changes = append(r.changes, ch)
 }
 
 // reported reports whether any notification lists id in the field pick selects.
-func (r *recorder) reported(pick func(SessionChange) []string, id string) bool {
+func (r *recorder) reported(pick func(Change) []string, id string) bool {
 	for _, ch := range r.snapshot() {
-		if containsStr(pick(ch), id) {
+		if slices.Contains(pick(ch), id) {
 			return true
 		}
 	}
 	return false
 }
 
-func changed(ch SessionChange) []string { return ch.Changed }
-func removed(ch SessionChange) []string { return ch.Removed }
+func changed(ch Change) []string { return ch.Changed }
+func removed(ch Change) []string { return ch.Removed }
 
-func (r *recorder) snapshot() []SessionChange {
+func (r *recorder) snapshot() []Change {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]SessionChange(nil), r.changes...)
+	return append([]Change(nil), r.changes...)
 }
 
-func startIndex(t *testing.T, x *SessionIndex) {
+// openTestStore opens a second client on the store the index watches, as a proxy would.
+func openTestStore(t *testing.T, url string) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+var eventually = poll.Until
+
+// listing returns the latest listing of the policy's store (nil when not watched).
+func (x *Index) listing(policy types.NamespacedName) map[string]store.SessionInfo {
+	p := x.get(policy)
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.sessions)
+}
+
+func startIndex(t *testing.T, x *Index) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -63,7 +90,7 @@ func startIndex(t *testing.T, x *SessionIndex) {
 func TestSessionIndexCoalescesNotifications(t *testing.T) {
 	rds := redistest.Start(t, nil)
 	rec := &recorder{}
-	x := &SessionIndex{MinInterval: 300 * time.Millisecond, Resync: time.Hour, Notify: rec.notify}
+	x := &Index{MinInterval: 300 * time.Millisecond, Resync: time.Hour, Notify: rec.notify}
 	startIndex(t, x)
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
 	if err := x.Ensure(context.Background(), key, rds.URL()); err != nil {
@@ -97,8 +124,8 @@ func TestSessionIndexCoalescesNotifications(t *testing.T) {
 	if info, ok, err := x.Lookup(key, "s-07"); err != nil || !ok || info.Version != 1 {
 		t.Fatalf("Lookup = %+v %v %v", info, ok, err)
 	}
-	if len(x.Sessions(key)) != n {
-		t.Fatalf("Sessions() has %d entries", len(x.Sessions(key)))
+	if len(x.listing(key)) != n {
+		t.Fatalf("Sessions() has %d entries", len(x.listing(key)))
 	}
 
 	// Deletion is reported as a removal.
@@ -123,9 +150,9 @@ func (failingWatch) Watch(context.Context) (<-chan store.Event, error) {
 func TestSessionIndexResyncWithoutWatch(t *testing.T) {
 	rds := redistest.Start(t, nil)
 	rec := &recorder{}
-	x := &SessionIndex{
+	x := &Index{
 		Open: func(ctx context.Context, url string) (store.Store, error) {
-			s, err := OpenRedisStore(ctx, url)
+			s, err := OpenRedis(ctx, url)
 			if err != nil {
 				return nil, err
 			}
@@ -150,9 +177,9 @@ func TestSessionIndexResyncWithoutWatch(t *testing.T) {
 
 func TestSessionIndexUnreachable(t *testing.T) {
 	var opens atomic.Int32
-	x := &SessionIndex{Open: func(ctx context.Context, url string) (store.Store, error) {
+	x := &Index{Open: func(ctx context.Context, url string) (store.Store, error) {
 		opens.Add(1)
-		return OpenRedisStore(ctx, url)
+		return OpenRedis(ctx, url)
 	}}
 	startIndex(t, x)
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
@@ -173,7 +200,7 @@ func TestSessionIndexUnreachable(t *testing.T) {
 	if _, _, lerr := x.Lookup(key, "x"); !errors.Is(lerr, ErrNotWatched) {
 		t.Fatalf("Lookup on an unopened store = %v", lerr)
 	}
-	if _, err := OpenRedisStore(context.Background(), "memory:"); err == nil {
+	if _, err := OpenRedis(context.Background(), "memory:"); err == nil {
 		t.Fatal("the operator must refuse a non-shared store URL")
 	}
 }
@@ -195,9 +222,9 @@ func (s slowWatch) Watch(ctx context.Context) (<-chan store.Event, error) {
 func TestSessionIndexMissesNoChangeAfterEnsure(t *testing.T) {
 	rds := redistest.Start(t, nil)
 	rec := &recorder{}
-	x := &SessionIndex{MinInterval: 50 * time.Millisecond, Resync: time.Hour, Notify: rec.notify,
+	x := &Index{MinInterval: 50 * time.Millisecond, Resync: time.Hour, Notify: rec.notify,
 		Open: func(ctx context.Context, url string) (store.Store, error) {
-			st, err := OpenRedisStore(ctx, url)
+			st, err := OpenRedis(ctx, url)
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package controllers
+package sessionindex
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // notification or resync costs the operator).
 func BenchmarkSessionIndexRefresh(b *testing.B) {
 	rds := redistest.Start(b, nil)
-	st, err := OpenRedisStore(context.Background(), rds.URL())
+	st, err := OpenRedis(context.Background(), rds.URL())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func BenchmarkSessionIndexRefresh(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	x := &SessionIndex{}
+	x := &Index{}
 	key := types.NamespacedName{Namespace: "ns", Name: "bench"}
 	p := &policyStore{st: st, sessions: nil}
 	b.ReportAllocs()
