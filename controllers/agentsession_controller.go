@@ -31,6 +31,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
@@ -73,7 +74,7 @@ type AgentSessionReconciler struct {
 	// APIReader reads uncached (discovery double-checks before creating).
 	APIReader client.Reader
 	// Secrets reads the Secrets the policies reference.
-	Secrets *SecretReader
+	Secrets *secretcache.Reader
 	// Scheme knows the API types.
 	Scheme *runtime.Scheme
 	// Recorder emits events.

@@ -27,6 +27,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 	"github.com/condense-dev/condense/internal/store"
@@ -945,7 +946,7 @@ func testSecretsCachedAsMetadata(t *testing.T, c client.Client, mgr *testManager
 	if !metaInformer {
 		t.Fatal("no metadata-only Secret informer: Secret changes are not watched")
 	}
-	m := secretMetadata()
+	m := secretcache.Metadata()
 	eventually(t, 10*time.Second, "cached metadata", func() (bool, string) {
 		err := mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(hmac), m)
 		return err == nil, fmt.Sprint(err)

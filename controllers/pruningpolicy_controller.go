@@ -34,6 +34,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 )
@@ -90,7 +91,7 @@ type PruningPolicyReconciler struct {
 	// Sessions holds the open session stores.
 	Sessions *sessionindex.Index
 	// Secrets reads the Secrets the policy references.
-	Secrets *SecretReader
+	Secrets *secretcache.Reader
 	// Options are passed to the builders.
 	Options specs.BuildOptions
 	// Resync is how often a policy is re-checked without a triggering change (default 60s).
@@ -114,7 +115,7 @@ type PruningPolicyReconciler struct {
 
 // storeURL resolves the store URL the operator uses for the policy. The error is a
 // *specError for user mistakes (missing secret, wrong scheme).
-func storeURL(ctx context.Context, secrets *SecretReader, p *condensev1.PruningPolicy) (string, error) {
+func storeURL(ctx context.Context, secrets *secretcache.Reader, p *condensev1.PruningPolicy) (string, error) {
 	ext := p.Spec.Redis.External
 	if ext == nil {
 		return specs.ManagedRedisURL(p), nil
@@ -422,7 +423,7 @@ func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}}}
 		})).
 		// Secrets as metadata only: an informer of whole Secrets would hold the data of every
-		// Secret in the cluster (see ManagerOptions and SecretReader).
+		// Secret in the cluster (see ManagerOptions and secretcache.Reader).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.policiesForSecret), builder.OnlyMetadata).
 		WatchesRawSource(source.Channel(r.policyEvents, &handler.TypedEnqueueRequestForObject[*condensev1.PruningPolicy]{})).
 		Named("pruningpolicy").

@@ -6,9 +6,14 @@ package controllers
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 )
@@ -49,7 +54,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := mgr.Add(idx); err != nil {
 		return err
 	}
-	secrets := &SecretReader{Meta: mgr.GetCache(), API: mgr.GetAPIReader()}
+	secrets := &secretcache.Reader{Meta: mgr.GetCache(), API: mgr.GetAPIReader()}
 	pr := &PruningPolicyReconciler{
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
@@ -75,4 +80,33 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	}
 	idx.Notify = sr.Notify
 	return sr.SetupWithManager(mgr, func(k types.NamespacedName) { pr.EnqueuePolicy(k) })
+}
+
+// ManagerOptions returns o with what the controllers rely on: Secrets cached as metadata only,
+// without annotations or managed fields, and the manager's client reading whole Secrets from
+// the API server, never through an informer.
+func ManagerOptions(o ctrl.Options) ctrl.Options {
+	byObject := make(map[client.Object]cache.ByObject, len(o.Cache.ByObject)+1)
+	for k, v := range o.Cache.ByObject {
+		byObject[k] = v
+	}
+	byObject[secretcache.Metadata()] = cache.ByObject{Transform: stripSecretMetadata}
+	o.Cache.ByObject = byObject
+	cacheOpts := client.CacheOptions{}
+	if o.Client.Cache != nil {
+		cacheOpts = *o.Client.Cache
+	}
+	cacheOpts.DisableFor = append(append([]client.Object{}, cacheOpts.DisableFor...), &corev1.Secret{})
+	o.Client.Cache = &cacheOpts
+	return o
+}
+
+// stripSecretMetadata drops what the operator never reads from cached Secret metadata:
+// annotations and managed fields.
+func stripSecretMetadata(in any) (any, error) {
+	if m, ok := in.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+		m.SetAnnotations(nil)
+	}
+	return in, nil
 }

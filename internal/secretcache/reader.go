@@ -1,4 +1,7 @@
-package controllers
+// Package secretcache reads the data of the Secrets policies reference without an informer
+// holding every Secret in the cluster: data is kept only while the cached metadata reports the
+// resourceVersion it was read at.
+package secretcache
 
 import (
 	"context"
@@ -9,17 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// SecretReader reads the Secrets that policies reference (external Redis URL, summarizer key,
-// session-auth secret) without an informer holding the data of every Secret in the cluster.
-// The operator watches Secrets as metadata only (see ManagerOptions); the data of a referenced
-// Secret is read from the API server and kept only while the cached metadata reports the
-// same resourceVersion. It is safe for concurrent use.
-type SecretReader struct {
+// Reader reads Secret keys: from memory while Meta reports the resourceVersion they were read
+// at, otherwise from API. It is safe for concurrent use.
+type Reader struct {
 	// Meta reads Secret metadata (metav1.PartialObjectMetadata) from the manager's cache; when
 	// nil, every read goes to API.
 	Meta client.Reader
@@ -36,8 +34,8 @@ type versionedData struct {
 	data    map[string][]byte
 }
 
-// secretMetadata is the metadata-only form of a Secret, as the operator's informer caches it.
-func secretMetadata() *metav1.PartialObjectMetadata {
+// Metadata is an empty metadata-only Secret, the form in which Meta is expected to cache them.
+func Metadata() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return m
@@ -45,7 +43,7 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 
 // Value reads one key of a Secret in ns: from memory when the cached metadata still reports
 // the resourceVersion it was read at, otherwise from the API server.
-func (s *SecretReader) Value(ctx context.Context, ns string, sel corev1.SecretKeySelector) ([]byte, error) {
+func (s *Reader) Value(ctx context.Context, ns string, sel corev1.SecretKeySelector) ([]byte, error) {
 	key := types.NamespacedName{Namespace: ns, Name: sel.Name}
 	data, err := s.secretData(ctx, key)
 	if err != nil {
@@ -60,7 +58,7 @@ func (s *SecretReader) Value(ctx context.Context, ns string, sel corev1.SecretKe
 
 // Lookup reads one key of a Secret in ns like Value, but a missing Secret or key is not an
 // error: found is false.
-func (s *SecretReader) Lookup(ctx context.Context, ns string, sel corev1.SecretKeySelector) (value []byte, found bool, err error) {
+func (s *Reader) Lookup(ctx context.Context, ns string, sel corev1.SecretKeySelector) (value []byte, found bool, err error) {
 	data, err := s.secretData(ctx, types.NamespacedName{Namespace: ns, Name: sel.Name})
 	if apierrors.IsNotFound(err) {
 		return nil, false, nil
@@ -72,9 +70,9 @@ func (s *SecretReader) Lookup(ctx context.Context, ns string, sel corev1.SecretK
 	return value, found, nil
 }
 
-func (s *SecretReader) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
+func (s *Reader) secretData(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
 	if s.Meta != nil {
-		m := secretMetadata()
+		m := Metadata()
 		err := s.Meta.Get(ctx, key, m)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, err
@@ -105,34 +103,4 @@ func (s *SecretReader) secretData(ctx context.Context, key types.NamespacedName)
 	s.data[key] = versionedData{version: sec.ResourceVersion, data: sec.Data}
 	s.mu.Unlock()
 	return sec.Data, nil
-}
-
-// ManagerOptions returns o with the settings the controllers rely on: Secrets are cached as
-// metadata only (the controllers watch them with builder.OnlyMetadata), without annotations
-// — where `kubectl apply` keeps a copy of the data — or managed fields, and the manager's
-// client reads Secrets from the API server, never through an informer of whole Secrets.
-func ManagerOptions(o ctrl.Options) ctrl.Options {
-	byObject := make(map[client.Object]cache.ByObject, len(o.Cache.ByObject)+1)
-	for k, v := range o.Cache.ByObject {
-		byObject[k] = v
-	}
-	byObject[secretMetadata()] = cache.ByObject{Transform: stripSecretMetadata}
-	o.Cache.ByObject = byObject
-	cacheOpts := client.CacheOptions{}
-	if o.Client.Cache != nil {
-		cacheOpts = *o.Client.Cache
-	}
-	cacheOpts.DisableFor = append(append([]client.Object{}, cacheOpts.DisableFor...), &corev1.Secret{})
-	o.Client.Cache = &cacheOpts
-	return o
-}
-
-// stripSecretMetadata drops what the operator never reads from cached Secret metadata:
-// annotations and managed fields.
-func stripSecretMetadata(in any) (any, error) {
-	if m, ok := in.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-		m.SetAnnotations(nil)
-	}
-	return in, nil
 }
