@@ -379,7 +379,7 @@ func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
 	eventually(t, 20*time.Second, "Ready=False InvalidSpec", func() (bool, string) {
 		_ = get(ctx, c, ns, "was-valid", p)
 		cd := apimeta.FindStatusCondition(p.Status.Conditions, condensev1.ConditionReady)
-		return cd != nil && cd.Reason == ReasonInvalidSpec && cd.ObservedGeneration == p.Generation, fmt.Sprintf("%+v", cd)
+		return cd != nil && cd.Reason == reasonInvalidSpec && cd.ObservedGeneration == p.Generation, fmt.Sprintf("%+v", cd)
 	})
 	var after corev1.ConfigMap
 	if err := get(ctx, c, ns, "was-valid-proxy-config", &after); err != nil || after.Data["config.yaml"] != cm.Data["config.yaml"] {

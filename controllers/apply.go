@@ -13,24 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
-// FieldOwner is the server-side-apply field manager of the operator.
-const FieldOwner = "condense-operator"
+// fieldOwner is the server-side-apply field manager of the operator.
+const fieldOwner = "condense-operator"
 
-// FieldOwnerHandover is the field manager that holds the proxy Deployment's spec.replicas
-// while it passes from the operator to the HorizontalPodAutoscaler ("Transferring ownership"
-// in the Kubernetes server-side apply documentation).
-const FieldOwnerHandover = "condense-handover-to-hpa"
-
-// EventRecorder is the subset of the events API the controllers use (satisfied by the
-// recorder a controller-runtime manager hands out).
-type EventRecorder interface {
-	// Eventf records an event about regarding.
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
-}
+// fieldOwnerHandover holds the proxy Deployment's spec.replicas while it passes from the
+// operator to the HorizontalPodAutoscaler.
+const fieldOwnerHandover = "condense-handover-to-hpa"
 
 // applyOwned sets owner as the controller of obj and server-side applies obj (typed, with
-// TypeMeta set) with force, so fields the operator owns are always reset to the desired values
-// and fields others own are left alone.
+// TypeMeta set) with force: fields the operator owns are reset, fields others own are kept.
 func applyOwned(ctx context.Context, c client.Client, scheme *runtime.Scheme, owner client.Object, obj client.Object) error {
 	if err := controllerutil.SetControllerReference(owner, obj, scheme); err != nil {
 		return err
@@ -38,6 +29,7 @@ func applyOwned(ctx context.Context, c client.Client, scheme *runtime.Scheme, ow
 	return apply(ctx, c, obj)
 }
 
+// apply server-side applies obj as fieldOwner, without status and empty creation timestamps.
 func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	if obj.GetObjectKind().GroupVersionKind().Kind == "" {
 		return fmt.Errorf("apply %T: TypeMeta not set", obj)
@@ -60,7 +52,7 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 		_ = unstructured.SetNestedSlice(u.Object, tpls, "spec", "volumeClaimTemplates")
 	}
 	unstructured.RemoveNestedField(u.Object, "spec", "template", "metadata", "creationTimestamp")
-	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership)
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership)
 }
 
 // ownsReplicas reports whether field manager owner applied obj's spec.replicas.

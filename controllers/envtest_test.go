@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
@@ -448,7 +450,7 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 		t.Fatal(err)
 	}
 	if err := st.IncrStats(ctx, id, map[string]int64{store.StatRequests: 3, store.StatBytesBefore: 1000, store.StatBytesAfter: 250,
-		store.StatTokensBefore: 300, store.StatTokensAfter: 80, store.StatFlushes: 1, StatRecords: 7, store.StatSummarizerCostMicros: 4200}); err != nil {
+		store.StatTokensBefore: 300, store.StatTokensAfter: 80, store.StatFlushes: 1, statRecords: 7, store.StatSummarizerCostMicros: 4200}); err != nil {
 		t.Fatal(err)
 	}
 	var s *condensev1.AgentSession
@@ -467,7 +469,7 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != p.UID || s.Labels[condensev1.LabelDiscovered] != "true" {
 		t.Fatalf("discovered session owner/labels: %+v %v", s.OwnerReferences, s.Labels)
 	}
-	if !containsStr(s.Finalizers, condensev1.AgentSessionFinalizer) {
+	if !slices.Contains(s.Finalizers, condensev1.AgentSessionFinalizer) {
 		t.Fatalf("finalizer missing: %v", s.Finalizers)
 	}
 	// Meaningful changes are events: the discovery on the policy, Ready on the policy.
@@ -483,7 +485,7 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 			if e.Regarding.Kind == "PruningPolicy" && e.Reason == "SessionDiscovered" && strings.Contains(e.Note, s.Name) {
 				discovered = true
 			}
-			if e.Regarding.Kind == "PruningPolicy" && e.Reason == ReasonReconciled && e.Type == corev1.EventTypeNormal {
+			if e.Regarding.Kind == "PruningPolicy" && e.Reason == reasonReconciled && e.Type == corev1.EventTypeNormal {
 				ready = true
 			}
 		}
@@ -492,9 +494,9 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 
 	// Diagnostics make the session Degraded and add up on the policy.
 	if err := st.AddDiagnostics(ctx, id, []store.Diagnostic{
-		{Kind: DiagUnresolvedRange, Key: "b1"}, {Kind: DiagUnresolvedRange, Key: "overlap:b2"},
-		{Kind: DiagOrphanSweep, Key: "0123456789abcdef"}, {Kind: DiagBackfillEmpty, Key: "1700000000000"},
-		{Kind: DiagRangeIDMismatch, Key: "b3"},
+		{Kind: string(pruner.DiagUnresolvedRange), Key: "b1"}, {Kind: string(pruner.DiagUnresolvedRange), Key: "overlap:b2"},
+		{Kind: string(pruner.DiagOrphanSweep), Key: "0123456789abcdef"}, {Kind: string(pruner.DiagBackfillEmpty), Key: "1700000000000"},
+		{Kind: string(pruner.DiagRangeIDMismatch), Key: "b3"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +548,7 @@ func testStatusThroughRedis(t *testing.T, c client.Client, rds *redistest.Server
 	eventually(t, 20*time.Second, "declared session not in store yet", func() (bool, string) {
 		_ = get(ctx, c, ns, "declared", declared)
 		cond := apimeta.FindStatusCondition(declared.Status.Conditions, condensev1.ConditionReady)
-		return cond != nil && cond.Reason == ReasonSessionNotInStore, fmt.Sprintf("%+v", declared.Status)
+		return cond != nil && cond.Reason == reasonSessionNotInStore, fmt.Sprintf("%+v", declared.Status)
 	})
 	if err := st.IncrStats(ctx, "declared id {x}", map[string]int64{store.StatRequests: 1}); err != nil {
 		t.Fatal(err)
@@ -691,11 +693,10 @@ func testStatusConflictRetry(t *testing.T, c client.Client) {
 		t.Fatalf("want a conflict from the stale copy, got %v", err)
 	}
 	// ...writeStatus retries on a fresh copy.
-	r := &PruningPolicyReconciler{Client: c, Scheme: testScheme}
 	want := stale.Status.DeepCopy()
 	want.Endpoint = "http://race-proxy." + ns + ".svc:8080"
 	want.Sessions = 42
-	if err := r.writeStatus(ctx, stale, want); err != nil {
+	if _, err := writeStatus(ctx, c, nil, stale, want, policyStatus); err != nil {
 		t.Fatalf("writeStatus with a stale copy: %v", err)
 	}
 	var cur condensev1.PruningPolicy
@@ -725,7 +726,7 @@ func testStoreOutage(t *testing.T, c client.Client) {
 	rds.Kill()
 	eventually(t, 30*time.Second, "unreachable after redis dies", func() (bool, string) {
 		cd := cond()
-		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == ReasonStoreUnreachable, fmt.Sprintf("%+v", cd)
+		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == reasonStoreUnreachable, fmt.Sprintf("%+v", cd)
 	})
 	rds.Restart()
 	eventually(t, 30*time.Second, "reachable again", func() (bool, string) {
@@ -747,7 +748,7 @@ func testUserMistakes(t *testing.T, c client.Client, rds *redistest.Server) {
 	eventually(t, 20*time.Second, "InvalidSpec", func() (bool, string) {
 		_ = get(ctx, c, ns, "blank-tool", blank)
 		cd := apimeta.FindStatusCondition(blank.Status.Conditions, condensev1.ConditionReady)
-		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == ReasonInvalidSpec &&
+		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == reasonInvalidSpec &&
 			strings.Contains(cd.Message, "engine.protectedTools[0]"), fmt.Sprintf("%+v", cd)
 	})
 	if err := get(ctx, c, ns, "blank-tool-proxy", &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
@@ -770,18 +771,18 @@ func testUserMistakes(t *testing.T, c client.Client, rds *redistest.Server) {
 			return cd != nil && cd.Status == status && cd.Reason == reason, fmt.Sprintf("%+v", cd)
 		}
 	}
-	eventually(t, 20*time.Second, "SecretUnavailable", storeCond(ReasonSecretUnavailable, metav1.ConditionFalse))
+	eventually(t, 20*time.Second, "SecretUnavailable", storeCond(reasonSecretUnavailable, metav1.ConditionFalse))
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "later", Namespace: ns},
 		StringData: map[string]string{"url": "redis+cluster://" + rds.Addr}}
 	if err := c.Create(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "wrong scheme for the mode", storeCond(ReasonInvalidSpec, metav1.ConditionFalse))
+	eventually(t, 20*time.Second, "wrong scheme for the mode", storeCond(reasonInvalidSpec, metav1.ConditionFalse))
 	sec.StringData = map[string]string{"url": rds.URL() + "/6"}
 	if err := c.Update(ctx, sec); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "reachable once the Secret is right", storeCond(ReasonStoreReachable, metav1.ConditionTrue))
+	eventually(t, 20*time.Second, "reachable once the Secret is right", storeCond(reasonStoreReachable, metav1.ConditionTrue))
 }
 
 // testApplyFailureInStatus makes applying a child fail (its name is taken by an object another
@@ -808,7 +809,7 @@ func testApplyFailureInStatus(t *testing.T, c client.Client) {
 	}
 	eventually(t, 20*time.Second, "Ready=False ApplyFailed", func() (bool, string) {
 		cur, cd := policyCondition(ctx, c, ns, "clash", condensev1.ConditionReady)
-		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == ReasonApplyFailed &&
+		return cd != nil && cd.Status == metav1.ConditionFalse && cd.Reason == reasonApplyFailed &&
 			strings.Contains(cd.Message, "clash-proxy") && cd.ObservedGeneration == cur.Generation &&
 			cur.Status.ObservedGeneration == cur.Generation, fmt.Sprintf("%+v", cur.Status)
 	})
@@ -819,7 +820,7 @@ func testApplyFailureInStatus(t *testing.T, c client.Client) {
 		cur, cd := policyCondition(ctx, c, ns, "clash", condensev1.ConditionReady)
 		var svc corev1.Service
 		err := get(ctx, c, ns, "clash-proxy", &svc)
-		return cd != nil && cd.Reason != ReasonApplyFailed && err == nil && isControlledBy(&svc, cur), fmt.Sprintf("%+v %v", cd, err)
+		return cd != nil && cd.Reason != reasonApplyFailed && err == nil && isControlledBy(&svc, cur), fmt.Sprintf("%+v %v", cd, err)
 	})
 }
 
@@ -858,8 +859,8 @@ func testPolicyRecreated(t *testing.T, c client.Client, rds *redistest.Server) {
 			return false, err.Error()
 		}
 		_ = get(ctx, c, ns, "declared", declared)
-		return containsStr(s.Finalizers, condensev1.AgentSessionFinalizer) && s.Status.Version == 1 &&
-			declared.Annotations[AnnotationPolicyUID] == string(old.UID), fmt.Sprintf("%+v %v", s.Status, declared.Annotations)
+		return slices.Contains(s.Finalizers, condensev1.AgentSessionFinalizer) && s.Status.Version == 1 &&
+			declared.Annotations[annotationPolicyUID] == string(old.UID), fmt.Sprintf("%+v %v", s.Status, declared.Annotations)
 	})
 
 	if err := c.Delete(ctx, old); err != nil {
@@ -876,13 +877,13 @@ func testPolicyRecreated(t *testing.T, c client.Client, rds *redistest.Server) {
 	eventually(t, 20*time.Second, "new policy's store open, declared session rebound", func() (bool, string) {
 		_, cd := policyCondition(ctx, c, ns, "again", condensev1.ConditionStoreReachable)
 		_ = get(ctx, c, ns, "declared", declared)
-		return cd != nil && cd.Status == metav1.ConditionTrue && declared.Annotations[AnnotationPolicyUID] == string(again.UID),
+		return cd != nil && cd.Status == metav1.ConditionTrue && declared.Annotations[annotationPolicyUID] == string(again.UID),
 			fmt.Sprintf("%+v %v", cd, declared.Annotations)
 	})
 	eventually(t, 20*time.Second, "orphaned session reports its policy gone", func() (bool, string) {
 		_ = get(ctx, c, ns, s.Name, s)
 		cd := apimeta.FindStatusCondition(s.Status.Conditions, condensev1.ConditionReady)
-		return cd != nil && cd.Reason == ReasonPolicyNotFound, fmt.Sprintf("%+v", cd)
+		return cd != nil && cd.Reason == reasonPolicyNotFound, fmt.Sprintf("%+v", cd)
 	})
 
 	// What the garbage collector does to the old policy's session, and a user to theirs.
@@ -1156,7 +1157,7 @@ func testAutoscalingHandover(t *testing.T, c client.Client) {
 		}
 		time.Sleep(time.Second)
 	}
-	if ownsReplicas(&dep, FieldOwner) {
+	if ownsReplicas(&dep, fieldOwner) {
 		t.Fatal("the operator still owns spec.replicas under autoscaling")
 	}
 }

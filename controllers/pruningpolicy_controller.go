@@ -3,9 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,14 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,61 +26,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
-	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
 )
 
-// Condition reasons.
-const (
-	// ReasonReconciled: the policy is fully working.
-	ReasonReconciled = "Reconciled"
-	// ReasonInvalidSpec: the policy (or the URL in its Secret) cannot be used as written.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonSecretUnavailable: a Secret or key the policy references does not exist.
-	ReasonSecretUnavailable = "SecretUnavailable"
-	// ReasonStoreUnreachable: the session store could not be opened or listed.
-	ReasonStoreUnreachable = "StoreUnreachable"
-	// ReasonStoreReachable: the last listing of the session store succeeded.
-	ReasonStoreReachable = "StoreReachable"
-	// ReasonDeploymentReady: the proxy Deployment is Available.
-	ReasonDeploymentReady = "MinimumReplicasAvailable"
-	// ReasonDeploymentNotReady: the proxy Deployment is not Available (yet).
-	ReasonDeploymentNotReady = "MinimumReplicasUnavailable"
-	// ReasonApplyFailed: a child object could not be applied or deleted.
-	ReasonApplyFailed = "ApplyFailed"
-	// ReasonNotReady: Ready is False because another condition is False.
-	ReasonNotReady = "NotReady"
-	// ReasonPolicyNotFound: the AgentSession's PruningPolicy does not exist.
-	ReasonPolicyNotFound = "PolicyNotFound"
-	// ReasonSessionNotInStore: the store holds no state for the session.
-	ReasonSessionNotInStore = "SessionNotInStore"
-	// ReasonSessionObserved: the session's state was read from the store.
-	ReasonSessionObserved = "SessionObserved"
-	// ReasonDiagnostics: the session recorded diagnostics (Degraded is True).
-	ReasonDiagnostics = "DiagnosticsRecorded"
-	// ReasonNoDiagnostics: the session recorded no diagnostics (Degraded is False).
-	ReasonNoDiagnostics = "NoDiagnostics"
-)
-
-// indexPolicyRef indexes AgentSessions by spec.policyRef.name.
-const indexPolicyRef = "spec.policyRef.name"
-
-// indexPolicySession indexes AgentSessions by "<policy>/<sessionID>".
-const indexPolicySession = "spec.policySession"
-
-// PruningPolicyReconciler turns a PruningPolicy into a running proxy: configuration ConfigMap,
-// Deployment, Service, PodDisruptionBudget, optional HorizontalPodAutoscaler, optional pruner
-// worker Deployment and, for redis.managed, a Redis StatefulSet with its Service,
-// configuration and NetworkPolicy. Status is computed once per reconcile and written only when it changed.
-type PruningPolicyReconciler struct {
+// policyReconciler turns a PruningPolicy into a running proxy (the children specs.Children
+// builds) and writes the policy's status.
+type policyReconciler struct {
 	// Client reads from the cache and writes to the API server.
 	client.Client
 	// Scheme knows the API types.
 	Scheme *runtime.Scheme
 	// Recorder emits events.
-	Recorder EventRecorder
+	Recorder eventRecorder
 	// Sessions holds the open session stores.
 	Sessions *sessionindex.Index
 	// Secrets reads the Secrets the policy references.
@@ -113,301 +65,82 @@ type PruningPolicyReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// storeURL resolves the store URL the operator uses for the policy. The error is a
-// *specError for user mistakes (missing secret, wrong scheme).
-func storeURL(ctx context.Context, secrets *secretcache.Reader, p *condensev1.PruningPolicy) (string, error) {
-	ext := p.Spec.Redis.External
-	if ext == nil {
-		return specs.ManagedRedisURL(p), nil
+// Reconcile implements reconcile.Reconciler: fetch, build, apply, observe, computeStatus,
+// writeStatus. A step that fails leaves the later ones out of the status.
+func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p, err := r.fetch(ctx, req.NamespacedName)
+	if p == nil {
+		return ctrl.Result{}, err
 	}
-	v, err := secrets.Value(ctx, p.Namespace, ext.URLSecretRef)
+	o := policyObservation{now: time.Now()}
+	children, err := r.build(ctx, p, &o)
 	if err != nil {
-		return "", &specError{reason: ReasonSecretUnavailable, err: fmt.Errorf("redis.external.urlSecretRef: %w", err)}
-	}
-	url := strings.TrimSpace(string(v))
-	if err := specs.CheckExternalURL(ext.Mode, url); err != nil {
-		return "", &specError{reason: ReasonInvalidSpec, err: err}
-	}
-	return url, nil
-}
-
-// specError is a problem the user has to fix; reconciling again will not help until an
-// object changes.
-type specError struct {
-	reason string
-	err    error
-}
-
-// Error implements error.
-func (e *specError) Error() string { return e.err.Error() }
-
-// Unwrap returns the underlying error.
-func (e *specError) Unwrap() error { return e.err }
-
-// Reconcile implements reconcile.Reconciler.
-func (r *PruningPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
-	var p condensev1.PruningPolicy
-	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Sessions.Forget(req.NamespacedName)
-			metricPolicyReady.DeleteLabelValues(req.Namespace, req.Name)
-			metricPolicySessions.DeleteLabelValues(req.Namespace, req.Name)
-			metricPolicyDiagnostics.DeletePartialMatch(map[string]string{"namespace": req.Namespace, "policy": req.Name})
-			return ctrl.Result{}, nil
-		}
 		return ctrl.Result{}, err
 	}
-	if !p.DeletionTimestamp.IsZero() {
-		r.Sessions.Forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+	if o.built() {
+		o.childrenErr = r.apply(ctx, p, children)
 	}
-	status := p.Status.DeepCopy()
-	status.ObservedGeneration = p.Generation
-	status.Endpoint = specs.ProxyEndpoint(&p)
-	resync := r.Resync
-	if resync <= 0 {
-		resync = time.Minute
-	}
-
-	cfg, err := specs.RenderConfig(&p)
-	if err != nil {
-		msg := "the policy renders an invalid proxy configuration: " + err.Error()
-		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonInvalidSpec, msg)
-		r.event(&p, corev1.EventTypeWarning, ReasonInvalidSpec, "Render", msg)
-		if werr := r.writeStatus(ctx, &p, status); werr != nil {
-			return ctrl.Result{}, werr
-		}
-		// A user mistake: retrying cannot help until the policy changes.
-		return ctrl.Result{}, reconcile.TerminalError(err)
-	}
-	status.ConfigHash = cfg.Hash()
-	hashes := specs.PodHashes{Config: cfg.Hash()}
-	if hashes.Secrets, err = r.secretsHash(ctx, &p); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.applyChildren(ctx, &p, cfg, hashes); err != nil {
-		// Reported for this generation, then retried with backoff (a conflict over a name or
-		// an API error may clear up without the policy changing).
-		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonApplyFailed, err.Error())
-		if werr := r.writeStatus(ctx, &p, status); werr != nil {
-			logger.Error(werr, "writing status after a failed apply")
-		}
-		return ctrl.Result{}, err
-	}
-
-	// Store reachability.
-	url, uerr := storeURL(ctx, r.Secrets, &p)
-	var serr *specError
-	switch {
-	case errors.As(uerr, &serr):
-		setCond(status, p.Generation, condensev1.ConditionStoreReachable, false, serr.reason, serr.Error())
-	case uerr != nil:
-		return ctrl.Result{}, uerr
-	default:
-		if err := r.Sessions.Ensure(ctx, req.NamespacedName, url); err != nil {
-			setCond(status, p.Generation, condensev1.ConditionStoreReachable, false, ReasonStoreUnreachable, err.Error())
-		} else {
-			setCond(status, p.Generation, condensev1.ConditionStoreReachable, true, ReasonStoreReachable, "listed sessions in the store")
-		}
-	}
-
-	// Proxy availability.
-	var dep appsv1.Deployment
-	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: specs.ProxyName(&p)}, &dep); err != nil {
-		if !apierrors.IsNotFound(err) {
+	if o.built() {
+		if err := r.observe(ctx, p, &o); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	status.Replicas = dep.Status.Replicas
-	status.ReadyReplicas = dep.Status.ReadyReplicas
-	available := false
-	for _, c := range dep.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
-			available = true
-		}
-	}
-	if available && dep.Status.ObservedGeneration >= dep.Generation {
-		setCond(status, p.Generation, condensev1.ConditionProxyAvailable, true, ReasonDeploymentReady,
-			fmt.Sprintf("%d/%d proxy replicas ready", dep.Status.ReadyReplicas, dep.Status.Replicas))
-	} else {
-		setCond(status, p.Generation, condensev1.ConditionProxyAvailable, false, ReasonDeploymentNotReady,
-			fmt.Sprintf("proxy Deployment %s has %d/%d ready replicas", dep.Name, dep.Status.ReadyReplicas, dep.Status.Replicas))
-	}
+	status := computePolicyStatus(p, &o)
+	_, werr := writeStatus(ctx, r.Client, r.Recorder, p, status, policyStatus)
+	return r.finish(ctx, p, &o, status, werr)
+}
 
-	// Sessions and their diagnostics.
-	var sessions condensev1.AgentSessionList
-	if err := r.List(ctx, &sessions, client.InNamespace(p.Namespace), client.MatchingFields{indexPolicyRef: p.Name}); err != nil {
-		return ctrl.Result{}, err
-	}
-	status.Sessions = int32(len(sessions.Items))
-	status.Diagnostics = condensev1.DiagnosticCounts{}
-	for i := range sessions.Items {
-		d := sessions.Items[i].Status.Diagnostics
-		status.Diagnostics.Unresolved += d.Unresolved
-		status.Diagnostics.Mismatch += d.Mismatch
-		status.Diagnostics.Orphans += d.Orphans
-		status.Diagnostics.BackfillEmpty += d.BackfillEmpty
-	}
-
-	proxyOK := apimeta.IsStatusConditionTrue(status.Conditions, condensev1.ConditionProxyAvailable)
-	storeOK := apimeta.IsStatusConditionTrue(status.Conditions, condensev1.ConditionStoreReachable)
+// fetch reads the policy. It returns nil for a policy that is gone or being deleted, after
+// closing its store (and, once it is gone, dropping its metrics).
+func (r *policyReconciler) fetch(ctx context.Context, key types.NamespacedName) (*condensev1.PruningPolicy, error) {
+	var p condensev1.PruningPolicy
+	err := r.Get(ctx, key, &p)
 	switch {
-	case proxyOK && storeOK:
-		setCond(status, p.Generation, condensev1.ConditionReady, true, ReasonReconciled, "proxy available and store reachable")
-	case !storeOK:
-		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonNotReady, "session store not reachable")
-	default:
-		setCond(status, p.Generation, condensev1.ConditionReady, false, ReasonNotReady, "proxy not available yet")
+	case apierrors.IsNotFound(err):
+		r.Sessions.Forget(key)
+		forgetPolicyMetrics(key)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !p.DeletionTimestamp.IsZero():
+		r.Sessions.Forget(key)
+		return nil, nil
 	}
-	if err := r.writeStatus(ctx, &p, status); err != nil {
-		return ctrl.Result{}, err
+	return &p, nil
+}
+
+// finish turns the reconcile's outcome into its result; metrics follow a complete one only.
+func (r *policyReconciler) finish(ctx context.Context, p *condensev1.PruningPolicy, o *policyObservation,
+	status *condensev1.PruningPolicyStatus, werr error) (ctrl.Result, error) {
+	switch {
+	case o.configErr != nil && werr != nil:
+		return ctrl.Result{}, werr
+	case o.configErr != nil:
+		// A user mistake: retrying cannot help until the policy changes.
+		return ctrl.Result{}, reconcile.TerminalError(o.configErr)
+	case o.childrenErr != nil:
+		if werr != nil {
+			log.FromContext(ctx).Error(werr, "writing status after a failed apply")
+		}
+		// Retried with backoff: a name conflict or an API error may clear up by itself.
+		return ctrl.Result{}, o.childrenErr
+	case werr != nil:
+		return ctrl.Result{}, werr
 	}
-	ready := 0.0
-	if proxyOK && storeOK {
-		ready = 1
-	}
-	metricPolicyReady.WithLabelValues(p.Namespace, p.Name).Set(ready)
-	metricPolicySessions.WithLabelValues(p.Namespace, p.Name).Set(float64(status.Sessions))
-	for kind, v := range map[string]int64{"unresolved": status.Diagnostics.Unresolved, "mismatch": status.Diagnostics.Mismatch,
-		"orphans": status.Diagnostics.Orphans, "backfillEmpty": status.Diagnostics.BackfillEmpty} {
-		metricPolicyDiagnostics.WithLabelValues(p.Namespace, p.Name, kind).Set(float64(v))
-	}
-	logger.V(1).Info("reconciled", "ready", proxyOK && storeOK)
-	if serr != nil {
-		// A missing Secret or a URL of the wrong kind: the Secret watch brings the policy back
-		// when it is fixed.
+	log.FromContext(ctx).V(1).Info("reconciled", "ready", publishPolicyMetrics(p, status))
+	var serr *specError
+	if errors.As(o.storeErr, &serr) {
+		// A missing Secret or a URL of the wrong kind: the Secret watch brings the policy back.
 		return ctrl.Result{}, reconcile.TerminalError(serr)
 	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	if r.Resync <= 0 {
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.Resync}, nil
 }
 
-// secretsHash digests the data of the Secret keys the policy's pods read.
-func (r *PruningPolicyReconciler) secretsHash(ctx context.Context, p *condensev1.PruningPolicy) (string, error) {
-	var keys []specs.SecretKeyValue
-	for _, sel := range specs.ReferencedSecretKeys(p) {
-		v, found, err := r.Secrets.Lookup(ctx, p.Namespace, sel)
-		if err != nil {
-			return "", err
-		}
-		keys = append(keys, specs.SecretKeyValue{Secret: sel.Name, Key: sel.Key, Value: v, Found: found})
-	}
-	return specs.SecretsHash(keys), nil
-}
-
-// applyChildren server-side applies every child object and deletes the optional ones the
-// policy no longer wants.
-func (r *PruningPolicyReconciler) applyChildren(ctx context.Context, p *condensev1.PruningPolicy, cfg *config.Config, hashes specs.PodHashes) error {
-	children, err := specs.Children(p, cfg, r.Options, hashes)
-	if err != nil {
-		return err
-	}
-	if err := r.handOverReplicas(ctx, p); err != nil {
-		return fmt.Errorf("hand the proxy replicas over to the autoscaler: %w", err)
-	}
-	for _, c := range children {
-		if !c.Wanted {
-			if err := r.deleteOwned(ctx, p, c.Object); err != nil {
-				return fmt.Errorf("delete %T %s: %w", c.Object, c.Object.GetName(), err)
-			}
-			continue
-		}
-		if err := applyOwned(ctx, r.Client, r.Scheme, p, c.Object); err != nil {
-			return fmt.Errorf("apply %T %s: %w", c.Object, c.Object.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// handOverReplicas keeps the proxy's replica count when autoscaling is turned on. The proxy
-// Deployment is then applied without spec.replicas; were the operator still the field's only
-// owner, the API server would reset it to 1. So, while the live Deployment has replicas the
-// operator applied, the field manager FieldOwnerHandover first applies the current count
-// (within the autoscaler's bounds); the HorizontalPodAutoscaler takes the field over from it
-// the next time it scales.
-func (r *PruningPolicyReconciler) handOverReplicas(ctx context.Context, p *condensev1.PruningPolicy) error {
-	if p.Spec.Proxy.Autoscaling == nil {
-		return nil
-	}
-	var live appsv1.Deployment
-	if err := r.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: specs.ProxyName(p)}, &live); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !ownsReplicas(&live, FieldOwner) {
-		return nil
-	}
-	handover := specs.BuildProxyReplicasHandover(p, ptr.Deref(live.Spec.Replicas, 1))
-	log.FromContext(ctx).Info("handing the proxy replicas over to the autoscaler", "replicas", *handover.Spec.Replicas)
-	return r.Apply(ctx, handover, client.FieldOwner(FieldOwnerHandover), client.ForceOwnership)
-}
-
-// deleteOwned deletes obj if it exists and is controlled by p (never someone else's object).
-func (r *PruningPolicyReconciler) deleteOwned(ctx context.Context, p *condensev1.PruningPolicy, obj client.Object) error {
-	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	if !metav1.IsControlledBy(obj, p) {
-		return nil
-	}
-	if err := deleteIfExists(ctx, r.Client, obj); err != nil {
-		return err
-	}
-	r.event(p, corev1.EventTypeNormal, "Deleted", "Delete", fmt.Sprintf("deleted %T %s no longer wanted by the policy", obj, obj.GetName()))
-	return nil
-}
-
-func setCond(status *condensev1.PruningPolicyStatus, gen int64, t string, ok bool, reason, msg string) {
-	setCondition(&status.Conditions, gen, t, ok, reason, msg)
-}
-
-func (r *PruningPolicyReconciler) event(obj runtime.Object, typ, reason, action, note string) {
-	emitEvent(r.Recorder, obj, typ, reason, action, note)
-}
-
-// writeStatus writes status when it differs from the stored one, retrying on conflicts with a
-// fresh copy, and emits an event for every condition that changed.
-func (r *PruningPolicyReconciler) writeStatus(ctx context.Context, p *condensev1.PruningPolicy, status *condensev1.PruningPolicyStatus) error {
-	if equality.Semantic.DeepEqual(&p.Status, status) {
-		return nil
-	}
-	old := p.Status.DeepCopy()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cur condensev1.PruningPolicy
-		if err := r.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
-			return err
-		}
-		cur.Status = *status.DeepCopy()
-		if err := r.Status().Update(ctx, &cur); err != nil {
-			return err
-		}
-		*p = cur
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, c := range status.Conditions {
-		prev := apimeta.FindStatusCondition(old.Conditions, c.Type)
-		if prev == nil || prev.Status != c.Status || prev.Reason != c.Reason {
-			typ := corev1.EventTypeNormal
-			if c.Status != metav1.ConditionTrue {
-				typ = corev1.EventTypeWarning
-			}
-			r.event(p, typ, c.Reason, "Status", fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message))
-		}
-	}
-	return nil
-}
-
-// SetupWithManager registers the controller, the AgentSession field indexes and the session
-// index runnable.
-func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := setupIndexes(mgr); err != nil {
-		return err
-	}
+// setupWithManager registers the controller and what it watches.
+func (r *policyReconciler) setupWithManager(mgr ctrl.Manager) error {
 	r.policyEvents = make(chan event.TypedGenericEvent[*condensev1.PruningPolicy], 256)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&condensev1.PruningPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -432,7 +165,7 @@ func (r *PruningPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // policiesForSecret maps a Secret to the policies that reference it.
-func (r *PruningPolicyReconciler) policiesForSecret(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *policyReconciler) policiesForSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var out []reconcile.Request
 	for _, p := range policiesWhere(ctx, r.Client, o.GetNamespace(), func(p *condensev1.PruningPolicy) bool {
 		return slices.Contains(specs.ReferencedSecrets(p), o.GetName())
@@ -458,9 +191,9 @@ func policiesWhere(ctx context.Context, c client.Reader, ns string, keep func(*c
 	return out
 }
 
-// EnqueuePolicy asks for a reconcile of the policy (used by the session index when store
-// reachability changes). It never blocks; a full queue drops the request (the resync catches up).
-func (r *PruningPolicyReconciler) EnqueuePolicy(key types.NamespacedName) {
+// enqueuePolicy asks for a reconcile of the policy without blocking; a full queue drops the
+// request (the resync catches up).
+func (r *policyReconciler) enqueuePolicy(key types.NamespacedName) {
 	if r.policyEvents == nil {
 		return
 	}
@@ -470,30 +203,4 @@ func (r *PruningPolicyReconciler) EnqueuePolicy(key types.NamespacedName) {
 	case r.policyEvents <- event.TypedGenericEvent[*condensev1.PruningPolicy]{Object: p}:
 	default:
 	}
-}
-
-var indexesDone = map[ctrl.Manager]bool{}
-
-func setupIndexes(mgr ctrl.Manager) error {
-	if indexesDone[mgr] {
-		return nil
-	}
-	indexesDone[mgr] = true
-	fi := mgr.GetFieldIndexer()
-	ctx := context.Background()
-	if err := fi.IndexField(ctx, &condensev1.AgentSession{}, indexPolicyRef, func(o client.Object) []string {
-		return []string{o.(*condensev1.AgentSession).Spec.PolicyRef.Name}
-	}); err != nil {
-		return err
-	}
-	return fi.IndexField(ctx, &condensev1.AgentSession{}, indexPolicySession, func(o client.Object) []string {
-		s := o.(*condensev1.AgentSession)
-		return []string{policySessionKey(s.Spec.PolicyRef.Name, s.Spec.SessionID)}
-	})
-}
-
-// policySessionKey is the value of the policy+session index. Long ids are hashed by the
-// caller-independent specs.SessionObjectName suffix to keep index values short.
-func policySessionKey(policy, session string) string {
-	return policy + "/" + specs.SessionObjectName("", session)
 }

@@ -1,18 +1,19 @@
-// Package controllers holds the condense operator: the PruningPolicy controller (proxy,
-// pruner and managed Redis children, status) and the AgentSession controller (status from the
-// session store, finalizer, ttl, session tokens, discovery).
+// Package controllers runs the condense operator: the PruningPolicy controller (its children
+// and status) and the AgentSession controller (status from the session store, finalizer, ttl,
+// session tokens, discovery). Setup registers both with a manager.
 package controllers
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/secretcache"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
@@ -45,6 +46,9 @@ type Options struct {
 // Setup registers both controllers, the field indexes and the session index with mgr, which
 // should have been created with ManagerOptions.
 func Setup(mgr ctrl.Manager, o Options) error {
+	if err := setupIndexes(mgr); err != nil {
+		return err
+	}
 	idx := &sessionindex.Index{
 		Open:        o.OpenStore,
 		MinInterval: o.StoreMinInterval,
@@ -55,7 +59,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	secrets := &secretcache.Reader{Meta: mgr.GetCache(), API: mgr.GetAPIReader()}
-	pr := &PruningPolicyReconciler{
+	pr := &policyReconciler{
 		Client:   mgr.GetClient(),
 		Scheme:   mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("condense-operator"),
@@ -64,10 +68,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Options:  specs.BuildOptions{Image: o.Image, OperatorNamespace: o.OperatorNamespace},
 		Resync:   o.PolicyResync,
 	}
-	if err := pr.SetupWithManager(mgr); err != nil {
+	if err := pr.setupWithManager(mgr); err != nil {
 		return err
 	}
-	sr := &AgentSessionReconciler{
+	sr := &sessionReconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Secrets:        secrets,
@@ -78,8 +82,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Now:            o.Now,
 		StatusInterval: o.SessionStatusInterval,
 	}
-	idx.Notify = sr.Notify
-	return sr.SetupWithManager(mgr, func(k types.NamespacedName) { pr.EnqueuePolicy(k) })
+	idx.Notify = sr.notify
+	return sr.setupWithManager(mgr, pr.enqueuePolicy)
 }
 
 // ManagerOptions returns o with what the controllers rely on: Secrets cached as metadata only,
@@ -109,4 +113,33 @@ func stripSecretMetadata(in any) (any, error) {
 		m.SetAnnotations(nil)
 	}
 	return in, nil
+}
+
+// Field indexes of AgentSessions.
+const (
+	// indexPolicyRef indexes AgentSessions by spec.policyRef.name.
+	indexPolicyRef = "spec.policyRef.name"
+	// indexPolicySession indexes AgentSessions by policySessionKey.
+	indexPolicySession = "spec.policySession"
+)
+
+// setupIndexes registers the AgentSession field indexes both controllers list by.
+func setupIndexes(mgr ctrl.Manager) error {
+	fi := mgr.GetFieldIndexer()
+	ctx := context.Background()
+	if err := fi.IndexField(ctx, &condensev1.AgentSession{}, indexPolicyRef, func(o client.Object) []string {
+		return []string{o.(*condensev1.AgentSession).Spec.PolicyRef.Name}
+	}); err != nil {
+		return err
+	}
+	return fi.IndexField(ctx, &condensev1.AgentSession{}, indexPolicySession, func(o client.Object) []string {
+		s := o.(*condensev1.AgentSession)
+		return []string{policySessionKey(s.Spec.PolicyRef.Name, s.Spec.SessionID)}
+	})
+}
+
+// policySessionKey is the policy+session index value: the policy name and the session's
+// hashed object-name suffix, which keeps long ids short.
+func policySessionKey(policy, session string) string {
+	return policy + "/" + specs.SessionObjectName("", session)
 }
