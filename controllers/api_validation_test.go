@@ -74,10 +74,9 @@ func testPolicyNames(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)
 
-	// The limits come from the children. The proxy Service <name>-proxy must be a DNS label:
-	// a policy name with a dot (a valid object name) cannot have one. (Before the
-	// RelaxedServiceNameValidation feature, on by default from Kubernetes 1.36, a Service name must
-	// also start with a letter: a DNS-1035 label.)
+	// The limits come from the children: the proxy Service <name>-proxy must be a DNS label
+	// (before Kubernetes 1.36's RelaxedServiceNameValidation a DNS-1035 one), so a policy name
+	// with a dot, a valid object name, cannot have one.
 	p := &condensev1.PruningPolicy{ObjectMeta: metav1.ObjectMeta{Name: "team.a", Namespace: ns}}
 	wantInvalid(t, "Service for policy team.a", c.Create(ctx, specs.BuildProxyService(p)), "must not contain dots")
 	// The managed Redis StatefulSet <name>-redis labels its pods controller-revision-hash:
@@ -240,10 +239,9 @@ func testRedisSwitchToExternal(t *testing.T, c client.Client) {
 		"set at most one of redis.managed and redis.external")
 }
 
-// testManagedRedisStorage: the settings that shape the managed Redis StatefulSet's volume claim
-// template (redis.managed.persistence, storage, storageClassName) cannot change once the policy
-// has a managed Redis, because Kubernetes refuses any change of a StatefulSet's claim templates
-// and the operator would fail to apply its StatefulSet from then on.
+// testManagedRedisStorage: redis.managed.persistence, storage and storageClassName, which shape
+// the StatefulSet's volume claim template (which Kubernetes never lets change), cannot change
+// once the policy has a managed Redis.
 func testManagedRedisStorage(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)
@@ -351,10 +349,9 @@ func testPolicyRefName(t *testing.T, c client.Client) {
 	}
 }
 
-// testInvalidSpecKeepsChildren: an empty protectedTools entry never reaches the operator (the
-// schema's minimum length); one of only spaces does, and the operator's configuration check
-// sets Ready=False InvalidSpec without touching the children: a policy whose earlier generation
-// was valid keeps that generation's proxy and configuration.
+// testInvalidSpecKeepsChildren: a protectedTools entry of only spaces passes the schema but not
+// the configuration check, which sets Ready=False InvalidSpec and leaves the children (and so
+// the last valid generation's proxy and configuration) alone.
 func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)

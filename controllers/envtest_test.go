@@ -831,10 +831,9 @@ func policyCondition(ctx context.Context, c client.Client, ns, name, typ string)
 	return &cur, apimeta.FindStatusCondition(cur.Status.Conditions, typ)
 }
 
-// testPolicyRecreated deletes a policy and creates another of the same name on the same store
-// before the garbage collector (not running in envtest) removed the old policy's discovered
-// sessions: their finalizers must leave the new policy's session state alone. A user-declared
-// session follows the policy of its name and is cleaned up through the new one.
+// testPolicyRecreated replaces a policy by one of the same name on the same store before the
+// old policy's discovered sessions are collected: their finalizers leave the new policy's state
+// alone, while a user-declared session follows the new policy and is cleaned up through it.
 func testPolicyRecreated(t *testing.T, c client.Client, rds *redistest.Server) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)
@@ -1074,10 +1073,9 @@ func testSecretRotation(t *testing.T, c client.Client, rds *redistest.Server) {
 	}
 }
 
-// testRestrictedPodSecurity runs a policy with a managed Redis in a namespace that enforces
-// the PodSecurity "restricted" level: pods made from the applied proxy and Redis templates
-// are admitted (no workload controllers run in envtest, so the test creates them), and the
-// Redis is fenced by a NetworkPolicy the policy owns.
+// testRestrictedPodSecurity: in a namespace enforcing PodSecurity "restricted", pods made from
+// the applied proxy and Redis templates (created by the test: envtest runs no workload
+// controllers) are admitted, and the Redis is fenced by a NetworkPolicy the policy owns.
 func testRestrictedPodSecurity(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	ns := newNamespace(t, c)

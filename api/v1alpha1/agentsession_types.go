@@ -134,10 +134,8 @@ type AgentSessionStatus struct {
 }
 
 // AgentSession is one agent session served by a PruningPolicy's proxy, with its savings and
-// diagnostics.
-//
-// Its name has at most 247 characters, so that its session-token Secret <name>-token fits the
-// 253-character limit of object names. Checked on create only (names are immutable).
+// diagnostics. Its name has at most 247 characters (checked on create), so that the name of
+// its session-token Secret <name>-token stays valid.
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || self.metadata.name.size() <= 247",optionalOldSelf=true,message="metadata.name must have at most 247 characters: the session-token Secret is named <name>-token"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -168,6 +166,7 @@ type AgentSessionList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	// Items are the sessions.
+	// +required
 	Items []AgentSession `json:"items"`
 }
 

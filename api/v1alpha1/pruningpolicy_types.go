@@ -137,10 +137,8 @@ type PruningPolicySpec struct {
 	Pruner PrunerSpec `json:"pruner,omitempty"`
 
 	// Redis says where session state lives: a Redis the operator runs (managed, the default) or
-	// one you run (external). At most one of the two may be set; setting neither means a managed
-	// Redis with default settings. The default is {} rather than {managed: {}} so that adding
-	// redis.external to a policy that never set redis.managed (kubectl apply, a merge patch)
-	// switches it to the external Redis instead of setting both.
+	// one you run (external), at most one of the two. It defaults to {}, so adding
+	// redis.external to a policy that never set redis.managed switches it to the external one.
 	// +kubebuilder:default={}
 	// +optional
 	Redis RedisSpec `json:"redis,omitempty"`
@@ -172,11 +170,9 @@ type TriggerSpec struct {
 	// +optional
 	BudgetTurnDelta *float64 `json:"budgetTurnDelta,omitempty"`
 
-	// CacheAware weighs agent-message, delta and mid-run flushes against the provider's prompt
-	// cache: a flush runs when the cache has expired anyway, or when the tokens it removes over
-	// the expected remaining requests save more than re-writing the cached prefix costs;
-	// otherwise it is deferred and retried on later requests. Manual and budget flushes always
-	// run.
+	// CacheAware defers agent-message, delta and mid-run flushes until the prompt cache has
+	// expired or the tokens a flush removes over the expected remaining requests outweigh
+	// re-writing the cached prefix. Manual and budget flushes always run.
 	// +kubebuilder:default=true
 	// +optional
 	CacheAware *bool `json:"cacheAware,omitempty"`
@@ -488,15 +484,9 @@ type PrunerSpec struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
-// RedisSpec says where session state lives. Setting neither field means a managed Redis with
-// default settings.
-//
-// While the Redis is managed (neither field set counts as managed with default settings), the
-// settings that shape its StatefulSet's volume claim template cannot change: persistence, and,
-// with persistence, storage (compared as a quantity, so 1Gi and 1024Mi are the same) and
-// storageClassName (unset and "" differ). Kubernetes refuses any change of a StatefulSet's claim
-// templates, so the operator could not apply the StatefulSet again. Switching to or from
-// redis.external is allowed (the StatefulSet is deleted, or created anew).
+// RedisSpec says where session state lives; setting neither field means a managed Redis with
+// default settings. While it is managed, persistence, storage and storageClassName cannot
+// change (they shape the StatefulSet's volume claim template); switching to external can.
 // +kubebuilder:validation:XValidation:rule="!(has(self.managed) && has(self.external))",message="set at most one of redis.managed and redis.external"
 // +kubebuilder:validation:XValidation:rule="has(self.external) || has(oldSelf.external) || (!has(self.managed) || !has(self.managed.persistence) || self.managed.persistence) == (!has(oldSelf.managed) || !has(oldSelf.managed.persistence) || oldSelf.managed.persistence)",message="redis.managed.persistence is immutable: the Redis StatefulSet's volume claim template cannot change; create a new PruningPolicy, or delete this one and its claim data-<policy>-redis-0 and create it again"
 // +kubebuilder:validation:XValidation:rule="has(self.external) || has(oldSelf.external) || (has(self.managed) && has(self.managed.persistence) && !self.managed.persistence) || (has(oldSelf.managed) && has(oldSelf.managed.persistence) && !oldSelf.managed.persistence) || quantity(has(self.managed) && has(self.managed.storage) ? string(self.managed.storage) : '1Gi').compareTo(quantity(has(oldSelf.managed) && has(oldSelf.managed.storage) ? string(oldSelf.managed.storage) : '1Gi')) == 0",message="redis.managed.storage is immutable: the Redis StatefulSet's volume claim template cannot change; create a new PruningPolicy, or delete this one and its claim data-<policy>-redis-0 and create it again"
@@ -627,13 +617,9 @@ type PruningPolicyStatus struct {
 	ConfigHash string `json:"configHash,omitempty"`
 }
 
-// PruningPolicy runs a pruning proxy for coding agents and holds the policy it enforces.
-//
-// Its name must be a DNS-1035 label of at most 46 characters, because the children are named
-// after it: the Service <name>-proxy must be a DNS-1035 label, and the managed Redis
-// StatefulSet <name>-redis labels its pods controller-revision-hash=<name>-redis-<hash> (a hash
-// of up to 10 digits) within the 63-character limit of label values. Checked on create only
-// (names are immutable), so a policy created before the rule existed can still be updated.
+// PruningPolicy runs a pruning proxy for coding agents and holds the policy it enforces. Its
+// name must be a DNS-1035 label of at most 46 characters (checked on create): the Service
+// <name>-proxy and the label values of the Redis pods <name>-redis-<hash> are made from it.
 // +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 46 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))",optionalOldSelf=true,message="metadata.name must be a DNS-1035 label of at most 46 characters (lowercase letters, digits and '-', starting with a letter and ending with a letter or digit): the Service <name>-proxy must be a DNS-1035 label, and the Redis StatefulSet <name>-redis labels its pods <name>-redis-<revision hash of up to 10 digits>, which must fit in 63 characters"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -661,6 +647,7 @@ type PruningPolicyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	// Items are the policies.
+	// +required
 	Items []PruningPolicy `json:"items"`
 }
 

@@ -13,10 +13,9 @@ import (
 	"github.com/condense-dev/condense/internal/config"
 )
 
-// RenderConfig turns a PruningPolicy into the data-plane configuration its proxy and pruner
-// pods load. Unset fields (as in objects that did not pass through the API server's
-// defaulting) take the same defaults as the CRD. The result is validated; an invalid
-// result is a user mistake in the policy and comes back as a *config.ValidationError.
+// RenderConfig turns a PruningPolicy into the validated data-plane configuration its pods load;
+// unset fields take the CRD's defaults. An invalid result is a user mistake in the policy and
+// comes back as a *config.ValidationError.
 func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 	s := &p.Spec
 	c := config.Default()

@@ -15,11 +15,8 @@ import (
 // rendered configuration, so a configuration change rolls the pods.
 const AnnotationConfigHash = "condense.dev/config-hash"
 
-// AnnotationSecretsHash is set on the proxy and pruner pod templates to a digest of the data
-// of the Secret keys the pods read (external Redis URL, summarizer key, session-auth secret;
-// see SecretsHash), so rotating one rolls the pods: environment variables and the
-// session-auth secret are read once, at start. Edits that leave those keys alone (labels,
-// annotations, other keys) roll nothing.
+// AnnotationSecretsHash is set on the proxy and pruner pod templates to SecretsHash of the
+// Secret keys the pods read at start, so rotating one of them rolls the pods.
 const AnnotationSecretsHash = "condense.dev/secrets-hash"
 
 // PodHashes are the pod template annotations that roll the proxy and pruner pods.

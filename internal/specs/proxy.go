@@ -14,7 +14,7 @@ import (
 	"github.com/condense-dev/condense/internal/config"
 )
 
-// BuildProxyConfigMap renders the configuration ConfigMap of the proxy and pruner pods.
+// BuildProxyConfigMap builds the configuration ConfigMap of the proxy and pruner pods.
 func BuildProxyConfigMap(p *condensev1.PruningPolicy, cfg *config.Config) (*corev1.ConfigMap, error) {
 	data, err := cfg.MarshalYAML()
 	if err != nil {
@@ -29,7 +29,7 @@ func BuildProxyConfigMap(p *condensev1.PruningPolicy, cfg *config.Config) (*core
 	return cm, nil
 }
 
-// BuildProxyDeployment renders the proxy Deployment; hashes go on the pod template. With
+// BuildProxyDeployment builds the proxy Deployment; hashes go on the pod template. With
 // autoscaling on, replicas are left to the HorizontalPodAutoscaler.
 func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes PodHashes) *appsv1.Deployment {
 	d := &appsv1.Deployment{
@@ -53,11 +53,9 @@ func BuildProxyDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes Po
 	return d
 }
 
-// BuildProxyReplicasHandover renders what the field manager FieldOwnerHandover applies to the
-// proxy Deployment when autoscaling is turned on: only spec.replicas, the live count within
-// the autoscaler's bounds. Owned by that manager, the field keeps its value when the operator
-// stops applying it, until the HorizontalPodAutoscaler writes it and so takes it over. nil
-// without autoscaling.
+// BuildProxyReplicasHandover builds the apply configuration that holds the proxy's
+// spec.replicas at live (within the autoscaler's bounds) while autoscaling takes the field
+// over; nil without autoscaling.
 func BuildProxyReplicasHandover(p *condensev1.PruningPolicy, live int32) *appsv1ac.DeploymentApplyConfiguration {
 	a := p.Spec.Proxy.Autoscaling
 	if a == nil {
@@ -68,7 +66,7 @@ func BuildProxyReplicasHandover(p *condensev1.PruningPolicy, live int32) *appsv1
 		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(min(max(live, lo), max(a.MaxReplicas, lo))))
 }
 
-// BuildPrunerDeployment renders the pruner worker Deployment; nil when pruner.replicas is 0.
+// BuildPrunerDeployment builds the pruner worker Deployment; nil when pruner.replicas is 0.
 func BuildPrunerDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes PodHashes) *appsv1.Deployment {
 	if p.Spec.Pruner.Replicas <= 0 {
 		return nil
@@ -84,7 +82,7 @@ func BuildPrunerDeployment(p *condensev1.PruningPolicy, o BuildOptions, hashes P
 	}
 }
 
-// BuildProxyService renders the proxy Service (port 8080 "proxy", 9090 "metrics").
+// BuildProxyService builds the proxy Service (port 8080 "proxy", 9090 "metrics").
 func BuildProxyService(p *condensev1.PruningPolicy) *corev1.Service {
 	t := p.Spec.Proxy.ServiceType
 	if t == "" {
@@ -104,7 +102,7 @@ func BuildProxyService(p *condensev1.PruningPolicy) *corev1.Service {
 	}
 }
 
-// BuildProxyPDB renders the proxy PodDisruptionBudget: at most one proxy pod down at a time.
+// BuildProxyPDB builds the proxy PodDisruptionBudget: at most one proxy pod down at a time.
 // It returns nil when the proxy may run a single replica, where a budget would block drains.
 func BuildProxyPDB(p *condensev1.PruningPolicy) *policyv1.PodDisruptionBudget {
 	minReplicas := ptr.Deref(p.Spec.Proxy.Replicas, 2)
@@ -124,7 +122,7 @@ func BuildProxyPDB(p *condensev1.PruningPolicy) *policyv1.PodDisruptionBudget {
 	}
 }
 
-// BuildProxyHPA renders the proxy HorizontalPodAutoscaler; nil without spec.proxy.autoscaling.
+// BuildProxyHPA builds the proxy HorizontalPodAutoscaler; nil without spec.proxy.autoscaling.
 func BuildProxyHPA(p *condensev1.PruningPolicy) *autoscalingv2.HorizontalPodAutoscaler {
 	a := p.Spec.Proxy.Autoscaling
 	if a == nil {

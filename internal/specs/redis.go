@@ -21,7 +21,7 @@ import (
 // managed Redis runs as.
 const redisUID = 999
 
-// RedisConf renders the managed Redis configuration file.
+// redisConf is the managed Redis configuration file.
 func redisConf(persistent bool) string {
 	var b strings.Builder
 	b.WriteString("# Rendered by the condense operator.\n")
@@ -35,7 +35,7 @@ func redisConf(persistent bool) string {
 	return b.String()
 }
 
-// BuildRedisConfigMap renders the managed Redis configuration; nil unless redis.managed.
+// BuildRedisConfigMap builds the ConfigMap of the managed Redis configuration; nil unless redis.managed.
 func BuildRedisConfigMap(p *condensev1.PruningPolicy) *corev1.ConfigMap {
 	m := p.Spec.Redis.ManagedOrDefault()
 	if m == nil {
@@ -48,7 +48,7 @@ func BuildRedisConfigMap(p *condensev1.PruningPolicy) *corev1.ConfigMap {
 	}
 }
 
-// BuildRedisService renders the headless Service of the managed Redis; nil unless redis.managed.
+// BuildRedisService builds the headless Service of the managed Redis; nil unless redis.managed.
 func BuildRedisService(p *condensev1.PruningPolicy) *corev1.Service {
 	if p.Spec.Redis.ManagedOrDefault() == nil {
 		return nil
@@ -64,7 +64,7 @@ func BuildRedisService(p *condensev1.PruningPolicy) *corev1.Service {
 	}
 }
 
-// BuildRedisStatefulSet renders the single-replica managed Redis; nil unless redis.managed.
+// BuildRedisStatefulSet builds the single-replica managed Redis; nil unless redis.managed.
 // With persistence the data directory is a PersistentVolumeClaim, otherwise an emptyDir.
 func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
 	m := p.Spec.Redis.ManagedOrDefault()
@@ -154,7 +154,7 @@ func BuildRedisStatefulSet(p *condensev1.PruningPolicy) *appsv1.StatefulSet {
 	return ss
 }
 
-// BuildRedisNetworkPolicy renders the NetworkPolicy of the managed Redis: ingress to its port
+// BuildRedisNetworkPolicy builds the NetworkPolicy of the managed Redis: ingress to its port
 // only from the policy's proxy and pruner pods and, with o.OperatorNamespace, from the
 // operator's pods there (it lists the sessions). nil unless redis.managed.
 func BuildRedisNetworkPolicy(p *condensev1.PruningPolicy, o BuildOptions) *networkingv1.NetworkPolicy {

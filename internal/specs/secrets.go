@@ -56,11 +56,9 @@ type SecretKeyValue struct {
 	Found bool
 }
 
-// SecretsHash digests the Secret keys the pods read: the SHA-256 over each key's Secret name,
-// key name and value (length-prefixed, in name order), truncated to 32 hex digits; "" when
-// there are none. Only the data counts, never a Secret's resourceVersion, so label or
-// annotation edits do not change it. The result is published as an annotation: it is a
-// digest, never the data.
+// SecretsHash digests the Secret keys the pods read: 32 hex digits of the SHA-256 over each
+// key's Secret name, key name and value (length-prefixed, in name order), "" for no keys.
+// Only the data counts, so label or annotation edits leave it alone.
 func SecretsHash(keys []SecretKeyValue) string {
 	if len(keys) == 0 {
 		return ""

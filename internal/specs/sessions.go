@@ -11,7 +11,7 @@ import (
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 )
 
-// BuildSessionTokenSecret renders the Secret holding an AgentSession's session token.
+// BuildSessionTokenSecret builds the Secret holding an AgentSession's session token.
 func BuildSessionTokenSecret(s *condensev1.AgentSession, token string) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
@@ -62,7 +62,7 @@ func SessionObjectName(policy, sessionID string) string {
 	return prefix + "-" + readable + "-" + h
 }
 
-// BuildDiscoveredSession renders the AgentSession the operator creates for a session it found
+// BuildDiscoveredSession builds the AgentSession the operator creates for a session it found
 // in the store.
 func BuildDiscoveredSession(p *condensev1.PruningPolicy, sessionID string) *condensev1.AgentSession {
 	return &condensev1.AgentSession{
