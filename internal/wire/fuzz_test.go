@@ -98,6 +98,23 @@ func FuzzParseOpenAI(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) { fuzzParse(t, OpenAI, body) })
 }
 
+// responsesSeeds are small Responses bodies covering each item kind and shape.
+var responsesSeeds = []string{
+	responsesSample, `{"input":"hi"}`, `{"input":[]}`, `{"input":5}`,
+	`{"input":[{"role":"user","content":"a"},{"type":"reasoning","summary":[{"type":"summary_text","text":"s"}],"encrypted_content":"e"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"Exit code: 1\nOutput:\nx"}]}`,
+	`{"input":[{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"p"},{"type":"custom_tool_call_output","call_id":"c","output":[{"type":"input_text","text":"a"}]}]}`,
+	`{"input":[{"type":"local_shell_call","call_id":"l","action":{"type":"exec","command":["ls"]}},{"type":"local_shell_call_output","id":"l","output":"{\"output\":\"x\",\"metadata\":{\"exit_code\":3}}"}]}`,
+	`{"input":[{"type":"compaction","encrypted_content":"x"},{"type":"message","role":"assistant","content":"a"},{"type":"item_reference","id":"r"}]}`,
+}
+
+// FuzzParseResponses fuzzes Parse for the Responses format.
+func FuzzParseResponses(f *testing.F) {
+	for _, s := range append(append([]string(nil), responsesSeeds...), fuzzSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { fuzzParse(t, Responses, body) })
+}
+
 // checkDecodedText compares every decoded text with encoding/json's decoding of the same
 // bytes.
 func checkDecodedText(t *testing.T, r *Request) {
@@ -116,6 +133,8 @@ func checkDecodedText(t *testing.T, r *Request) {
 				if err = json.Unmarshal(b.Raw(), &obj); err == nil {
 					if raw, ok := obj["text"]; ok {
 						err = json.Unmarshal(raw, &want)
+					} else if raw, ok := obj["content"]; ok && b.Format() == Responses {
+						want, err = responsesItemText(raw) // an assistant message item
 					}
 				}
 			}
@@ -135,6 +154,33 @@ func checkDecodedText(t *testing.T, r *Request) {
 			check(b)
 		}
 	}
+}
+
+// responsesItemText decodes a Responses message item's content as the parser's Text: the
+// string, or the "text" members of the part objects joined with "\n".
+func responsesItemText(raw json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", err
+	}
+	var texts []string
+	for _, p := range parts {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(p, &obj) != nil {
+			continue
+		}
+		if t, ok := obj["text"]; ok {
+			var s string
+			if err := json.Unmarshal(t, &s); err == nil {
+				texts = append(texts, s)
+			}
+		}
+	}
+	return strings.Join(texts, "\n"), nil
 }
 
 // sameOnBothKernels checks that Parse returns the same request, or the same error, on

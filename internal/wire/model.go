@@ -1,7 +1,7 @@
-// Package wire is the provider wire model: it parses Anthropic Messages and OpenAI Chat
-// Completions request bodies into one transcript model (ordered messages of typed content
-// blocks, system prompt, tools) while keeping the raw bytes of every message, block and
-// top-level member.
+// Package wire is the provider wire model: it parses Anthropic Messages, OpenAI Chat
+// Completions and OpenAI Responses request bodies into one transcript model (ordered
+// messages of typed content blocks, system prompt, tools) while keeping the raw bytes of
+// every message, block and top-level member.
 //
 // Serialization is byte-faithful: an unmodified request serializes to its input slice
 // itself, and in a modified request every untouched message, block and top-level member
@@ -35,15 +35,20 @@ const (
 	Anthropic Format = iota + 1
 	// OpenAI is the OpenAI Chat Completions request format.
 	OpenAI
+	// Responses is the OpenAI Responses API request format (POST /v1/responses): its
+	// "input" items map onto Messages (docs/formats.md "Responses API").
+	Responses
 )
 
-// String returns "anthropic" or "openai".
+// String returns "anthropic", "openai" or "responses".
 func (f Format) String() string {
 	switch f {
 	case Anthropic:
 		return "anthropic"
 	case OpenAI:
 		return "openai"
+	case Responses:
+		return "responses"
 	}
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
@@ -76,10 +81,11 @@ const (
 	KindToolResult                      // tool_result block / OpenAI tool message
 	KindServerToolUse                   // server_tool_use block
 	KindWebSearchToolResult             // web_search_tool_result block (ID = tool_use_id)
+	KindReasoning                       // Responses reasoning item (Text = summary, Signature = encrypted_content), kept raw
 )
 
 var kindNames = [...]string{"unknown", "text", "image", "document", "thinking", "redacted_thinking",
-	"tool_use", "tool_result", "server_tool_use", "web_search_tool_result"}
+	"tool_use", "tool_result", "server_tool_use", "web_search_tool_result", "reasoning"}
 
 // String returns the kind's name in Anthropic spelling ("tool_use", ...).
 func (k Kind) String() string {
@@ -94,9 +100,9 @@ type Request struct {
 	Format   Format
 	Model    string     // the "model" member ("" when absent)
 	Stream   bool       // the "stream" member
-	System   []*Block   // Anthropic top-level system (string form = one text block); OpenAI: nil
+	System   []*Block   // Anthropic top-level system (string form = one text block); OpenAI, Responses: nil ("instructions" stays a plain member)
 	Tools    []*Tool    // the "tools" array
-	Messages []*Message // the "messages" array
+	Messages []*Message // the "messages" array (Responses: the "input" items, see Message)
 
 	body     []byte
 	objEnd   int     // offset just past the top-level object in body
@@ -106,6 +112,7 @@ type Request struct {
 	sysArr   *array
 	toolsArr *array
 	sysStr   bool // system was a JSON string
+	inputStr bool // Responses: input was a JSON string (Messages[0] stands for it)
 	reused   int  // leading messages shared from ParseReusing's previous request
 	// Where the parsed values live (retained.go): the messages by runs, each tool, the system.
 	msgHomes  []homeRun
@@ -129,7 +136,11 @@ type Message struct {
 	Role Role
 	// Blocks is the content. OpenAI assistant: text parts then one KindToolUse block per
 	// tool_calls entry; OpenAI tool message: exactly one KindToolResult block (ID =
-	// tool_call_id) whose raw bytes are the whole message object.
+	// tool_call_id) whose raw bytes are the whole message object. Responses: an assistant
+	// message is a run of model-produced input items, one block per item (its raw bytes
+	// are the items with the separators between them); a tool output item is a tool
+	// message with one KindToolResult block (ID = call_id); any other item that is not a
+	// message is a message without role holding one KindUnknown block.
 	Blocks []*Block
 	// StringContent is true when content was a JSON string (then Blocks holds one KindText
 	// block, or for an OpenAI tool message the result block has ContentString).
@@ -140,6 +151,7 @@ type Message struct {
 	constructed bool
 	contentArr  *array
 	callsArr    *array // OpenAI tool_calls
+	itemsArr    *array // Responses assistant message: the spans of its items in obj.raw
 	hasContent  bool
 	// blocksMemo is the *blocksMemo of the last WithBlocks call (nil before one), read and
 	// written atomically.
@@ -221,7 +233,8 @@ func (t *Tool) Raw() []byte { return t.raw }
 // Raw returns the original body.
 func (r *Request) Raw() []byte { return r.body }
 
-// Raw returns the message's JSON bytes; nil for messages made by NewTextMessage.
+// Raw returns the message's JSON bytes; nil for messages made by NewTextMessage. For a
+// Responses assistant message they are its run of input items (not one JSON value).
 func (m *Message) Raw() []byte {
 	if m.constructed {
 		return nil
@@ -237,8 +250,8 @@ func (m *Message) Bytes() []byte { return m.obj.raw }
 func (m *Message) Format() Format { return m.f }
 
 // Raw returns the block's JSON bytes: the block object, the JSON string of a string-form
-// text block, the tool_calls entry of an OpenAI tool call, or the whole message object of
-// an OpenAI tool result.
+// text block, the tool_calls entry of an OpenAI tool call, the whole message object of an
+// OpenAI tool result, or the input item of a Responses assistant or tool message block.
 func (b *Block) Raw() []byte {
 	if b.obj != nil {
 		return b.obj.raw
@@ -255,7 +268,7 @@ func (b *Block) EachMember(fn func(key, value []byte)) {
 }
 
 // EachMember calls fn with the raw key (quoted, as sent) and raw value of each member of the
-// message's JSON object, in order.
+// message's JSON object, in order. A Responses assistant message (a run of items) has none.
 func (m *Message) EachMember(fn func(key, value []byte)) { m.obj.each(fn) }
 
 // Format returns the wire format the block belongs to.
@@ -423,10 +436,16 @@ func (b *Block) ResultText() string {
 }
 
 // encodeElem writes the block as an array element (a string-form block becomes a text
-// block object).
+// block object, for Responses an input_text part).
 func (b *Block) encodeElem(e *encoder) {
 	if b.obj != nil {
 		e.raw(b.obj.raw)
+		return
+	}
+	if b.f == Responses {
+		e.buf = append(e.buf, `{"type":"input_text","text":`...)
+		e.raw(b.str)
+		e.byte('}')
 		return
 	}
 	e.buf = append(e.buf, `{"type":"text","text":`...)

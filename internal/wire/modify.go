@@ -8,8 +8,11 @@ import (
 )
 
 // NewTextBlock returns a text block {"type":"text","text":…} (the same shape is a text
-// content part in OpenAI format).
+// content part in OpenAI format; for Responses it is an input_text part).
 func NewTextBlock(f Format, text string) *Block {
+	if f == Responses {
+		return newPart("input_text", text)
+	}
 	raw := make([]byte, 0, quotedCap(len(text))+24)
 	raw = append(raw, `{"type":"text","text":`...)
 	raw = appendQuoted(raw, text)
@@ -19,9 +22,13 @@ func NewTextBlock(f Format, text string) *Block {
 		obj: &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 21, v: 22, e: 22 + n}}}}
 }
 
-// NewTextMessage returns a message {"role":…,"content":"text"} with string content. Its
-// Raw is nil; Bytes returns its encoding.
+// NewTextMessage returns a message {"role":…,"content":"text"} with string content; for
+// Responses the item {"type":"message","role":…,"content":[part]} with one input_text part
+// (output_text for an assistant). Its Raw is nil; Bytes returns its encoding.
 func NewTextMessage(f Format, role Role, text string) *Message {
+	if f == Responses {
+		return newItemMessage(role, text)
+	}
 	raw := make([]byte, 0, quotedCap(len(text))+quotedCap(len(role))+22)
 	raw = append(raw, `{"role":`...)
 	raw = appendQuoted(raw, string(role))
@@ -104,9 +111,12 @@ func (m *Message) WithBlocks(b []*Block) *Message {
 }
 
 func (m *Message) withBlocks(b []*Block) *Message {
-	nm := &Message{Role: m.Role, Blocks: b, f: m.f, contentArr: m.contentArr, callsArr: m.callsArr, hasContent: true}
-	if m.f == OpenAI {
+	nm := &Message{Role: m.Role, Blocks: b, f: m.f, contentArr: m.contentArr, callsArr: m.callsArr, itemsArr: m.itemsArr, hasContent: true}
+	switch m.f {
+	case OpenAI:
 		return m.openAIWithBlocks(nm, b)
+	case Responses:
+		return m.responsesWithBlocks(nm, b)
 	}
 	val, str := contentValue(m.contentArr, b)
 	nm.StringContent = str
@@ -216,8 +226,12 @@ func (b *Block) WithResultText(text string) *Block {
 
 func (b *Block) withResultText(text string) *Block {
 	lit, replaced := appendQuotedCheck(make([]byte, 0, quotedCap(len(text))), text)
-	nb := b.clone(b.obj.with("content", lit))
-	mi := nb.obj.find("content")
+	key := "content"
+	if b.f == Responses {
+		key = "output"
+	}
+	nb := b.clone(b.obj.with(key, lit))
+	mi := nb.obj.find(key)
 	v := nb.obj.members[mi]
 	nb.Content = []*Block{textStringBlock(b.f, nb.obj.raw[v.v:v.e:v.e], text, replaced)}
 	nb.ContentString = true
@@ -227,8 +241,10 @@ func (b *Block) withResultText(text string) *Block {
 
 // WithInput returns a copy of a tool call with new input: for Anthropic input must be a
 // JSON value and replaces "input"; for OpenAI input is the arguments text and is written
-// as the JSON string "function.arguments". It returns b itself for blocks that are not
-// tool calls or (Anthropic) when input is not valid JSON; SetInput reports that error.
+// as the JSON string "function.arguments"; for Responses it is written as the string
+// "arguments" of a function_call or "input" of a custom_tool_call (other items have no
+// rewritable input). It returns b itself for blocks that are not tool calls or when input
+// is unusable; SetInput reports that error.
 func (b *Block) WithInput(input []byte) *Block {
 	nb, err := b.SetInput(input)
 	if err != nil {
@@ -241,6 +257,19 @@ func (b *Block) WithInput(input []byte) *Block {
 func (b *Block) SetInput(input []byte) (*Block, error) {
 	if (b.Kind != KindToolUse && b.Kind != KindServerToolUse) || b.obj == nil {
 		return nil, fmt.Errorf("wire: SetInput on a %s block", b.Kind)
+	}
+	if b.f == Responses {
+		key := "arguments"
+		switch b.Type {
+		case "function_call":
+		case "custom_tool_call":
+			key = "input"
+		default:
+			return nil, fmt.Errorf("wire: SetInput on a %s item", b.Type)
+		}
+		nb := b.clone(b.obj.with(key, quote(string(input))))
+		nb.Input = append([]byte(nil), input...)
+		return nb, nil
 	}
 	if b.f == OpenAI {
 		fn := b.fn

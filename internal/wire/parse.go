@@ -54,7 +54,7 @@ func ParseReusing(f Format, body []byte, prev *Request) (*Request, error) {
 func (r *Request) ReusedMessages() int { return r.reused }
 
 func parse(f Format, body []byte, prev *Request) (*Request, error) {
-	if f != Anthropic && f != OpenAI {
+	if f != Anthropic && f != OpenAI && f != Responses {
 		return nil, fmt.Errorf("wire: unknown format %d", uint8(f))
 	}
 	p := &parser{d: body, f: f, prev: prev, home: &backing{}}
@@ -461,7 +461,7 @@ func (p *parser) request() (*Request, error) {
 		case keyIs(d, ks, ke, "stream"):
 			// OpenAI documents stream as "boolean or null" (null: the default, false);
 			// Anthropic as a boolean.
-			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f == OpenAI) {
+			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f != Anthropic) {
 				e, err := scanValue(d, vs, 1)
 				if err != nil {
 					return 0, err
@@ -469,11 +469,13 @@ func (p *parser) request() (*Request, error) {
 				r.Stream = d[vs] == 't'
 				return e, nil
 			}
-			if p.f == OpenAI {
+			if p.f != Anthropic {
 				return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
 			}
 			return 0, p.wrongType(vs, 1, root("stream"), "boolean")
-		case keyIs(d, ks, ke, "messages"):
+		case p.f == Responses && keyIs(d, ks, ke, "input"):
+			return p.responsesInput(r, vs)
+		case p.f != Responses && keyIs(d, ks, ke, "messages"):
 			if vs >= len(d) || d[vs] != '[' {
 				return 0, p.wrongType(vs, 1, root("messages"), "array")
 			}
@@ -820,6 +822,9 @@ func stringBlock(f Format, lit []byte) *Block {
 // kindOf returns the Kind of a block whose "type" is typ in format f (KindUnknown for
 // types the format does not define).
 func kindOf(f Format, typ string) Kind {
+	if f == Responses {
+		return responsesPartKind(typ)
+	}
 	if f != Anthropic {
 		switch typ {
 		case "text":

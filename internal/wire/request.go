@@ -115,7 +115,8 @@ func (r *Request) encode(e *encoder) {
 	stream := r.Stream != r.origStream
 	// Last occurrence of each modelled key is the one that is replaced.
 	last := func(name string) int { return o.find(name) }
-	idxMsgs, idxTools, idxSys, idxModel, idxStream := last("messages"), last("tools"), last("system"), last("model"), last("stream")
+	msgKey := messagesKey(r.Format)
+	idxMsgs, idxTools, idxSys, idxModel, idxStream := last(msgKey), last("tools"), last("system"), last("model"), last("stream")
 	var keep []int // member indexes emitted, in order
 	for i := range o.members {
 		if (sys && i == idxSys && len(r.System) == 0) || (tools && i == idxTools && len(r.Tools) == 0) {
@@ -127,7 +128,7 @@ func (r *Request) encode(e *encoder) {
 	encStream := func(e *encoder) { e.buf = strconv.AppendBool(e.buf, r.Stream) }
 	var extras []extra
 	if msgs && idxMsgs < 0 {
-		extras = append(extras, extra{"messages", r.encodeMessages})
+		extras = append(extras, extra{msgKey, r.encodeMessages})
 	}
 	if model && idxModel < 0 {
 		extras = append(extras, extra{"model", encModel})
@@ -182,10 +183,40 @@ func (r *Request) encode(e *encoder) {
 	e.raw(r.body[r.objEnd:])
 }
 
+// messagesKey is the top-level member holding the messages in format f.
+func messagesKey(f Format) string {
+	if f == Responses {
+		return "input"
+	}
+	return "messages"
+}
+
 func (r *Request) encodeMessages(e *encoder) {
-	encodeList(e, r.msgsArr, len(r.Messages), '[', ']', func(i int) {
-		e.raw(r.Messages[i].obj.raw)
+	msgs := r.Messages
+	if r.Format == Responses {
+		msgs = withItems(msgs) // an assistant message without blocks has no item to write
+	}
+	encodeList(e, r.msgsArr, len(msgs), '[', ']', func(i int) {
+		e.raw(msgs[i].obj.raw)
 	})
+}
+
+// withItems returns msgs without the messages whose bytes are empty (msgs itself when
+// there is none).
+func withItems(msgs []*Message) []*Message {
+	for i, m := range msgs {
+		if len(m.obj.raw) > 0 {
+			continue
+		}
+		out := append(make([]*Message, 0, len(msgs)-1), msgs[:i]...)
+		for _, m := range msgs[i+1:] {
+			if len(m.obj.raw) > 0 {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return msgs
 }
 
 func (r *Request) encodeTools(e *encoder) {
@@ -240,8 +271,9 @@ func (r *Request) Field(key string) (raw []byte, ok bool) {
 
 // WithField returns a new request whose top-level member key is set to the JSON value raw,
 // replaced in place or appended at the end. raw must be one valid JSON value; otherwise, or
-// for a modelled member ("model", "stream", "system", "tools", "messages") whose new value
-// does not parse, r itself is returned — SetField reports the error.
+// for a modelled member ("model", "stream", "tools", Anthropic "system", "messages" or
+// Responses "input") whose new value does not parse, r itself is returned — SetField
+// reports the error.
 func (r *Request) WithField(key string, raw []byte) *Request {
 	nr, err := r.SetField(key, raw)
 	if err != nil {
@@ -256,8 +288,7 @@ func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 	if err := validJSON(raw); err != nil {
 		return nil, err
 	}
-	switch key {
-	case "model", "stream", "system", "tools", "messages":
+	if modelled(r.Format, key) {
 		nb := r.Bytes()
 		cur, err := Parse(r.Format, nb)
 		if err != nil {
@@ -274,6 +305,21 @@ func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 	nr.obj = r.obj.with(key, raw)
 	nr.fieldMod = true
 	return nr, nil
+}
+
+// modelled reports whether the top-level member key is parsed into typed fields in format f.
+func modelled(f Format, key string) bool {
+	switch key {
+	case "model", "stream", "tools":
+		return true
+	case "system":
+		return f == Anthropic
+	case "messages":
+		return f != Responses
+	case "input":
+		return f == Responses
+	}
+	return false
 }
 
 // systemRaw returns the raw value of the parsed Anthropic "system" member.

@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/condense-dev/condense/internal/testutil/codexrollout"
 )
 
 // TestRetainedBytesMatchesHeap checks RetainedBytes against what the collector frees when
@@ -27,6 +29,7 @@ func TestRetainedBytesMatchesHeap(t *testing.T) {
 			json.RawMessage(fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t%d","content":"file %d\nother"}]}`, j, j)))
 	}
 	long := claudeCodeSession(small)
+	codex := codexrollout.Require(t, codexrollout.Files(t)[0])
 	// After a compaction: new messages, the same large tools and system, which keep the body
 	// parsed whole alive on their own.
 	tools := `"tools":[` + strings.Repeat(`{"name":"tool","description":"`+strings.Repeat(`d\n`, 500)+`","input_schema":{"type":"object"}},`, 100) + `{"name":"last","input_schema":{"type":"object"}}]`
@@ -58,6 +61,8 @@ func TestRetainedBytesMatchesHeap(t *testing.T) {
 		{"anthropic, messages replaced", Anthropic, compacted, 0, 2, 1.2},
 		{"openai, from the start", OpenAI, openai, 0, n, 0},
 		{"openai, from midway", OpenAI, openai, n / 2, n, 0},
+		{"responses, from the start", Responses, codex.Request, 0, min(codex.Len(), n), 0},
+		{"responses, from midway", Responses, codex.Request, codex.Len() / 2, codex.Len(), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			last := parseSession(t, tc.f, tc.to-tc.from, func(i int) []byte { return tc.body(tc.from + i) }, func(int, []byte) {})

@@ -102,6 +102,7 @@ func (rb *rebaser) message(m *Message) {
 	rb.object(m.obj)
 	rb.array(m.contentArr)
 	rb.array(m.callsArr)
+	rb.array(m.itemsArr)
 }
 
 // bodySpan returns the body offsets of raw (a subslice of body), or ok false.

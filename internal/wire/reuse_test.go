@@ -455,6 +455,24 @@ func FuzzParseReusing(f *testing.F) {
 	})
 }
 
+// FuzzParseReusingResponses: for any previous request and body, ParseReusing equals Parse in
+// the Responses format.
+func FuzzParseReusingResponses(f *testing.F) {
+	for _, s := range responsesSeeds {
+		f.Add([]byte(responsesSample), []byte(s))
+		f.Add([]byte(s), []byte(responsesSample))
+	}
+	f.Add([]byte(responsesSample), []byte(strings.Replace(responsesSample, `"hi"`, `"hello"`, 1)))
+	f.Add([]byte(responsesSample), []byte(strings.Replace(responsesSample, `{"type":"compaction","encrypted_content":"opaque"},`, ``, 1)))
+	f.Fuzz(func(t *testing.T, prevBody, body []byte) {
+		prev, err := Parse(Responses, prevBody)
+		if err != nil {
+			prev = nil
+		}
+		sameAsParse(t, Responses, body, prev)
+	})
+}
+
 // pinsBody names a value of r whose bytes lie inside body ("" when none does).
 func pinsBody(r *Request, body []byte) string {
 	in := func(b []byte) bool { return offsetIn(body, b) >= 0 }
@@ -479,7 +497,7 @@ func pinsBody(r *Request, body []byte) string {
 		return ""
 	}
 	for i, m := range r.Messages {
-		if in(m.Raw()) || str(string(m.Role)) || (m.contentArr != nil && in(m.contentArr.raw)) {
+		if in(m.Raw()) || str(string(m.Role)) || (m.contentArr != nil && in(m.contentArr.raw)) || (m.itemsArr != nil && in(m.itemsArr.raw)) {
 			return fmt.Sprintf("message %d", i)
 		}
 		for _, b := range m.Blocks {

@@ -22,6 +22,7 @@ const (
 	RuleEmptyContent    = "empty-content"     // empty message content or empty/whitespace-only text
 	RuleCacheControl    = "cache-control"     // more than MaxCacheControl cache_control markers
 	RuleNoMessages      = "no-messages"       // the request has no messages
+	RuleReasoning       = "reasoning"         // a Responses reasoning item that no item of its assistant message follows
 )
 
 // ValidationError is the first provider-validity problem Validate found.
@@ -49,9 +50,10 @@ func verr(rule string, mi, bi int, format string, args ...any) error {
 }
 
 // Validate checks the rules the provider enforces on a request, so that a modified request
-// that would be rejected is never sent. It returns nil or a *ValidationError.
+// that would be rejected is never sent. It returns nil or a *ValidationError. The Responses
+// rules are validateResponses'.
 //
-// Both formats: every tool result answers a tool call of the immediately preceding
+// Anthropic and OpenAI: every tool result answers a tool call of the immediately preceding
 // assistant message (OpenAI: the assistant message before the run of tool messages), no
 // call is answered twice, a call without result is allowed only when no later message
 // follows, content is non-empty, and at most
@@ -83,8 +85,11 @@ func Validate(r *Request) error {
 	if err := validateCacheControl(r); err != nil {
 		return err
 	}
-	if r.Format == OpenAI {
+	switch r.Format {
+	case OpenAI:
 		return validateOpenAI(r)
+	case Responses:
+		return validateResponses(r)
 	}
 	return validateAnthropic(r)
 }

@@ -1,0 +1,540 @@
+package wire
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// The Responses API request body (POST /v1/responses) carries its transcript in "input": a
+// string (one user message) or a list of items. Items map onto Messages so that the engine
+// sees the shape of a Chat Completions transcript (docs/formats.md "Responses API"):
+//
+//   - a maximal run of model-produced items (an assistant "message", "reasoning",
+//     "function_call", "custom_tool_call", "local_shell_call", "web_search_call" and the
+//     other hosted tool calls) is one assistant Message with one block per item;
+//   - each tool output item ("function_call_output", "custom_tool_call_output",
+//     "local_shell_call_output") is a tool Message with one KindToolResult block whose raw
+//     bytes are the item;
+//   - a "message" item of another role is a Message of that role, its content parts blocks;
+//   - any other item (compaction, item_reference, computer_call_output, unknown types) is a
+//     Message without role holding the item as one KindUnknown block.
+
+// itemClass says how an input item maps onto messages.
+type itemClass uint8
+
+const (
+	itemOther   itemClass = iota // a message without role (barrier for nothing, kept raw)
+	itemModel                    // model-produced: a block of the assistant message of its run
+	itemMessage                  // a user, system or developer message
+	itemOutput                   // a tool output: a tool message
+)
+
+// classifyItem returns the class of an item of type typ ("" when absent).
+func classifyItem(typ string) itemClass {
+	switch typ {
+	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+		return itemOutput
+	case "reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call",
+		"file_search_call", "computer_call", "code_interpreter_call", "image_generation_call",
+		"mcp_call", "mcp_list_tools", "mcp_approval_request", "shell_call", "apply_patch_call",
+		"tool_search_call":
+		return itemModel
+	}
+	return itemOther
+}
+
+// responsesPartKind returns the Kind of a Responses content part (of a message or a tool
+// output) whose "type" is typ.
+func responsesPartKind(typ string) Kind {
+	switch typ {
+	case "input_text", "output_text":
+		return KindText
+	case "input_image":
+		return KindImage
+	case "input_file":
+		return KindDocument
+	}
+	return KindUnknown
+}
+
+// responsesInput parses the "input" member at d[vs]: a string or an array of items.
+func (p *parser) responsesInput(r *Request, vs int) (int, error) {
+	d := p.d
+	r.Messages, r.msgsArr, r.inputStr, r.reused = nil, nil, false, 0
+	if vs < len(d) && d[vs] == '"' {
+		e, _, err := scanString(d, vs)
+		if err != nil {
+			return 0, err
+		}
+		r.Messages = []*Message{p.inputStringMessage(d[vs:e])}
+		r.inputStr = true
+		r.msgHomes = p.messageHomes(0, 1)
+		return e, nil
+	}
+	if vs >= len(d) || d[vs] != '[' {
+		return 0, p.wrongType(vs, 1, root("input"), "string or array")
+	}
+	return p.responsesItems(r, vs)
+}
+
+// inputStringMessage is the user message a string input stands for: the item
+// {"role":"user","content":<lit>}, held in memory of its own (so a reusing parse never pins
+// the body through it).
+func (p *parser) inputStringMessage(lit []byte) *Message {
+	const prefix = `{"role":"user","content":`
+	raw := make([]byte, 0, len(prefix)+len(lit)+1)
+	raw = append(raw, prefix...)
+	raw = append(raw, lit...)
+	raw = append(raw, '}')
+	v, e := len(prefix), len(prefix)+len(lit)
+	obj := &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 24, v: v, e: e}}}
+	m := &Message{Role: RoleUser, StringContent: true, f: p.f, obj: obj, hasContent: true}
+	m.Blocks = []*Block{{f: p.f, Kind: KindText, Type: "text", Text: unquote(lit), str: raw[v:e:e]}}
+	p.keep(cap(raw) + len(lit) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})+2*unsafe.Sizeof(member{})))
+	return m
+}
+
+// responsesItems parses the input item array at d[vs] == '[' into r.Messages. The leading
+// messages identical to the previous request's are shared (ParseReusing): an assistant
+// message only when the item after it is the same too, so that its run of items ends where
+// it ended before.
+func (p *parser) responsesItems(r *Request, vs int) (int, error) {
+	d := p.d
+	var prevMsgs []*Message
+	if pr := p.prev; pr != nil && !pr.inputStr {
+		prevMsgs = pr.origMessages
+		r.Messages = make([]*Message, 0, len(prevMsgs)+8)
+	}
+	var spans []span // of the messages, relative to vs
+	items := 0       // items seen, for error paths
+	gs, ge := -1, 0  // the open assistant run's first item start and last item end
+	gBase := len(p.blkStack)
+	var gSpans []span // item spans of the open run, relative to gs
+	closeRun := func() {
+		if gs < 0 {
+			return
+		}
+		r.Messages = append(r.Messages, p.runMessage(d[gs:ge:ge], p.blkStack[gBase:], gSpans))
+		p.blkStack = p.blkStack[:gBase]
+		spans = append(spans, span{s: gs - vs, e: ge - vs})
+		gs, gSpans = -1, gSpans[:0]
+	}
+	end, err := scanArray(d, vs, 2, func(_, es int) (int, error) {
+		if gs < 0 && len(r.Messages) == r.reused && r.reused < len(prevMsgs) {
+			if e, ok := p.unchangedAt(prevMsgs, r.reused, es); ok {
+				pm := prevMsgs[r.reused]
+				r.Messages = append(r.Messages, pm)
+				r.reused++
+				items += itemCount(pm)
+				spans = append(spans, span{s: es - vs, e: e - vs})
+				return e, nil
+			}
+		}
+		path := root("input").at(items)
+		items++
+		if d[es] != '{' {
+			return 0, p.wrongType(es, 2, path, "object")
+		}
+		b, m, e, err := p.responsesItem(es, 3, path)
+		if err != nil {
+			return 0, err
+		}
+		if b != nil {
+			if gs < 0 {
+				gs = es
+			}
+			p.blkStack = append(p.blkStack, b)
+			gSpans = append(gSpans, span{s: es - gs, e: e - gs})
+			ge = e
+			return e, nil
+		}
+		closeRun()
+		r.Messages = append(r.Messages, m)
+		spans = append(spans, span{s: es - vs, e: e - vs})
+		return e, nil
+	})
+	if err != nil {
+		p.blkStack = p.blkStack[:gBase]
+		return 0, err
+	}
+	closeRun()
+	if len(r.Messages) == 0 {
+		r.Messages = nil // as Parse leaves an empty array
+	}
+	r.msgsArr = &array{raw: d[vs:end:end], spans: spans}
+	r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
+	return end, nil
+}
+
+// itemCount returns how many input items message m was parsed from.
+func itemCount(m *Message) int {
+	if m.itemsArr != nil {
+		return len(m.itemsArr.spans)
+	}
+	return 1
+}
+
+// unchangedAt reports whether the previous request's message prevMsgs[i] stands unchanged
+// at d[es] (returning the offset after it): the same bytes, and for an assistant message
+// also the same next item, which is not model-produced (it was not in prev's run).
+func (p *parser) unchangedAt(prevMsgs []*Message, i, es int) (int, bool) {
+	d := p.d
+	raw := prevMsgs[i].obj.raw
+	if len(d)-es < len(raw) || !bytes.Equal(d[es:es+len(raw)], raw) {
+		return 0, false
+	}
+	e := es + len(raw)
+	if prevMsgs[i].itemsArr != nil {
+		if i+1 >= len(prevMsgs) {
+			return 0, false
+		}
+		j := skipWS(d, e)
+		if j >= len(d) || d[j] != ',' {
+			return 0, false
+		}
+		j = skipWS(d, j+1)
+		next := prevMsgs[i+1].obj.raw
+		if len(d)-j < len(next) || !bytes.Equal(d[j:j+len(next)], next) {
+			return 0, false
+		}
+	}
+	return e, true
+}
+
+// runMessage is the assistant message of a run of model-produced items: raw spans them,
+// blocks are theirs (copied), spans their positions in raw.
+func (p *parser) runMessage(raw []byte, blocks []*Block, spans []span) *Message {
+	m := p.newMessage()
+	m.Role = RoleAssistant
+	m.Blocks = p.blockSlice(blocks)
+	m.hasContent = true
+	o := p.newObject()
+	o.raw = raw
+	m.obj = o
+	a := p.newArray()
+	a.raw = raw
+	a.spans = p.spanSlice(spans)
+	m.itemsArr = a
+	return m
+}
+
+func (p *parser) newObject() *object {
+	if len(p.objSlab) == 0 {
+		p.objSlab = newChunk(p, p.chunk(128), &p.objChunks)
+	}
+	o := &p.objSlab[0]
+	p.objSlab = p.objSlab[1:]
+	return o
+}
+
+func (p *parser) newArray() *array {
+	if len(p.arrSlab) == 0 {
+		p.arrSlab = newChunk(p, p.chunk(64), &p.arrChunks)
+	}
+	a := &p.arrSlab[0]
+	p.arrSlab = p.arrSlab[1:]
+	return a
+}
+
+// spanSlice copies sp into slab memory.
+func (p *parser) spanSlice(sp []span) []span {
+	if len(p.spanSlab) < len(sp) {
+		p.spanSlab = newSlab[span](p, max(p.chunk(1024), len(sp)))
+	}
+	out := p.spanSlab[:len(sp):len(sp)]
+	copy(out, sp)
+	p.spanSlab = p.spanSlab[len(sp):]
+	return out
+}
+
+// itemString returns the decoded string member key of the item obj at body offset i; ok is
+// false when it is absent. A member of another type is a schema error when strict, else
+// treated as absent.
+func (p *parser) itemString(obj *object, i int, path jpath, key string, strict bool) (string, bool, error) {
+	mi := obj.find(key)
+	if mi < 0 {
+		return "", false, nil
+	}
+	m := obj.members[mi]
+	v := obj.raw[m.v:m.e]
+	if v[0] != '"' {
+		if !strict {
+			return "", false, nil
+		}
+		return "", false, p.schemaErr(i+m.v, path.key(key), "expected string, found %s", jsonType(v[0]))
+	}
+	return p.text(v), true, nil
+}
+
+// itemValue returns the raw value of member key of obj and its body offset (nil when absent).
+func itemValue(obj *object, i int, key string) ([]byte, int) {
+	mi := obj.find(key)
+	if mi < 0 {
+		return nil, 0
+	}
+	m := obj.members[mi]
+	return obj.raw[m.v:m.e:m.e], i + m.v
+}
+
+// responsesItem parses the item object at d[i] == '{': a model-produced item is returned as
+// a block of an assistant message, any other as its own message.
+func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int, error) {
+	obj, end, err := p.objectAt(i, depth, nil)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	typ, hasType, err := p.itemString(obj, i, path, "type", true)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if typ == "message" || !hasType && obj.find("role") >= 0 {
+		role, ok, err := p.itemString(obj, i, path, "role", true)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if !ok {
+			return nil, nil, 0, p.schemaErr(i, path, "message item has no \"role\"")
+		}
+		if role == "assistant" {
+			b, err := p.assistantItem(obj, i, depth, path, typ)
+			return b, nil, end, err
+		}
+		m, err := p.messageItem(obj, i, depth, path, Role(role))
+		return nil, m, end, err
+	}
+	if !hasType {
+		return nil, nil, 0, p.schemaErr(i, path, "input item has no \"type\"")
+	}
+	switch classifyItem(typ) {
+	case itemModel:
+		b, err := p.modelItem(obj, i, depth, path, typ)
+		return b, nil, end, err
+	case itemOutput:
+		m, err := p.outputItem(obj, i, depth, path, typ)
+		return nil, m, end, err
+	}
+	m := p.newMessage()
+	m.obj = obj
+	b := p.newBlock()
+	b.Kind, b.Type, b.obj = KindUnknown, typ, obj
+	b.ID, _, _ = p.itemString(obj, i, path, "call_id", false)
+	m.Blocks = p.blockSlice([]*Block{b})
+	return nil, m, end, nil
+}
+
+// assistantItem parses an assistant message item into a KindText block whose Text is its
+// content's text (the string, or the "text" of its parts joined with "\n").
+func (p *parser) assistantItem(obj *object, i, depth int, path jpath, typ string) (*Block, error) {
+	b := p.newBlock()
+	b.Kind, b.Type, b.obj = KindText, typ, obj
+	v, off := itemValue(obj, i, "content")
+	switch {
+	case v == nil:
+	case v[0] == '"':
+		b.Text = p.text(v)
+	case v[0] == '[':
+		b.Text = p.partsText(off, depth+1)
+	default:
+		return nil, p.wrongType(off, depth, path.key("content"), "string or array")
+	}
+	return b, nil
+}
+
+// partsText returns the "text" members of the objects of the array at d[i] joined with "\n"
+// (the text of an assistant message's output_text parts, of a reasoning summary). The array
+// is already validated.
+func (p *parser) partsText(i, depth int) string {
+	d := p.d
+	var first string
+	var rest []string
+	_, _ = scanArray(d, i, depth, func(_, es int) (int, error) {
+		if d[es] != '{' {
+			return scanValue(d, es, depth)
+		}
+		var text string
+		var has bool
+		e, err := scanObject(d, es, depth+1, func(ks, ke, vs int) (int, error) {
+			if d[vs] == '"' && keyIs(d, ks, ke, "text") {
+				e, s, err := p.scanText(vs)
+				text, has = s, true
+				return e, err
+			}
+			return scanValue(d, vs, depth+1)
+		})
+		if has {
+			if first == "" && rest == nil {
+				first = text
+			} else {
+				rest = append(rest, text)
+			}
+		}
+		return e, err
+	})
+	if rest == nil {
+		return first
+	}
+	return first + "\n" + strings.Join(rest, "\n")
+}
+
+// modelItem parses a model-produced item other than an assistant message.
+func (p *parser) modelItem(obj *object, i, depth int, path jpath, typ string) (*Block, error) {
+	b := p.newBlock()
+	b.Type, b.obj = typ, obj
+	var err error
+	switch typ {
+	case "reasoning":
+		b.Kind = KindReasoning
+		b.Signature, _, _ = p.itemString(obj, i, path, "encrypted_content", false)
+		if v, off := itemValue(obj, i, "summary"); v != nil && v[0] == '[' {
+			b.Text = p.partsText(off, depth+1)
+		}
+	case "function_call", "custom_tool_call":
+		b.Kind = KindToolUse
+		if b.ID, _, err = p.itemString(obj, i, path, "call_id", true); err != nil {
+			return nil, err
+		}
+		if b.Name, _, err = p.itemString(obj, i, path, "name", true); err != nil {
+			return nil, err
+		}
+		key := "arguments"
+		if typ == "custom_tool_call" {
+			key = "input"
+		}
+		if v, _ := itemValue(obj, i, key); v != nil {
+			if v[0] == '"' {
+				b.Input = unquoteBytes(v)
+			} else {
+				b.Input = v
+			}
+		}
+	case "local_shell_call":
+		b.Kind, b.Name = KindToolUse, "local_shell"
+		if b.ID, _, err = p.itemString(obj, i, path, "call_id", true); err != nil {
+			return nil, err
+		}
+		if b.ID == "" {
+			b.ID, _, _ = p.itemString(obj, i, path, "id", false)
+		}
+		b.Input, _ = itemValue(obj, i, "action")
+	case "web_search_call":
+		b.Kind, b.Name = KindServerToolUse, "web_search"
+		b.ID, _, _ = p.itemString(obj, i, path, "id", false)
+		b.Input, _ = itemValue(obj, i, "action")
+	default:
+		b.Kind = KindUnknown
+		b.ID, _, _ = p.itemString(obj, i, path, "call_id", false)
+	}
+	return b, nil
+}
+
+// messageItem parses a user, system or developer message item (or one of an unknown role).
+func (p *parser) messageItem(obj *object, i, depth int, path jpath, role Role) (*Message, error) {
+	m := p.newMessage()
+	m.Role, m.obj = role, obj
+	v, off := itemValue(obj, i, "content")
+	if v == nil {
+		return m, nil
+	}
+	m.hasContent = true
+	switch v[0] {
+	case '"':
+		c := p.newBlock()
+		c.Kind, c.Type, c.Text, c.str = KindText, "text", p.text(v), v
+		m.Blocks = p.blockSlice([]*Block{c})
+		m.StringContent = true
+	case '[':
+		blocks, arr, _, err := p.blockList(off, depth+1, path.key("content"), true)
+		if err != nil {
+			return nil, err
+		}
+		m.Blocks, m.contentArr = blocks, arr
+	default:
+		return nil, p.wrongType(off, depth, path.key("content"), "string or array")
+	}
+	return m, nil
+}
+
+// outputItem parses a tool output item into a tool message with one KindToolResult block
+// (ID = call_id; a local_shell_call_output without call_id names its call by "id").
+func (p *parser) outputItem(obj *object, i, depth int, path jpath, typ string) (*Message, error) {
+	m := p.newMessage()
+	m.Role, m.obj = RoleTool, obj
+	b := p.newBlock()
+	b.Kind, b.Type, b.obj = KindToolResult, typ, obj
+	var err error
+	if b.ID, _, err = p.itemString(obj, i, path, "call_id", true); err != nil {
+		return nil, err
+	}
+	if b.ID == "" && typ == "local_shell_call_output" {
+		b.ID, _, _ = p.itemString(obj, i, path, "id", false)
+	}
+	if v, off := itemValue(obj, i, "output"); v != nil {
+		m.hasContent = true
+		switch v[0] {
+		case '"':
+			c := p.newBlock()
+			c.Kind, c.Type, c.Text, c.str = KindText, "text", p.text(v), v
+			b.Content = p.blockSlice([]*Block{c})
+			b.ContentString, m.StringContent = true, true
+		case '[':
+			blocks, arr, _, err := p.blockList(off, depth+1, path.key("output"), true)
+			if err != nil {
+				return nil, err
+			}
+			b.Content, b.contentArr, m.contentArr = blocks, arr, arr
+		case 'n':
+		default:
+			return nil, p.wrongType(off, depth, path.key("output"), "string, array or null")
+		}
+	}
+	b.IsError = OutputFailed(b.ResultText())
+	m.Blocks = p.blockSlice([]*Block{b})
+	return m, nil
+}
+
+// OutputFailed reports whether a tool output's text shows a non-zero exit code as Codex CLI
+// writes it: "Exit code: N" or "Process exited with code N" in the header before "Output:",
+// or {"output":…,"metadata":{"exit_code":N}}.
+func OutputFailed(text string) bool {
+	if strings.HasPrefix(text, `{"output":`) {
+		return structuredExitCode(text)
+	}
+	if !strings.HasPrefix(text, "Exit code: ") && !strings.HasPrefix(text, "Chunk ID: ") && !strings.HasPrefix(text, "Wall time: ") {
+		return false
+	}
+	for n := 0; n < 8 && text != ""; n++ {
+		line := text
+		if j := strings.IndexByte(text, '\n'); j >= 0 {
+			line, text = text[:j], text[j+1:]
+		} else {
+			text = ""
+		}
+		if strings.HasPrefix(line, "Output:") {
+			return false
+		}
+		for _, pre := range [...]string{"Exit code: ", "Process exited with code "} {
+			if code, ok := strings.CutPrefix(line, pre); ok {
+				c, err := strconv.Atoi(strings.TrimSpace(code))
+				return err == nil && c != 0
+			}
+		}
+	}
+	return false
+}
+
+// structuredExitCode reports a non-zero metadata.exit_code in the JSON object text.
+func structuredExitCode(text string) bool {
+	raw := unsafe.Slice(unsafe.StringData(text), len(text)) // read only
+	v, err := TopLevel(raw, "metadata")
+	if err != nil || v[0] == nil || v[0][0] != '{' {
+		return false
+	}
+	c, err := TopLevel(v[0], "exit_code")
+	if err != nil || c[0] == nil {
+		return false
+	}
+	n, err := strconv.ParseFloat(string(c[0]), 64)
+	return err == nil && n != 0
+}
