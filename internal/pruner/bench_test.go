@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/condense-dev/condense/internal/testutil/codexrollout"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -110,6 +111,43 @@ func benchRender(b *testing.B, f wire.Format, empty bool) {
 func BenchmarkRenderWorkload(b *testing.B) {
 	for _, f := range formats {
 		b.Run(f.String(), func(b *testing.B) { benchRender(b, f, false) })
+	}
+}
+
+// BenchmarkRenderCodex is parse + render + serialize of the corpus Codex sessions joined into
+// one transcript: the Responses request Codex sends at its end (about 1 MB) and the same
+// transcript as a Chat Completions request (without the reasoning items, which that format
+// has no place for), each with the state of a flush three model responses earlier.
+func BenchmarkRenderCodex(b *testing.B) {
+	var rs []*codexrollout.Rollout
+	for _, p := range codexrollout.Files(b) {
+		rs = append(rs, codexrollout.Require(b, p))
+	}
+	ro := codexrollout.Join(rs...)
+	cut := ro.Ends[len(ro.Ends)-3]
+	for _, f := range []wire.Format{wire.Responses, wire.OpenAI} {
+		b.Run(f.String(), func(b *testing.B) {
+			body, prefix := ro.Body(ro.Items), ro.Body(ro.Items[:cut])
+			if f == wire.OpenAI {
+				body, prefix = ro.ChatBody(ro.Items), ro.ChatBody(ro.Items[:cut])
+			}
+			pol := DefaultPolicy()
+			st := flush(b, mustParse(b, f, prefix), NewState(), pol)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var out int
+			ct := startCPU(b)
+			for i := 0; i < b.N; i++ {
+				req, err := wire.Parse(f, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out = len(Render(req, st, pol).Body)
+			}
+			ct.stop()
+			b.ReportMetric(float64(len(body)), "in-bytes")
+			b.ReportMetric(float64(out), "out-bytes")
+		})
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-var formats = []wire.Format{wire.Anthropic, wire.OpenAI}
+var formats = []wire.Format{wire.Anthropic, wire.OpenAI, wire.Responses}
 
 func eachFormat(t *testing.T, fn func(t *testing.T, f wire.Format)) {
 	for _, f := range formats {
@@ -250,23 +250,30 @@ func TestConformanceErrorPurge(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			// OpenAI tool messages carry no error flag, so only Anthropic can purge.
+			// OpenAI tool messages carry no error flag, so only Anthropic and Responses (whose
+			// output text says the command failed) can purge.
 			eachFormat(t, func(t *testing.T, f wire.Format) {
-				if f == wire.OpenAI && c.purged {
-					c.purged = false
-				}
+				purged := c.purged && f != wire.OpenAI
 				req := build(f, c.errd, c.args, c.after)
 				before := string(req.Raw())
 				res := Render(req, flush(t, req, st, stubPolicy()), stubPolicy())
-				if (res.Stats.Purged == 1) != c.purged {
+				if (res.Stats.Purged == 1) != purged {
 					t.Fatalf("purged=%d", res.Stats.Purged)
 				}
-				if c.purged {
+				if purged {
 					mustValid(t, req, res)
-					if !strings.Contains(string(res.Body), `{"_purged":"<purged-errored-args size=\"610\"/>"}`) {
+					marker := `{"_purged":"<purged-errored-args size=\"610\"/>"}`
+					if f == wire.Responses {
+						marker = `"arguments":"{\"_purged\":\"<purged-errored-args size=\\\"610\\\"/>\"}"`
+					}
+					if !strings.Contains(string(res.Body), marker) {
 						t.Fatalf("no purge marker: %s", res.Body)
 					}
-					if !strings.Contains(joined(res.Request), "R(e1):failed") {
+					text := "failed"
+					if f == wire.Responses {
+						text = responsesFailure + text
+					}
+					if !strings.Contains(joined(res.Request), "R(e1):"+text) {
 						t.Fatal("errored result text must stay")
 					}
 				}

@@ -60,18 +60,25 @@ func endsWithReply(req *wire.Request) bool {
 // with the deterministic test summarizer at every agent reply (and every 40 requests, like a
 // budget trigger), record diagnostics as the proxy does.
 func replay(t *testing.T, s *sessions.Session) goldenReport {
-	pol := DefaultPolicy()
-	st := NewState()
-	rep := goldenReport{Diagnostics: map[string]int{}}
 	var buf []byte
-	for k := 0; k < s.Len(); k++ {
+	return replayBodies(t, wire.Anthropic, s.Len(), func(k int) []byte {
 		var err error
 		buf, err = s.AppendRequest(buf[:0], k, sessions.Anthropic)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := append([]byte(nil), buf...)
-		req, err := wire.Parse(wire.Anthropic, body)
+		return append([]byte(nil), buf...)
+	})
+}
+
+// replayBodies is replay over the n request bodies body(0) … body(n-1) of format f.
+func replayBodies(t *testing.T, f wire.Format, n int, request func(k int) []byte) goldenReport {
+	pol := DefaultPolicy()
+	st := NewState()
+	rep := goldenReport{Diagnostics: map[string]int{}}
+	for k := 0; k < n; k++ {
+		body := request(k)
+		req, err := wire.Parse(f, body)
 		if err != nil {
 			t.Fatalf("request %d: %v", k, err)
 		}
@@ -114,6 +121,30 @@ func replay(t *testing.T, s *sessions.Session) goldenReport {
 	return rep
 }
 
+// checkGolden compares rep with the golden file name (rewritten with -update).
+func checkGolden(t *testing.T, name string, rep goldenReport) {
+	t.Helper()
+	got, _ := json.MarshalIndent(rep, "", "  ")
+	got = append(got, '\n')
+	golden := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -run Golden -update)", err)
+	}
+	if string(want) != string(got) {
+		t.Fatalf("golden mismatch for %s\ngot:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
 func TestGoldenCorpusReplay(t *testing.T) {
 	var files []string
 	for _, f := range corpus.Files(t) {
@@ -135,25 +166,7 @@ func TestGoldenCorpusReplay(t *testing.T) {
 			if rep.Changed == 0 || rep.BytesAfter >= rep.BytesBefore {
 				t.Fatalf("engine never pruned: %+v", rep)
 			}
-			got, _ := json.MarshalIndent(rep, "", "  ")
-			got = append(got, '\n')
-			golden := filepath.Join("testdata", "golden", strings.TrimSuffix(name, ".jsonl")+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -run GoldenCorpusReplay -update)", err)
-			}
-			if string(want) != string(got) {
-				t.Fatalf("golden mismatch for %s\ngot:\n%s\nwant:\n%s", name, got, want)
-			}
+			checkGolden(t, strings.TrimSuffix(name, ".jsonl")+".json", rep)
 		})
 	}
 }

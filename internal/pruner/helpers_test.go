@@ -31,17 +31,44 @@ type tx struct {
 func newTx(f wire.Format) *tx { return &tx{f: f, msgs: []map[string]any{}} }
 
 func (t *tx) user(text string) *tx {
+	if t.f == wire.Responses {
+		t.msgs = append(t.msgs, responsesMessage("user", "input_text", text))
+		return t
+	}
 	t.msgs = append(t.msgs, map[string]any{"role": "user", "content": text})
 	return t
 }
 
 func (t *tx) system(text string) *tx {
+	if t.f == wire.Responses {
+		t.msgs = append(t.msgs, responsesMessage("system", "input_text", text))
+		return t
+	}
 	t.msgs = append(t.msgs, map[string]any{"role": "system", "content": text})
 	return t
 }
 
-// asst adds an assistant message: optional thinking (Anthropic only), text, tool calls.
+// responsesMessage is a Responses message item with one text part, as Codex sends them.
+func responsesMessage(role, part, text string) map[string]any {
+	return map[string]any{"type": "message", "role": role, "content": []any{map[string]any{"type": part, "text": text}}}
+}
+
+// asst adds an assistant message: optional thinking (Anthropic; Responses: a reasoning
+// item), text, tool calls.
 func (t *tx) asst(thinking, text string, calls ...tcall) *tx {
+	if t.f == wire.Responses {
+		if thinking != "" {
+			t.msgs = append(t.msgs, map[string]any{"type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": thinking}},
+				"content": nil, "encrypted_content": "enc-" + fmt.Sprint(len(t.msgs))})
+		}
+		if text != "" {
+			t.msgs = append(t.msgs, responsesMessage("assistant", "output_text", text))
+		}
+		for _, c := range calls {
+			t.msgs = append(t.msgs, map[string]any{"type": "function_call", "name": c.name, "arguments": c.input, "call_id": c.id})
+		}
+		return t
+	}
 	if t.f == wire.OpenAI {
 		m := map[string]any{"role": "assistant"}
 		if text != "" {
@@ -74,7 +101,20 @@ func (t *tx) asst(thinking, text string, calls ...tcall) *tx {
 	return t
 }
 
+// responsesFailure is the header Codex puts before a failed command's output.
+const responsesFailure = "Exit code: 1\nWall time: 0.1 seconds\nOutput:\n"
+
 func (t *tx) results(rs ...tres) *tx {
+	if t.f == wire.Responses {
+		for _, r := range rs {
+			text := r.text
+			if r.isErr {
+				text = responsesFailure + text
+			}
+			t.msgs = append(t.msgs, map[string]any{"type": "function_call_output", "call_id": r.id, "output": text})
+		}
+		return t
+	}
 	if t.f == wire.OpenAI {
 		for _, r := range rs {
 			t.msgs = append(t.msgs, map[string]any{"role": "tool", "tool_call_id": r.id, "content": r.text})
@@ -100,8 +140,12 @@ func (t *tx) turn(id, name, input, result string) *tx {
 
 func (t *tx) body() []byte {
 	m := map[string]any{"model": "test-model", "max_tokens": 1024, "messages": t.msgs}
-	if t.f == wire.OpenAI {
+	switch t.f {
+	case wire.OpenAI:
 		m = map[string]any{"model": "test-model", "messages": t.msgs}
+	case wire.Responses:
+		m = map[string]any{"model": "test-model", "instructions": "You are a coding agent.", "input": t.msgs, "store": false,
+			"include": []string{"reasoning.encrypted_content"}}
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -225,7 +269,7 @@ func texts(r *wire.Request) []string {
 				parts = append(parts, "R("+b.ID+"):"+b.ResultText())
 			case wire.KindToolUse:
 				parts = append(parts, "C("+b.ID+")")
-			case wire.KindThinking:
+			case wire.KindThinking, wire.KindReasoning:
 				parts = append(parts, "T:"+b.Text)
 			default:
 				parts = append(parts, b.Text)

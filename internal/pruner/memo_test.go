@@ -2,6 +2,7 @@ package pruner
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -40,7 +41,7 @@ func TestSummaryBlockMemo(t *testing.T) {
 
 // TestQueryTool: the shared query tool is the schema parsed, per format, built once.
 func TestQueryTool(t *testing.T) {
-	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+	for _, f := range formats {
 		q := QueryTool(f)
 		if q == nil || q.Name != QueryToolName || !bytes.Equal(q.Raw(), QueryToolSchema(f)) {
 			t.Fatalf("%v: QueryTool = %+v", f, q)
@@ -51,6 +52,21 @@ func TestQueryTool(t *testing.T) {
 	}
 	if QueryTool(0) != nil {
 		t.Fatal("QueryTool of an unknown format is not nil")
+	}
+	// Responses: a flat function tool, not strict (its schema has no additionalProperties).
+	var def struct {
+		Type, Name string
+		Strict     *bool
+		Parameters map[string]any
+	}
+	if err := json.Unmarshal(QueryToolSchema(wire.Responses), &def); err != nil || def.Type != "function" || def.Name != QueryToolName ||
+		def.Strict == nil || *def.Strict || def.Parameters["type"] != "object" {
+		t.Fatalf("Responses query tool: %s", QueryToolSchema(wire.Responses))
+	}
+	req := mustParse(t, wire.Responses, []byte(`{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`))
+	out := mustParse(t, wire.Responses, req.WithTools(append(req.Tools, QueryTool(wire.Responses))).Bytes())
+	if len(out.Tools) != 2 || out.Tools[1].Name != QueryToolName {
+		t.Fatalf("%s", out.Raw())
 	}
 }
 

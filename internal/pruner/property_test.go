@@ -13,10 +13,10 @@ import (
 
 // genTx builds a random valid transcript driven by r: several user turns, each with tool
 // turns (one or more calls, sometimes errored, sometimes huge, sometimes protected or
-// recovery calls, OpenAI ids sometimes reused) and usually a closing text reply.
+// recovery calls, OpenAI and Responses ids sometimes reused) and usually a closing text reply.
 func genTx(r *rand.Rand, f wire.Format) *tx {
 	x := newTx(f)
-	if f == wire.OpenAI && r.IntN(3) == 0 {
+	if f != wire.Anthropic && r.IntN(3) == 0 {
 		x.system("you are a coding agent")
 	}
 	tools := []string{"read", "bash", "edit", "todowrite", QueryToolName}
@@ -31,7 +31,7 @@ func genTx(r *rand.Rand, f wire.Format) *tx {
 			for c := 0; c < 1+r.IntN(3); c++ {
 				n++
 				id := fmt.Sprintf("call_%d", n)
-				if f == wire.OpenAI && r.IntN(4) == 0 {
+				if f != wire.Anthropic && r.IntN(4) == 0 {
 					id = fmt.Sprintf("call_%d", r.IntN(3)) // reused across turns
 				}
 				dup := false
@@ -55,7 +55,7 @@ func genTx(r *rand.Rand, f wire.Format) *tx {
 				res = append(res, tres{id: id, text: text, isErr: r.IntN(5) == 0})
 			}
 			thinking := ""
-			if f == wire.Anthropic && r.IntN(2) == 0 {
+			if f != wire.OpenAI && r.IntN(2) == 0 {
 				thinking = "thinking about it"
 			}
 			x.asst(thinking, "", calls...)
@@ -63,7 +63,7 @@ func genTx(r *rand.Rand, f wire.Format) *tx {
 		}
 		if u < users-1 || r.IntN(2) == 0 {
 			th := ""
-			if f == wire.Anthropic && r.IntN(2) == 0 {
+			if f != wire.OpenAI && r.IntN(2) == 0 {
 				th = "final thoughts"
 			}
 			x.asst(th, fmt.Sprintf("reply %d", r.IntN(3)))
@@ -106,7 +106,7 @@ func genState(tb testing.TB, r *rand.Rand, x *tx) (*State, Policy) {
 	full := x.msgs
 	for i := 0; i < 1+r.IntN(3); i++ {
 		cut := 1 + r.IntN(len(full))
-		for cut < len(full) && full[cut-1]["role"] == "assistant" && hasCalls(full[cut-1]) {
+		for cut < len(full) && opensTurn(x.f, full, cut) {
 			cut++
 		}
 		y := &tx{f: x.f, msgs: full[:cut]}
@@ -130,6 +130,19 @@ func genState(tb testing.TB, r *rand.Rand, x *tx) (*State, Policy) {
 		}
 	}
 	return st, pol
+}
+
+// opensTurn reports whether a flushed prefix may not end before full[cut]: after an assistant
+// message with tool calls; for Responses inside a run of model-produced items or after its
+// calls (a request is sent before a model response, never in the middle of one).
+func opensTurn(f wire.Format, full []map[string]any, cut int) bool {
+	if f == wire.Responses {
+		model := func(m map[string]any) bool {
+			return m["role"] == "assistant" || m["type"] == "function_call" || m["type"] == "reasoning"
+		}
+		return model(full[cut-1]) && (full[cut-1]["type"] != "message" || model(full[cut]))
+	}
+	return full[cut-1]["role"] == "assistant" && hasCalls(full[cut-1])
 }
 
 func hasCalls(m map[string]any) bool {
@@ -161,21 +174,28 @@ func checkRender(tb testing.TB, req *wire.Request, st *State, pol Policy) {
 			tb.Fatalf("orphan sweep fired on the engine's own output: %+v", res.Diagnostics)
 		}
 	}
-	// Thinking blocks that stay are the original blocks, signatures included.
+	// Thinking blocks (and Responses reasoning items) that stay are the original blocks,
+	// signatures included; a reasoning item always stays with the item after it.
+	thinking := func(b *wire.Block) bool {
+		return b.Kind == wire.KindThinking || b.Kind == wire.KindRedactedThinking || b.Kind == wire.KindReasoning
+	}
 	orig := map[string]bool{}
 	for _, m := range req.Messages {
 		for _, b := range m.Blocks {
-			if b.Kind == wire.KindThinking || b.Kind == wire.KindRedactedThinking {
+			if thinking(b) {
 				orig[string(b.Raw())] = true
 			}
 		}
 	}
 	for _, m := range res.Request.Messages {
 		for _, b := range m.Blocks {
-			if (b.Kind == wire.KindThinking || b.Kind == wire.KindRedactedThinking) && !orig[string(b.Raw())] {
+			if thinking(b) && !orig[string(b.Raw())] {
 				tb.Fatalf("thinking block altered: %s", b.Raw())
 			}
 		}
+	}
+	if req.Format == wire.Responses {
+		checkReasoningKept(tb, req, res.Request)
 	}
 	// Cache markers are never added and never all lost.
 	in, out := countCC(req), countCC(res.Request)
@@ -248,15 +268,7 @@ func FuzzRenderGenerated(f *testing.F) {
 // FuzzRenderBody renders arbitrary request bodies against a non-empty state: no panic, and a
 // valid input stays valid.
 func FuzzRenderBody(f *testing.F) {
-	// Small seeds: the fuzz engine slows down sharply on inputs of tens of kilobytes.
-	small := func(fm wire.Format) []byte {
-		x := newTx(fm)
-		for i := 0; i < 3; i++ {
-			x.user(fmt.Sprint("t", i)).turn(fmt.Sprint("a", i), "read", `{"path":"p"}`, fmt.Sprint("out", i)).turn(fmt.Sprint("b", i), "bash", `{}`, "o").asst("", "ok")
-		}
-		return x.user("n").body()
-	}
-	seedA, seedO := small(wire.Anthropic), small(wire.OpenAI)
+	seedA, seedO := smallBody(wire.Anthropic), smallBody(wire.OpenAI)
 	pol := kPolicy(1)
 	pol.MinBatchChars = 0
 	f.Add(seedA, true)
@@ -271,21 +283,97 @@ func FuzzRenderBody(f *testing.F) {
 		if anthropic {
 			fm, st = wire.Anthropic, stA
 		}
-		req, err := wire.Parse(fm, body)
-		if err != nil {
-			return
-		}
-		res := Render(req, st, pol)
-		if wire.Validate(req) == nil && wire.Validate(res.Request) != nil {
-			t.Fatalf("valid input rendered invalid: %v", wire.Validate(res.Request))
-		}
-		if !bytes.Equal(res.Body, Render(req, st, pol).Body) {
-			t.Fatal("not deterministic")
-		}
-		if _, err := PlanFlush(req, st, kPolicy(0), t0); err != nil {
-			t.Fatal(err)
-		}
+		renderBody(t, fm, body, st, pol)
 	})
+}
+
+// FuzzRenderBodyResponses is FuzzRenderBody for Responses request bodies.
+func FuzzRenderBodyResponses(f *testing.F) {
+	seed := smallBody(wire.Responses)
+	pol := kPolicy(1)
+	pol.MinBatchChars = 0
+	f.Add(seed)
+	f.Add([]byte(`{"model":"m","input":"hi"}`))
+	f.Add([]byte(`{"input":[{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"a0","name":"read","arguments":"{}"},{"type":"function_call_output","call_id":"a0","output":"out0"}]}`))
+	f.Add([]byte(`{"input":[{"type":"function_call_output","call_id":"x","output":"y"},{"type":"compaction","encrypted_content":"e"}]}`))
+	st := flush(f, mustParse(f, wire.Responses, append([]byte(nil), seed...)), NewState(), pol)
+	f.Fuzz(func(t *testing.T, body []byte) { renderBody(t, wire.Responses, body, st, pol) })
+}
+
+// FuzzRenderGeneratedResponses is FuzzRenderGenerated for Responses transcripts.
+func FuzzRenderGeneratedResponses(f *testing.F) {
+	for _, s := range []uint64{1, 2, 3, 42, 1234} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		x := genTx(r, wire.Responses)
+		st, pol := genState(t, r, x)
+		checkRender(t, x.req(t), st, pol)
+	})
+}
+
+// smallBody is a small transcript of three tasks in format f: the fuzz engine slows down
+// sharply on inputs of tens of kilobytes.
+func smallBody(f wire.Format) []byte {
+	x := newTx(f)
+	for i := 0; i < 3; i++ {
+		x.user(fmt.Sprint("t", i)).turn(fmt.Sprint("a", i), "read", `{"path":"p"}`, fmt.Sprint("out", i)).turn(fmt.Sprint("b", i), "bash", `{}`, "o").asst("", "ok")
+	}
+	return x.user("n").body()
+}
+
+// renderBody renders an arbitrary body against st: no panic, a valid input stays valid, the
+// render is deterministic and a flush can be planned.
+func renderBody(t *testing.T, f wire.Format, body []byte, st *State, pol Policy) {
+	req, err := wire.Parse(f, body)
+	if err != nil {
+		return
+	}
+	res := Render(req, st, pol)
+	if wire.Validate(req) == nil && wire.Validate(res.Request) != nil {
+		t.Fatalf("valid input rendered invalid: %v", wire.Validate(res.Request))
+	}
+	if !bytes.Equal(res.Body, Render(req, st, pol).Body) {
+		t.Fatal("not deterministic")
+	}
+	if _, err := PlanFlush(req, st, kPolicy(0), t0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkReasoningKept: every reasoning item of the rendered request is followed by the same
+// item that followed it in the original (reasoning is never separated from what it precedes).
+func checkReasoningKept(tb testing.TB, req, out *wire.Request) {
+	tb.Helper()
+	next := map[string]string{}
+	for _, m := range req.Messages {
+		for i, b := range m.Blocks {
+			if b.Kind == wire.KindReasoning && i+1 < len(m.Blocks) {
+				next[string(b.Raw())] = string(m.Blocks[i+1].Raw())
+			}
+		}
+	}
+	for _, m := range out.Messages {
+		for i, b := range m.Blocks {
+			if b.Kind != wire.KindReasoning {
+				continue
+			}
+			want, ok := next[string(b.Raw())]
+			if !ok {
+				continue // last of its message in the original too
+			}
+			if i+1 >= len(m.Blocks) {
+				tb.Fatalf("reasoning item separated from its following item %s", want)
+			}
+			if got := string(m.Blocks[i+1].Raw()); got != want {
+				// Only a purge rewrites the following item (a call's arguments): same call id.
+				if m.Blocks[i+1].Kind != wire.KindToolUse || !strings.Contains(want, `"call_id":"`+m.Blocks[i+1].ID+`"`) {
+					tb.Fatalf("reasoning item now followed by %s, was %s", got, want)
+				}
+			}
+		}
+	}
 }
 
 func mustParse(tb testing.TB, f wire.Format, body []byte) *wire.Request {

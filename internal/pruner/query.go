@@ -153,10 +153,16 @@ func QueryToolSchema(f wire.Format) []byte {
 		"required": []string{"toolCallIds"},
 	}
 	var v any
-	if f == wire.OpenAI {
+	switch f {
+	case wire.OpenAI:
 		v = map[string]any{"type": "function", "function": map[string]any{
 			"name": QueryToolName, "description": queryDescription, "parameters": params}}
-	} else {
+	case wire.Responses:
+		// A flat function tool; strict defaults to true there, which would require
+		// "additionalProperties": false in the schema.
+		v = map[string]any{"type": "function", "name": QueryToolName, "description": queryDescription,
+			"parameters": params, "strict": false}
+	default:
 		v = map[string]any{"name": QueryToolName, "description": queryDescription, "input_schema": params}
 	}
 	b, _ := json.Marshal(v)
@@ -167,6 +173,7 @@ func QueryToolSchema(f wire.Format) []byte {
 var queryTools = map[wire.Format]func() *wire.Tool{
 	wire.Anthropic: sync.OnceValue(func() *wire.Tool { return mustTool(wire.Anthropic) }),
 	wire.OpenAI:    sync.OnceValue(func() *wire.Tool { return mustTool(wire.OpenAI) }),
+	wire.Responses: sync.OnceValue(func() *wire.Tool { return mustTool(wire.Responses) }),
 }
 
 func mustTool(f wire.Format) *wire.Tool {

@@ -267,7 +267,11 @@ func (r *renderer) purgeErrors(inRange []bool) {
 			continue
 		}
 		size := utf16Len(compactJSON(c.b.Input))
-		r.blk(c.msg)[c.blk] = c.b.WithInput(PurgedArgs(size))
+		nb := c.b.WithInput(PurgedArgs(size))
+		if nb == c.b {
+			continue // a call whose input cannot be rewritten (a Responses local_shell_call)
+		}
+		r.blk(c.msg)[c.blk] = nb
 		r.res.Stats.Purged++
 	}
 }
@@ -560,13 +564,16 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 					}
 					protected.WriteString("\n\n<protected-output tool=\"" + name + "\">\n" + b.ResultText() + "\n</protected-output>")
 				}
-				if len(keep) == 0 || v.f == wire.OpenAI {
+				if len(keep) == 0 || v.f != wire.Anthropic {
 					r.drop[i] = true
 					r.res.Stats.Dropped++
 				} else {
 					r.blocks[i] = keep
 				}
 			}
+		}
+		if v.f == wire.Responses {
+			r.dropAnswersIn(a)
 		}
 		if !sameSet(recorded, actual) {
 			r.diags = append(r.diags, Diagnostic{Kind: DiagRangeIDMismatch, Key: c.Block,
@@ -628,6 +635,33 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 		r.res.Stats.Chains++
 	}
 	return suppressed
+}
+
+// dropAnswersIn drops, inside a compressed Responses range, the items without role that
+// answer a model-produced item the range dropped by its call_id (a computer_call_output, a
+// tool_search_output, …): an answer left without its call is rejected.
+func (r *renderer) dropAnswersIn(a acceptedRange) {
+	v := r.v
+	var ids map[string]bool
+	for i := a.s + 1; i < a.e; i++ {
+		if v.cls[i] != clsAssistant {
+			continue
+		}
+		for _, b := range v.msgs[i].Blocks {
+			if b.ID != "" {
+				if ids == nil {
+					ids = map[string]bool{}
+				}
+				ids[b.ID] = true
+			}
+		}
+	}
+	for i := a.s + 1; i < a.e && ids != nil; i++ {
+		if m := v.msgs[i]; v.cls[i] == clsOther && m.Role == "" && len(m.Blocks) == 1 && ids[m.Blocks[0].ID] && !r.drop[i] {
+			r.drop[i] = true
+			r.res.Stats.Dropped++
+		}
+	}
 }
 
 func sameSet(a, b map[string]bool) bool {
@@ -791,8 +825,8 @@ func sameBlocks(a, b []*wire.Block) bool {
 }
 
 // sweep is phase 4: a per-turn open set of tool-call ids; every message that is neither an
-// assistant turn nor a tool result (and the non-result part of a mixed message) is a barrier.
-// Results no open call answers are removed.
+// assistant turn nor a tool result (and the non-result part of a mixed message) is a barrier
+// (Responses: only an assistant turn). Results no open call answers are removed.
 func (r *renderer) sweep(msgs []*wire.Message) ([]*wire.Message, bool) {
 	open := map[string]bool{}
 	var swept []string
@@ -811,7 +845,9 @@ func (r *renderer) sweep(msgs []*wire.Message) ([]*wire.Message, bool) {
 			continue
 		}
 		if !hasToolResult(m) {
-			clear(open)
+			if r.v.f != wire.Responses {
+				clear(open) // Responses outputs may follow other items (only the call must precede them)
+			}
 			if out != nil {
 				out = append(out, m)
 			}

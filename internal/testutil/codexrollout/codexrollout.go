@@ -114,6 +114,13 @@ func Load(path string) (*Rollout, error) {
 	if !hasUser {
 		r.Items = fromEvents
 	}
+	r.findEnds()
+	return r, nil
+}
+
+// findEnds sets Ends from Items: a request before each run of model-produced items.
+func (r *Rollout) findEnds() {
+	r.Ends = nil
 	prevModel := false
 	for i, it := range r.Items {
 		m := modelProduced(it)
@@ -122,7 +129,17 @@ func Load(path string) (*Rollout, error) {
 		}
 		prevModel = m
 	}
-	return r, nil
+}
+
+// Join returns one session made of the items of rs in order, with the first's model,
+// instructions and id.
+func Join(rs ...*Rollout) *Rollout {
+	j := &Rollout{Name: "joined", Model: rs[0].Model, Instructions: rs[0].Instructions, SessionID: rs[0].SessionID}
+	for _, r := range rs {
+		j.Items = append(j.Items, r.Items...)
+	}
+	j.findEnds()
+	return j
 }
 
 // Require loads a rollout, failing the test on error.
