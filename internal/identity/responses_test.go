@@ -1,0 +1,67 @@
+package identity
+
+import (
+	"testing"
+
+	"github.com/condense-dev/condense/internal/testutil/codexrollout"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// TestResponsesCorpusIdentity replays the corpus Codex sessions as Responses requests:
+// every occurrence key (function_call with its arguments string, apply_patch with its
+// freeform input) matches the definition, and FingerprintsReusing equals Fingerprints at
+// every request (an assistant run of items is one message).
+func TestResponsesCorpusIdentity(t *testing.T) {
+	for _, path := range codexrollout.Files(t) {
+		ro := codexrollout.Require(t, path)
+		t.Run(ro.Name, func(t *testing.T) {
+			var prev *wire.Request
+			var prevFps []Fingerprint
+			keys, custom := 0, 0
+			for k := 0; k < ro.Len(); k++ {
+				r, err := wire.ParseReusing(wire.Responses, ro.Request(k), prev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var prevMsgs []*wire.Message
+				if prev != nil {
+					prevMsgs = prev.Messages
+				}
+				got, want := FingerprintsReusing(r.Messages, prevMsgs, prevFps), Fingerprints(r.Messages)
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("request %d message %d: %v, want %v", k, i, got[i], want[i])
+					}
+				}
+				prev, prevFps = r, got
+			}
+			for _, o := range Occurrences(prev.Messages) {
+				call := prev.Messages[o.CallMsg].Blocks[o.CallBlock]
+				res := prev.Messages[o.ResultMsg].Blocks[o.ResultBlock]
+				if want := referenceKey(o.ID, call.Name, call.Input, res.ResultText()); o.Key != want || o.ID != call.ID {
+					t.Fatalf("%s: %s, want %s", o.ID, o.Key, want)
+				}
+				keys++
+				if call.Type == "custom_tool_call" {
+					custom++
+				}
+			}
+			if keys == 0 {
+				t.Fatal("no occurrences")
+			}
+			t.Logf("%d keys checked (%d custom tool calls), %d messages", keys, custom, len(prev.Messages))
+		})
+	}
+	// The same arguments with other whitespace are the same occurrence.
+	body := func(args string) []*wire.Message {
+		r, err := wire.Parse(wire.Responses, []byte(`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":`+args+`},{"type":"function_call_output","call_id":"c","output":"o"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Messages
+	}
+	k1, k2 := Occurrences(body(`"{\"a\": 1}"`)), Occurrences(body(`"{\"a\":1}"`))
+	if len(k1) != 1 || len(k2) != 1 || k1[0].Key != k2[0].Key {
+		t.Fatalf("keys %v %v", k1, k2)
+	}
+}
