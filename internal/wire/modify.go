@@ -140,18 +140,7 @@ func contentValue(arr *array, b []*Block) (val []byte, isString bool) {
 
 func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 	if m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult {
-		r := b[0]
-		if r.obj != nil && r.obj.find("role") >= 0 {
-			nm.obj = r.obj
-		} else {
-			val, _ := contentValue(r.contentArr, r.Content)
-			nm.obj = m.obj.with("content", val)
-			if r.ID != "" {
-				nm.obj = nm.obj.with("tool_call_id", quote(r.ID))
-			}
-		}
-		nm.StringContent = r.ContentString
-		return nm
+		return m.withResult(nm, b[0], "role", "content", "tool_call_id")
 	}
 	var parts, calls []*Block
 	for _, x := range b {
@@ -185,6 +174,23 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 		obj = obj.without("tool_calls")
 	}
 	nm.obj = obj
+	return nm
+}
+
+// withResult makes nm the tool message of result r: r's own object when it is a whole
+// message (it has the member whole), else m's object with the result's content and id
+// written to contentKey and idKey.
+func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey string) *Message {
+	if r.obj != nil && r.obj.find(whole) >= 0 {
+		nm.obj = r.obj
+	} else {
+		val, _ := contentValue(r.contentArr, r.Content)
+		nm.obj = m.obj.with(contentKey, val)
+		if r.ID != "" {
+			nm.obj = nm.obj.with(idKey, quote(r.ID))
+		}
+	}
+	nm.StringContent = r.ContentString
 	return nm
 }
 

@@ -84,18 +84,7 @@ func newItemMessage(role Role, text string) *Message {
 func (m *Message) responsesWithBlocks(nm *Message, b []*Block) *Message {
 	switch {
 	case m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult:
-		r := b[0]
-		if r.obj != nil && r.obj.find("type") >= 0 {
-			nm.obj = r.obj
-		} else {
-			val, _ := contentValue(r.contentArr, r.Content)
-			nm.obj = m.obj.with("output", val)
-			if r.ID != "" {
-				nm.obj = nm.obj.with("call_id", quote(r.ID))
-			}
-		}
-		nm.StringContent = r.ContentString
-		return nm
+		return m.withResult(nm, b[0], "type", "output", "call_id")
 	case m.isItem() && len(b) == 1 && b[0].obj != nil:
 		nm.obj, nm.itemsArr = b[0].obj, nil
 		return nm

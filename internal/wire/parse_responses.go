@@ -220,22 +220,19 @@ func (p *parser) runMessage(raw []byte, blocks []*Block, spans []span) *Message 
 	return m
 }
 
-func (p *parser) newObject() *object {
-	if len(p.objSlab) == 0 {
-		p.objSlab = newChunk(p, p.chunk(128), &p.objChunks)
-	}
-	o := &p.objSlab[0]
-	p.objSlab = p.objSlab[1:]
-	return o
-}
+func (p *parser) newObject() *object { return slabTake(p, &p.objSlab, 128, &p.objChunks) }
 
-func (p *parser) newArray() *array {
-	if len(p.arrSlab) == 0 {
-		p.arrSlab = newChunk(p, p.chunk(64), &p.arrChunks)
+func (p *parser) newArray() *array { return slabTake(p, &p.arrSlab, 64, &p.arrChunks) }
+
+// slabTake returns the next value of the slab *s, which takes a new chunk (for n values, see
+// parser.chunk) when it is used up.
+func slabTake[T any](p *parser, s *[]T, n int, chunks *[][]T) *T {
+	if len(*s) == 0 {
+		*s = newChunk(p, p.chunk(n), chunks)
 	}
-	a := &p.arrSlab[0]
-	p.arrSlab = p.arrSlab[1:]
-	return a
+	v := &(*s)[0]
+	*s = (*s)[1:]
+	return v
 }
 
 // spanSlice copies sp into slab memory.
@@ -433,25 +430,10 @@ func (p *parser) modelItem(obj *object, i, depth int, path jpath, typ string) (*
 func (p *parser) messageItem(obj *object, i, depth int, path jpath, role Role) (*Message, error) {
 	m := p.newMessage()
 	m.Role, m.obj = role, obj
-	v, off := itemValue(obj, i, "content")
-	if v == nil {
-		return m, nil
-	}
-	m.hasContent = true
-	switch v[0] {
-	case '"':
-		c := p.newBlock()
-		c.Kind, c.Type, c.Text, c.str = KindText, "text", p.text(v), v
-		m.Blocks = p.blockSlice([]*Block{c})
-		m.StringContent = true
-	case '[':
-		blocks, arr, _, err := p.blockList(off, depth+1, path.key("content"), true)
-		if err != nil {
-			return nil, err
-		}
-		m.Blocks, m.contentArr = blocks, arr
-	default:
-		return nil, p.wrongType(off, depth, path.key("content"), "string or array")
+	var err error
+	m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(obj, i, depth, path, "content", false)
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -470,28 +452,37 @@ func (p *parser) outputItem(obj *object, i, depth int, path jpath, typ string) (
 	if b.ID == "" && typ == "local_shell_call_output" {
 		b.ID, _, _ = p.itemString(obj, i, path, "id", false)
 	}
-	if v, off := itemValue(obj, i, "output"); v != nil {
-		m.hasContent = true
-		switch v[0] {
-		case '"':
-			c := p.newBlock()
-			c.Kind, c.Type, c.Text, c.str = KindText, "text", p.text(v), v
-			b.Content = p.blockSlice([]*Block{c})
-			b.ContentString, m.StringContent = true, true
-		case '[':
-			blocks, arr, _, err := p.blockList(off, depth+1, path.key("output"), true)
-			if err != nil {
-				return nil, err
-			}
-			b.Content, b.contentArr, m.contentArr = blocks, arr, arr
-		case 'n':
-		default:
-			return nil, p.wrongType(off, depth, path.key("output"), "string, array or null")
-		}
+	if b.Content, b.contentArr, b.ContentString, m.hasContent, err = p.itemContent(obj, i, depth, path, "output", true); err != nil {
+		return nil, err
 	}
+	m.contentArr, m.StringContent = b.contentArr, b.ContentString
 	b.IsError = OutputFailed(b.ResultText())
 	m.Blocks = p.blockSlice([]*Block{b})
 	return m, nil
+}
+
+// itemContent parses the content member key of the item obj: a string is one string-form
+// text block, an array its parts (null too when nullable: no blocks). present is false when
+// the member is absent.
+func (p *parser) itemContent(obj *object, i, depth int, path jpath, key string, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
+	v, off := itemValue(obj, i, key)
+	if v == nil {
+		return nil, nil, false, false, nil
+	}
+	switch {
+	case v[0] == '"':
+		c := p.newBlock()
+		c.Kind, c.Type, c.Text, c.str = KindText, "text", p.text(v), v
+		return p.blockSlice([]*Block{c}), nil, true, true, nil
+	case v[0] == '[':
+		blocks, arr, _, err := p.blockList(off, depth+1, path.key(key), true)
+		return blocks, arr, false, true, err
+	case v[0] == 'n' && nullable:
+		return nil, nil, false, true, nil
+	case nullable:
+		return nil, nil, false, false, p.wrongType(off, depth, path.key(key), "string, array or null")
+	}
+	return nil, nil, false, false, p.wrongType(off, depth, path.key(key), "string or array")
 }
 
 // OutputFailed reports whether a tool output's text shows a non-zero exit code as Codex CLI
