@@ -50,7 +50,7 @@ func summaryBlock(f wire.Format, text string) *wire.Block {
 }
 
 // shownSummary is how a summary text is shown in one format: a text block (Anthropic) or a
-// user message (OpenAI).
+// user message (OpenAI, Responses).
 type shownSummary struct {
 	f    wire.Format
 	text string
@@ -58,9 +58,9 @@ type shownSummary struct {
 	m    *wire.Message
 }
 
-// shownIn returns how the summary is shown in format f (b for Anthropic, m for OpenAI),
-// remembered on the summary with the text it was made of, so a copy of the summary with
-// another text makes its own: a steady render shows the same summaries on every request,
+// shownIn returns how the summary is shown in format f (b for Anthropic, m for OpenAI and
+// Responses), remembered on the summary with the text it was made of, so a copy of the
+// summary with another text makes its own: a steady render shows the same summaries on every request,
 // and looking their text up in the process-wide memo hashed every summary's text each time
 // (quoting it anew for OpenAI).
 func (s *Summary) shownIn(f wire.Format) *shownSummary {

@@ -63,7 +63,7 @@ type renderer struct {
 	drop   []bool
 	res    *Result
 	diags  []Diagnostic
-	// inserts after message i (OpenAI synthetic / summary messages); Anthropic uses extra blocks.
+	// inserts after message i (OpenAI and Responses synthetic / summary messages); Anthropic uses extra blocks.
 	after  map[int][]*wire.Message
 	before map[int][]*wire.Message
 	tail   []*wire.Message
@@ -678,8 +678,8 @@ func sameSet(a, b map[string]bool) bool {
 
 // placeSummaries shows each per-batch summary right after the turn of its anchor assistant
 // (docs/engine.md): Anthropic appends a text block to the next user-role message after its
-// leading tool results; OpenAI inserts a user message after the anchor's tool messages. Only
-// summaries with a result stubbed by phase 1 are shown; one whose anchor does not resolve,
+// leading tool results; OpenAI and Responses insert a user message after the anchor's tool
+// messages. Only summaries with a result stubbed by phase 1 are shown; one whose anchor does not resolve,
 // lies before its first stubbed own result or has no host yet is placed after the turn of
 // that result (of a stubbed alias when none of its own is) instead.
 func (r *renderer) placeSummaries(suppressed map[string]bool) {
@@ -761,8 +761,8 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 // hostAfter returns where a summary shown after assistant a's turn goes, or -1. Anthropic:
 // the first user message after a (a host dropped by a chain range moves to the nearest
 // earlier surviving user message: the chain's opening prompt, which holds the synthetic), -1
-// when none follows yet. OpenAI: the index of the first message after a's tool messages,
-// len(msgs) for the end of the request.
+// when none follows yet. OpenAI, Responses: the index of the first message after a's tool
+// messages, len(msgs) for the end of the request.
 func (r *renderer) hostAfter(a int) int {
 	v := r.v
 	h := a + 1

@@ -18,7 +18,7 @@ const (
 	clsOther     class = iota // system, developer, unknown roles: barriers, otherwise ignored
 	clsPrompt                 // a user message carrying no tool result: a user turn
 	clsAssistant              // an assistant message
-	clsResults                // Anthropic user message with tool_result blocks; OpenAI tool message
+	clsResults                // Anthropic user message with tool_result blocks; OpenAI tool message; Responses tool output item
 )
 
 // call is one tool call of a transcript with its per-turn paired result.
