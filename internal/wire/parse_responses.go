@@ -9,7 +9,7 @@ import (
 
 // The Responses API request body (POST /v1/responses) carries its transcript in "input": a
 // string (one user message) or a list of items. Items map onto Messages so that the engine
-// sees the shape of a Chat Completions transcript (docs/formats.md "Responses API"):
+// sees the shape of a Chat Completions transcript (docs/formats.md "Responses API requests"):
 //
 //   - a maximal run of model-produced items (an assistant "message", "reasoning",
 //     "function_call", "custom_tool_call", "local_shell_call", "web_search_call" and the
@@ -21,17 +21,16 @@ import (
 //   - any other item (compaction, item_reference, computer_call_output, unknown types) is a
 //     Message without role holding the item as one KindUnknown block.
 
-// itemClass says how an input item maps onto messages.
+// itemClass says how an input item other than a "message" maps onto messages.
 type itemClass uint8
 
 const (
-	itemOther   itemClass = iota // a message without role (barrier for nothing, kept raw)
-	itemModel                    // model-produced: a block of the assistant message of its run
-	itemMessage                  // a user, system or developer message
-	itemOutput                   // a tool output: a tool message
+	itemOther  itemClass = iota // a message without role, the item kept raw
+	itemModel                   // model-produced: a block of the assistant message of its run
+	itemOutput                  // a tool output: a tool message
 )
 
-// classifyItem returns the class of an item of type typ ("" when absent).
+// classifyItem returns the class of an item of type typ.
 func classifyItem(typ string) itemClass {
 	switch typ {
 	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":

@@ -143,6 +143,7 @@ func TestResponsesRoundTrip(t *testing.T) {
 		`{"model":"m","input":"just text"}`,
 		` { "input" : [ ] , "model" : "m" } `,
 		`{"input":[{"role":"user","content":"a"}],"messages":[1],"system":{"kept":true}}`,
+		`{"input":[{"role":"assistant","content":"a"}, {"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`,
 	} {
 		b := []byte(body)
 		r, err := Parse(Responses, b)
