@@ -19,9 +19,10 @@ import (
 // Idle expiry is checked on every access and swept periodically; Watch notifications are
 // delivered in-process.
 type EmbeddedStore struct {
-	db  kvDB
-	ttl time.Duration
-	now func() time.Time
+	db       kvDB
+	ttl      time.Duration
+	now      func() time.Time
+	readOnly bool // OpenReadOnly: no writes, no sweep, no last-seen refresh
 
 	mu     sync.Mutex
 	closed bool
@@ -83,16 +84,35 @@ func OpenBolt(path string, ttl time.Duration) (*EmbeddedStore, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return newEmbedded(boltDB{db}, ttl), nil
+	return newEmbedded(boltDB{db}, ttl, false), nil
+}
+
+// openBoltReadOnly opens the existing bbolt file at path read-only (a shared lock: it waits
+// up to one second for a process that has it open for writing); a missing file is ErrNotFound.
+func openBoltReadOnly(path string, ttl time.Duration) (*EmbeddedStore, error) {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s does not exist (nothing was stored there)", ErrNotFound, path)
+		}
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, unavailable("open "+path+" (locked by another process)", err)
+		}
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return newEmbedded(boltDB{db}, ttl, true), nil
 }
 
 // NewMemory returns an in-memory Store with idle expiry ttl (0 disables it); its contents
 // vanish on Close.
-func NewMemory(ttl time.Duration) *EmbeddedStore { return newEmbedded(newMemDB(), ttl) }
+func NewMemory(ttl time.Duration) *EmbeddedStore { return newEmbedded(newMemDB(), ttl, false) }
 
-func newEmbedded(db kvDB, ttl time.Duration) *EmbeddedStore {
-	s := &EmbeddedStore{db: db, ttl: ttl, now: time.Now, subs: map[chan Event]struct{}{}, stop: make(chan struct{})}
-	if ttl > 0 {
+func newEmbedded(db kvDB, ttl time.Duration, readOnly bool) *EmbeddedStore {
+	s := &EmbeddedStore{db: db, ttl: ttl, now: time.Now, readOnly: readOnly, subs: map[chan Event]struct{}{}, stop: make(chan struct{})}
+	if ttl > 0 && !readOnly {
 		every := min(max(ttl/4, 10*time.Millisecond), time.Minute)
 		s.wg.Add(1)
 		go s.sweeper(every)
@@ -203,6 +223,14 @@ func (s *EmbeddedStore) check(session string) error {
 		return ErrClosed
 	}
 	return ValidateSessionID(session)
+}
+
+// checkWrite is check for the methods that write.
+func (s *EmbeddedStore) checkWrite(session string) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	return s.check(session)
 }
 
 func (s *EmbeddedStore) wrap(op string, err error) error {
@@ -354,7 +382,7 @@ func (s *EmbeddedStore) load(ctx context.Context, session string, known uint64) 
 		}
 		snap.State = st
 	}
-	if found && stale {
+	if found && stale && !s.readOnly {
 		err = s.db.update(func(tx kvTx) error {
 			if b := s.session(tx, session, now); b != nil {
 				return putU64(b, keySeen, uint64(now.UnixMilli()))
@@ -384,7 +412,7 @@ func readCounters(b kvBucket, into map[string]int64) error {
 
 // Commit implements Store.
 func (s *EmbeddedStore) Commit(ctx context.Context, session string, expectVersion uint64, state []byte, fence uint64) (uint64, error) {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return 0, err
 	}
 	if err := ctxErr(ctx, "commit"); err != nil {
@@ -423,7 +451,7 @@ func (s *EmbeddedStore) Commit(ctx context.Context, session string, expectVersio
 
 // AddDiagnostics implements Store.
 func (s *EmbeddedStore) AddDiagnostics(ctx context.Context, session string, diags []Diagnostic) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	for _, d := range diags {
@@ -490,7 +518,7 @@ func (s *EmbeddedStore) IncrStats(ctx context.Context, session string, delta map
 
 // UpdateStats implements Store.
 func (s *EmbeddedStore) UpdateStats(ctx context.Context, session string, u StatsUpdate) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := u.validate(); err != nil {
@@ -549,7 +577,7 @@ func (s *EmbeddedStore) updateCounters(ctx context.Context, session string, writ
 
 // PutBlob implements Store.
 func (s *EmbeddedStore) PutBlob(ctx context.Context, session, key string, data []byte) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := validateBlobKey(key); err != nil {
@@ -575,7 +603,7 @@ func (s *EmbeddedStore) PutBlob(ctx context.Context, session, key string, data [
 
 // DeleteBlob implements Store.
 func (s *EmbeddedStore) DeleteBlob(ctx context.Context, session, key string) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := validateBlobKey(key); err != nil {
@@ -640,7 +668,7 @@ func (s *EmbeddedStore) GetBlob(ctx context.Context, session, key string) ([]byt
 
 // AcquireLease implements Store.
 func (s *EmbeddedStore) AcquireLease(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error) {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return Lease{}, err
 	}
 	if _, err := leaseMillis(ttl); err != nil {
@@ -687,7 +715,7 @@ func (s *EmbeddedStore) AcquireLease(ctx context.Context, session, owner string,
 
 // RenewLease implements Store.
 func (s *EmbeddedStore) RenewLease(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error) {
-	if err := s.check(lease.Session); err != nil {
+	if err := s.checkWrite(lease.Session); err != nil {
 		return Lease{}, err
 	}
 	if _, err := leaseMillis(ttl); err != nil {
@@ -719,7 +747,7 @@ func (s *EmbeddedStore) RenewLease(ctx context.Context, lease Lease, ttl time.Du
 
 // ReleaseLease implements Store.
 func (s *EmbeddedStore) ReleaseLease(ctx context.Context, lease Lease) error {
-	if err := s.check(lease.Session); err != nil {
+	if err := s.checkWrite(lease.Session); err != nil {
 		return err
 	}
 	if err := ctxErr(ctx, "release lease"); err != nil {
@@ -790,7 +818,7 @@ func (s *EmbeddedStore) List(ctx context.Context) ([]SessionInfo, error) {
 
 // Delete implements Store.
 func (s *EmbeddedStore) Delete(ctx context.Context, session string) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := ctxErr(ctx, "delete"); err != nil {

@@ -28,6 +28,8 @@ var (
 	ErrClosed = errors.New("store: closed")
 	// ErrCorrupt: stored bytes could not be decoded (e.g. a damaged compressed blob).
 	ErrCorrupt = errors.New("store: corrupt data")
+	// ErrReadOnly: a write to a store opened with OpenReadOnly.
+	ErrReadOnly = errors.New("store: opened read-only")
 )
 
 // ConflictError reports a lost compare-and-set.

@@ -24,7 +24,14 @@ import (
 // context deadlines honoured, command retries disabled (a retried commit could report a
 // conflict for its own success) and one dial attempt per command (dialer_retries=N overrides). A Redis server that cannot be reached yields an error
 // satisfying errors.Is(err, ErrUnavailable).
-func Open(ctx context.Context, rawURL string) (Store, error) {
+func Open(ctx context.Context, rawURL string) (Store, error) { return open(ctx, rawURL, false) }
+
+// OpenReadOnly opens the store named by rawURL (the forms of Open) for inspection: reads change
+// nothing (no last-seen refresh, no expiry sweep), writes fail with ErrReadOnly, and a bolt file
+// that does not exist is an error satisfying errors.Is(err, ErrNotFound), not created.
+func OpenReadOnly(ctx context.Context, rawURL string) (Store, error) { return open(ctx, rawURL, true) }
+
+func open(ctx context.Context, rawURL string, readOnly bool) (Store, error) {
 	scheme, rest, ok := strings.Cut(rawURL, ":")
 	if !ok {
 		return nil, invalidArg("store URL %q has no scheme", rawURL)
@@ -42,7 +49,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if err := noExtra(q); err != nil {
 			return nil, err
 		}
-		return NewMemory(ttl), nil
+		return newEmbedded(newMemDB(), ttl, readOnly), nil
 	case "bolt":
 		path, query, _ := strings.Cut(rest, "?")
 		path = strings.TrimPrefix(path, "//")
@@ -62,9 +69,12 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 				return nil, err
 			}
 		}
+		if readOnly {
+			return openBoltReadOnly(path, ttl)
+		}
 		return OpenBolt(path, ttl)
 	case "redis", "rediss", "unix", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
-		return openRedis(ctx, rawURL)
+		return openRedis(ctx, rawURL, readOnly)
 	default:
 		return nil, invalidArg("unknown store URL scheme %q (want redis, rediss, redis+sentinel, redis+cluster, bolt or memory)", scheme)
 	}
@@ -99,7 +109,7 @@ func noExtra(q url.Values) error {
 	return nil
 }
 
-func openRedis(ctx context.Context, rawURL string) (Store, error) {
+func openRedis(ctx context.Context, rawURL string, readOnly bool) (Store, error) {
 	rdb, prefix, ttl, err := RedisClient(rawURL)
 	if err != nil {
 		return nil, err
@@ -109,6 +119,7 @@ func openRedis(ctx context.Context, rawURL string) (Store, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
+	s.readOnly = readOnly
 	return s, nil
 }
 

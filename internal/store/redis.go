@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -26,6 +27,8 @@ type RedisStore struct {
 	prefix  string
 	ttl     time.Duration
 	channel string
+	// readOnly (OpenReadOnly): writes fail with ErrReadOnly and Load refreshes nothing.
+	readOnly bool
 
 	mu     sync.Mutex
 	closed bool
@@ -93,6 +96,9 @@ func (s *RedisStore) ttlArg() string {
 // touchAfterArg is how old last-seen must be before Load refreshes it and the idle TTL: a
 // tenth of the TTL, at most one minute (one minute when expiry is off).
 func (s *RedisStore) touchAfterArg() string {
+	if s.readOnly {
+		return strconv.FormatInt(math.MaxInt64, 10)
+	}
 	d := time.Minute
 	if s.ttl > 0 {
 		d = min(s.ttl/10, time.Minute)
@@ -108,6 +114,14 @@ func (s *RedisStore) check(session string) error {
 		return ErrClosed
 	}
 	return ValidateSessionID(session)
+}
+
+// checkWrite is check for the methods that write.
+func (s *RedisStore) checkWrite(session string) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
+	return s.check(session)
 }
 
 // wrap classifies a go-redis error: connection failures, timeouts, context ends and the
@@ -253,7 +267,7 @@ func int64Pairs(v any) (map[string]int64, error) {
 
 // Commit implements Store.
 func (s *RedisStore) Commit(ctx context.Context, session string, expectVersion uint64, state []byte, fence uint64) (uint64, error) {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return 0, err
 	}
 	res, err := scriptCommit.Run(ctx, s.rdb, s.redisKeys(session), session,
@@ -277,7 +291,7 @@ func (s *RedisStore) Commit(ctx context.Context, session string, expectVersion u
 
 // AddDiagnostics implements Store.
 func (s *RedisStore) AddDiagnostics(ctx context.Context, session string, diags []Diagnostic) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if len(diags) == 0 {
@@ -301,7 +315,7 @@ func (s *RedisStore) IncrStats(ctx context.Context, session string, delta map[st
 
 // UpdateStats implements Store.
 func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpdate) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := u.validate(); err != nil {
@@ -327,7 +341,7 @@ func (s *RedisStore) UpdateStats(ctx context.Context, session string, u StatsUpd
 
 // PutBlob implements Store.
 func (s *RedisStore) PutBlob(ctx context.Context, session, key string, data []byte) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := validateBlobKey(key); err != nil {
@@ -338,7 +352,7 @@ func (s *RedisStore) PutBlob(ctx context.Context, session, key string, data []by
 
 // DeleteBlob implements Store.
 func (s *RedisStore) DeleteBlob(ctx context.Context, session, key string) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	if err := validateBlobKey(key); err != nil {
@@ -374,7 +388,7 @@ func leaseMillis(ttl time.Duration) (string, error) {
 
 // AcquireLease implements Store.
 func (s *RedisStore) AcquireLease(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error) {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return Lease{}, err
 	}
 	ms, err := leaseMillis(ttl)
@@ -397,7 +411,7 @@ func (s *RedisStore) AcquireLease(ctx context.Context, session, owner string, tt
 
 // RenewLease implements Store.
 func (s *RedisStore) RenewLease(ctx context.Context, lease Lease, ttl time.Duration) (Lease, error) {
-	if err := s.check(lease.Session); err != nil {
+	if err := s.checkWrite(lease.Session); err != nil {
 		return Lease{}, err
 	}
 	ms, err := leaseMillis(ttl)
@@ -417,7 +431,7 @@ func (s *RedisStore) RenewLease(ctx context.Context, lease Lease, ttl time.Durat
 
 // ReleaseLease implements Store.
 func (s *RedisStore) ReleaseLease(ctx context.Context, lease Lease) error {
-	if err := s.check(lease.Session); err != nil {
+	if err := s.checkWrite(lease.Session); err != nil {
 		return err
 	}
 	n, err := scriptRelease.Run(ctx, s.rdb, s.redisKeys(lease.Session), leaseValue(lease)).Int64()
@@ -432,7 +446,7 @@ func (s *RedisStore) ReleaseLease(ctx context.Context, lease Lease) error {
 
 // Delete implements Store.
 func (s *RedisStore) Delete(ctx context.Context, session string) error {
-	if err := s.check(session); err != nil {
+	if err := s.checkWrite(session); err != nil {
 		return err
 	}
 	return s.wrap("delete", scriptDelete.Run(ctx, s.rdb, s.redisKeys(session), session, s.channel).Err())
