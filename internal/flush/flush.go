@@ -23,7 +23,9 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -307,9 +309,8 @@ type Orchestrator struct {
 	Planner Planner
 	// Summarizer writes the summaries.
 	Summarizer summarize.Summarizer
-	// Owner names this flusher in leases (default host:pid). Each flush holds the lease as
-	// Owner plus a suffix of its own: the store extends a lease for the owner that holds it,
-	// so flushes of one session in one process must not share an owner to exclude each other.
+	// Owner names this flusher's process in leases (default host:pid). Each flush holds the
+	// lease as Holder() plus a suffix of its own; see Holder.
 	Owner string
 	// LeaseTTL is the flush lease duration, renewed every third of it (default 60s).
 	LeaseTTL time.Duration
@@ -326,6 +327,26 @@ type Orchestrator struct {
 
 	memoMu sync.Mutex
 	memo   map[string]string // session + request key → summary, for re-weighed (deferred) flushes
+
+	holderOnce sync.Once
+	holder     string        // Holder()
+	flushSeq   atomic.Uint64 // numbers this orchestrator's flushes in their lease owners
+	leases     leaseBook
+}
+
+// leaseBook keeps an orchestrator's flush leases: those its running flushes hold, and those
+// whose release failed (the store was unreachable), released again once the store answers.
+type leaseBook struct {
+	mu         sync.Mutex
+	running    map[string]bool // lease owners of running flushes
+	unreleased map[string]unreleased
+	retrying   bool // a releaseAgain goroutine runs
+}
+
+// unreleased is a lease whose release failed, and when it lapses anyway.
+type unreleased struct {
+	lease store.Lease
+	lapse time.Time
 }
 
 // maxMemo bounds the orchestrator's summary memo; past it the memo starts over.
@@ -357,19 +378,134 @@ func (o *Orchestrator) prices() *cost.Prices {
 	return defaultPrices()
 }
 
-func (o *Orchestrator) owner() string {
-	if o.Owner != "" {
-		return o.Owner
-	}
-	h, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d", h, os.Getpid())
+// Holder names this orchestrator in the leases of its flushes: Owner (default host:pid), "#"
+// and a random id of this Orchestrator value. Each flush's lease owner is Holder, "/" and the
+// flush's number, so a lease tells which process, and which of its flushes, holds it.
+func (o *Orchestrator) Holder() string {
+	o.holderOnce.Do(func() {
+		owner := o.Owner
+		if owner == "" {
+			h, _ := os.Hostname()
+			owner = fmt.Sprintf("%s:%d", h, os.Getpid())
+		}
+		o.holder = owner + "#" + strconv.FormatUint(rand.Uint64()>>32, 36)
+	})
+	return o.holder
 }
 
-// flushOwner returns a lease owner for one flush: the orchestrator's owner and a random
-// suffix (not a counter: a restarted process with the same Owner must not take over the
-// lease a flush of its previous run left behind).
-func (o *Orchestrator) flushOwner() string {
-	return o.owner() + "/" + strconv.FormatUint(rand.Uint64(), 36)
+// startFlush returns the lease owner of a new flush and records it as running until
+// endFlush.
+func (o *Orchestrator) startFlush() string {
+	owner := o.Holder() + "/" + strconv.FormatUint(o.flushSeq.Add(1), 10)
+	o.leases.mu.Lock()
+	defer o.leases.mu.Unlock()
+	if o.leases.running == nil {
+		o.leases.running = map[string]bool{}
+	}
+	o.leases.running[owner] = true
+	return owner
+}
+
+func (o *Orchestrator) endFlush(owner string) {
+	o.leases.mu.Lock()
+	defer o.leases.mu.Unlock()
+	delete(o.leases.running, owner)
+}
+
+// leftBehind reports whether l was issued to a flush of this orchestrator that no longer runs
+// (its release failed, or the store restarted from a file that still had it).
+func (o *Orchestrator) leftBehind(l store.Lease) bool {
+	if !strings.HasPrefix(l.Owner, o.Holder()+"/") {
+		return false
+	}
+	o.leases.mu.Lock()
+	defer o.leases.mu.Unlock()
+	return !o.leases.running[l.Owner]
+}
+
+// acquire takes the session's lease for owner. A lease this orchestrator left behind is
+// released at once, not waited out.
+func (o *Orchestrator) acquire(ctx context.Context, st store.Store, session, owner string) (store.Lease, error) {
+	lease, err := st.AcquireLease(ctx, session, owner, o.leaseTTL())
+	var held *store.LeaseHeldError
+	if !errors.As(err, &held) || !o.leftBehind(held.Lease) {
+		return lease, err
+	}
+	if rerr := st.ReleaseLease(ctx, held.Lease); rerr != nil && !errors.Is(rerr, store.ErrLeaseLost) {
+		return lease, err
+	}
+	o.released(held.Lease)
+	o.log().Info("flush: released a lease of this process's that outlived its flush", "session", session,
+		"owner", held.Lease.Owner, "token", held.Lease.Token)
+	return st.AcquireLease(ctx, session, owner, o.leaseTTL())
+}
+
+// release gives up lease at the end of a flush; when the store cannot be reached it is
+// released again in the background until the store answers or the lease lapses.
+func (o *Orchestrator) release(ctx context.Context, st store.Store, lease store.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := st.ReleaseLease(rctx, lease)
+	if err == nil || errors.Is(err, store.ErrLeaseLost) {
+		return
+	}
+	o.log().Warn("flush: release lease failed; retrying until the store answers", "session", lease.Session, "err", err)
+	o.leases.mu.Lock()
+	defer o.leases.mu.Unlock()
+	if o.leases.unreleased == nil {
+		o.leases.unreleased = map[string]unreleased{}
+	}
+	o.leases.unreleased[lease.Owner] = unreleased{lease: lease, lapse: time.Now().Add(o.leaseTTL())}
+	if !o.leases.retrying {
+		o.leases.retrying = true
+		go o.releaseAgain()
+	}
+}
+
+// released forgets a lease that is no longer held.
+func (o *Orchestrator) released(l store.Lease) {
+	o.leases.mu.Lock()
+	defer o.leases.mu.Unlock()
+	delete(o.leases.unreleased, l.Owner)
+}
+
+// releaseRetryMax bounds the wait between two attempts to release the leases whose release
+// failed (the first waits 100ms, each next one twice as long).
+const releaseRetryMax = time.Second
+
+// releaseAgain retries the release of the unreleased leases until none is left: each is
+// released, found lost, or lapses by itself.
+func (o *Orchestrator) releaseAgain() {
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, releaseRetryMax) {
+		time.Sleep(wait)
+		o.leases.mu.Lock()
+		if len(o.leases.unreleased) == 0 {
+			o.leases.retrying = false
+			o.leases.mu.Unlock()
+			return
+		}
+		pending := make([]unreleased, 0, len(o.leases.unreleased))
+		for _, u := range o.leases.unreleased {
+			pending = append(pending, u)
+		}
+		o.leases.mu.Unlock()
+		for _, u := range pending {
+			if time.Now().After(u.lapse) {
+				o.released(u.lease)
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := o.Store.ReleaseLease(ctx, u.lease)
+			cancel()
+			switch {
+			case err == nil:
+				o.released(u.lease)
+				o.log().Info("flush: released a lease once the store answered again", "session", u.lease.Session, "token", u.lease.Token)
+			case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrClosed):
+				o.released(u.lease)
+			}
+		}
+	}
 }
 
 func (o *Orchestrator) leaseTTL() time.Duration {
@@ -421,7 +557,9 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 		return err
 	}
 	res.Hash = job.Hash
-	lease, err := st.AcquireLease(ctx, job.Session, o.flushOwner(), o.leaseTTL())
+	owner := o.startFlush()
+	defer o.endFlush(owner)
+	lease, err := o.acquire(ctx, st, job.Session, owner)
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseHeld) {
 			res.Outcome = OutcomeBusy
@@ -437,11 +575,7 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 	defer func() {
 		cancel(nil)
 		renewWG.Wait()
-		rctx, c := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer c()
-		if err := st.ReleaseLease(rctx, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			o.log().Warn("flush: release lease", "session", job.Session, "err", err)
-		}
+		o.release(ctx, st, lease)
 	}()
 
 	cache := map[string]string{} // request cache key → summary text, reused across re-plans
