@@ -32,6 +32,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/logs"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
@@ -320,7 +321,8 @@ type Orchestrator struct {
 	MaxPlans int
 	// Metrics, when set, records flush metrics.
 	Metrics *Metrics
-	// Log receives one line per flush (nil: slog.Default()).
+	// Log receives one line per flush, at debug level for a flush with nothing to do (nil:
+	// slog.Default()).
 	Log *slog.Logger
 	// Prices prices the cache-aware decision (nil: cost.DefaultPrices()).
 	Prices *cost.Prices
@@ -803,10 +805,13 @@ func (o *Orchestrator) record(st store.Store, job *Job, res *Result, d time.Dura
 		o.log().Warn("flush: record stats", "session", job.Session, "err", err)
 	}
 	lvl := slog.LevelInfo
-	if res.Error != "" {
+	switch {
+	case res.Error != "":
 		lvl = slog.LevelWarn
+	case res.Outcome == OutcomeEmpty: // no work: not worth a line in normal operation
+		lvl = slog.LevelDebug
 	}
-	o.log().Log(ctx, lvl, "flush", "session", job.Session, "outcome", res.Outcome, "version", res.Version,
+	o.log().Log(ctx, lvl, "flush", "session", job.Session, "trigger", job.Trigger, "outcome", res.Outcome, "version", res.Version,
 		"batches", res.Batches, "failed", res.Failed, "plans", res.Plans, "costUSD", res.Usage.CostUSD,
-		"duration", d, "reason", res.Reason, "err", res.Error)
+		"ms", logs.Ms(d), "reason", res.Reason, "err", res.Error)
 }

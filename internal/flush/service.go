@@ -52,7 +52,8 @@ type ServiceOptions struct {
 
 // RunService runs `condense pruner`: queued-flush workers over the configured Redis store,
 // Prometheus metrics (condense_ prefix) at /metrics on listen.metrics, and /healthz (process
-// alive) and /readyz (consumer group joined and Redis answering) on listen.health. It returns
+// alive) and /readyz (consumer group joined and Redis answering) on listen.health. Once it
+// consumes it logs one line with the store, the stream and the listen addresses; it returns
 // when ctx ends, after running flushes finished (or were requeued) and the servers shut down.
 func RunService(ctx context.Context, cfg *config.Config, opt ServiceOptions) error {
 	log := opt.Log
@@ -131,7 +132,8 @@ func RunService(ctx context.Context, cfg *config.Config, opt ServiceOptions) err
 	metrics.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
 	var servers []*http.Server
-	serve := func(l net.Listener, addr string, h http.Handler) error {
+	var addrs []any // what, address: the start line's listeners
+	serve := func(l net.Listener, addr, what string, h http.Handler) error {
 		if l == nil {
 			if addr == "" {
 				return nil
@@ -148,7 +150,7 @@ func RunService(ctx context.Context, cfg *config.Config, opt ServiceOptions) err
 				log.Error("pruner: http server", "addr", l.Addr().String(), "err", err)
 			}
 		}()
-		log.Info("pruner: listening", "addr", l.Addr().String())
+		addrs = append(addrs, what, l.Addr().String())
 		return nil
 	}
 	defer func() {
@@ -158,17 +160,18 @@ func RunService(ctx context.Context, cfg *config.Config, opt ServiceOptions) err
 			_ = s.Shutdown(c)
 		}
 	}()
-	if err := serve(opt.MetricsListener, cfg.Listen.Metrics, metrics); err != nil {
+	if err := serve(opt.MetricsListener, cfg.Listen.Metrics, "metrics", metrics); err != nil {
 		return err
 	}
-	if err := serve(opt.HealthListener, cfg.Listen.Health, health); err != nil {
+	if err := serve(opt.HealthListener, cfg.Listen.Health, "health", health); err != nil {
 		return err
 	}
 	go func() {
 		select {
 		case <-w.Ready():
 			ready.Store(true)
-			log.Info("pruner: consuming flush jobs", "stream", q.StreamKey(), "group", q.Group)
+			log.Info("pruner: consuming flush jobs", append([]any{"store", store.Describe(storeURL), "stream", q.StreamKey(),
+				"group", q.Group, "consumer", w.Consumer, "concurrency", w.Concurrency}, addrs...)...)
 		case <-ctx.Done():
 		}
 	}()

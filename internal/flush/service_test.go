@@ -52,12 +52,19 @@ func TestRunService(t *testing.T) {
 	ml, hl := listen(t), listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	log, buf := captureLog()
 	go func() {
-		done <- RunService(ctx, cfg, ServiceOptions{Consumer: "svc", MetricsListener: ml, HealthListener: hl, Log: quiet,
+		done <- RunService(ctx, cfg, ServiceOptions{Consumer: "svc", MetricsListener: ml, HealthListener: hl, Log: log,
 			Worker: func(w *Worker) { w.Block = 50 * time.Millisecond }})
 	}()
 	base := "http://" + hl.Addr().String()
 	waitFor(t, func() bool { c, _ := get(t, base+"/readyz"); return c == 200 })
+	// One start line names the store, the stream and both listeners.
+	waitFor(t, func() bool { return len(buf.lines("pruner: consuming flush jobs")) == 1 })
+	if l := buf.lines("pruner: consuming flush jobs")[0]; l.Get("store").Str != r.redis.URL() || l.Get("consumer").Str != "svc" ||
+		l.Get("metrics").Str != ml.Addr().String() || l.Get("health").Str != hl.Addr().String() {
+		t.Fatalf("start line %s", l.Raw)
+	}
 	if c, body := get(t, base+"/healthz"); c != 200 || body != "ok\n" {
 		t.Fatalf("healthz %d %q", c, body)
 	}

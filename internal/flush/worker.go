@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/condense-dev/condense/internal/logs"
 )
 
 // Worker consumes queued flush jobs (the `condense pruner` process). Delivery is
@@ -51,8 +54,10 @@ type Worker struct {
 	// Log receives job events (nil: slog.Default()).
 	Log *slog.Logger
 
-	ready chan struct{}
-	once  sync.Once
+	ready    chan struct{}
+	once     sync.Once
+	running  atomic.Int64 // jobs being processed
+	requeued atomic.Int64 // jobs aborted by the end of ShutdownGrace and handed back
 }
 
 func (w *Worker) defaults() {
@@ -113,8 +118,8 @@ func (w *Worker) Backoff(attempt int) time.Duration {
 }
 
 // Run consumes jobs until ctx ends, then lets running jobs finish for ShutdownGrace, aborts
-// and requeues the rest, and returns nil. It returns an error only when the consumer group
-// cannot be created.
+// and requeues the rest, logs what it drained ("flush worker: stopped") and returns nil. It
+// returns an error only when the consumer group cannot be created.
 func (w *Worker) Run(ctx context.Context) error {
 	w.defaults()
 	if err := w.Queue.ensureGroup(ctx); err != nil {
@@ -128,9 +133,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	dispatch := func(msg redis.XMessage, reclaimed bool) {
 		slots <- struct{}{}
 		wg.Add(1)
+		w.running.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
+			defer w.running.Add(-1)
 			// A flush's own panics are failed attempts (Orchestrator.Flush); one in the
 			// bookkeeping leaves the entry pending, to be reclaimed and counted as a delivery.
 			err := catch(func() error { w.process(jobCtx, msg, reclaimed); return nil })
@@ -196,6 +203,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 	}
+	stopping, running := time.Now(), w.running.Load()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -204,6 +212,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		cancelJobs()
 		<-done
 	}
+	requeued := w.requeued.Load()
+	w.Log.Info("flush worker: stopped", "consumer", w.Consumer, "running", running, "finished", running-requeued,
+		"requeued", requeued, "ms", logs.Ms(time.Since(stopping)))
 	return nil
 }
 
@@ -294,6 +305,7 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage, reclaimed bool
 		q.Metrics.job("done")
 	case ctx.Err() != nil:
 		// Shutting down: hand the job back at once, attempt not counted.
+		w.requeued.Add(1)
 		if err := q.retry(bctx, msg.ID, job, time.Now()); err != nil {
 			w.Log.Warn("flush worker: requeue on shutdown", "err", err)
 		}
@@ -318,7 +330,7 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage, reclaimed bool
 			return
 		}
 		d := w.Backoff(job.Attempt)
-		w.Log.Warn("flush worker: job failed, retrying", "session", job.Session, "attempt", job.Attempt, "in", d, "err", ferr)
+		w.Log.Warn("flush worker: job failed, retrying", "session", job.Session, "attempt", job.Attempt, "retryInMs", logs.Ms(d), "err", ferr)
 		if err := q.retry(bctx, msg.ID, job, time.Now().Add(d)); err != nil {
 			w.Log.Warn("flush worker: schedule retry", "err", err)
 		}

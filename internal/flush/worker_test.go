@@ -202,6 +202,8 @@ func TestQueueRetryThenSuccess(t *testing.T) {
 	r := newRig(t, "redis")
 	r.up.Enqueue(upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"})
 	w, q := r.worker("w1", nil)
+	log, buf := captureLog()
+	w.Log = log
 	run(t, w)
 	j := job("s1", "r", 1)
 	if _, err := q.Enqueue(context.Background(), j); err != nil {
@@ -210,6 +212,11 @@ func TestQueueRetryThenSuccess(t *testing.T) {
 	st := waitState(t, q, j, 10*time.Second)
 	if st.State != StateDone || st.Attempt != 1 || st.Result.Version != 1 {
 		t.Fatalf("status %+v", st)
+	}
+	// The retry delay is logged in milliseconds (BackoffBase 50ms).
+	retries := buf.lines("flush worker: job failed, retrying")
+	if len(retries) != 1 || retries[0].Get("retryInMs").Float() != 50 || retries[0].Get("in").Exists() {
+		t.Fatalf("retry lines %v", retries)
 	}
 }
 
@@ -259,6 +266,8 @@ func TestQueueGracefulShutdownRequeues(t *testing.T) {
 	})
 	w1, q := r.worker("w1", nil)
 	w1.ShutdownGrace = 50 * time.Millisecond
+	log, buf := captureLog()
+	w1.Log = log
 	stop := run(t, w1)
 	j := job("s1", "g", 1)
 	if _, err := q.Enqueue(context.Background(), j); err != nil {
@@ -269,6 +278,12 @@ func TestQueueGracefulShutdownRequeues(t *testing.T) {
 	st, _ := q.Status(context.Background(), j.Session, j.Hash)
 	if st == nil || st.State != StateRetrying || st.Attempt != 0 {
 		t.Fatalf("status after shutdown %+v", st)
+	}
+	// The shutdown line says what was drained: one job running, handed back after the grace.
+	stopped := buf.lines("flush worker: stopped")
+	if len(stopped) != 1 || stopped[0].Get("running").Int() != 1 || stopped[0].Get("requeued").Int() != 1 ||
+		stopped[0].Get("finished").Int() != 0 || stopped[0].Get("ms").Float() < 50 {
+		t.Fatalf("stopped lines %v", stopped)
 	}
 	w2, _ := r.worker("w2", nil)
 	run(t, w2)
