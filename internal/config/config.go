@@ -452,29 +452,50 @@ func Default() *Config {
 
 // Parse decodes a YAML or JSON document over Default and validates the result. Unknown fields
 // and a missing or different apiVersion/kind are errors. Decoding problems are *DecodeError,
-// invalid values *ValidationError.
+// invalid values *ValidationError, both with the line and YAML path of the problem when known.
 func Parse(data []byte) (*Config, error) {
 	var head struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
 	if err := yaml.Unmarshal(data, &head); err != nil {
-		return nil, &DecodeError{Err: err}
+		return nil, &DecodeError{Err: syntaxError(err)}
 	}
+	root := document(data)
 	if head.APIVersion != APIVersion {
-		return nil, &DecodeError{Err: fmt.Errorf("%w: apiVersion %q (want %q)", ErrUnsupportedVersion, head.APIVersion, APIVersion)}
+		return nil, &DecodeError{Line: lineOf(root, "apiVersion"),
+			Err: fmt.Errorf("%w: apiVersion %q (want %q)", ErrUnsupportedVersion, head.APIVersion, APIVersion)}
 	}
 	if head.Kind != Kind {
-		return nil, &DecodeError{Err: fmt.Errorf("%w: kind %q (want %q)", ErrUnsupportedVersion, head.Kind, Kind)}
+		return nil, &DecodeError{Line: lineOf(root, "kind"), Err: fmt.Errorf("%w: kind %q (want %q)", ErrUnsupportedVersion, head.Kind, Kind)}
 	}
 	c := Default()
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		return nil, &DecodeError{Err: err}
+		if se := checkSchema(root); se != nil {
+			return nil, &DecodeError{Line: se.line, Field: se.field, Err: errors.New(se.msg)}
+		}
+		return nil, &DecodeError{Err: syntaxError(err)}
 	}
 	if err := c.Validate(); err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			for i := range ve.Fields {
+				ve.Fields[i].Line = lineOf(root, ve.Fields[i].Field)
+			}
+		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// syntaxError drops the layers the YAML library wraps around a parse error ("error
+// converting YAML to JSON: yaml: line 3: ..." becomes "line 3: ...").
+func syntaxError(err error) error {
+	msg := err.Error()
+	for _, p := range []string{"error converting YAML to JSON: ", "error unmarshaling JSON: ", "while decoding JSON: ", "yaml: ", "json: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return errors.New(msg)
 }
 
 // Load reads and parses the configuration file at path. Errors name the file.

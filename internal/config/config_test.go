@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -310,5 +311,76 @@ func TestSessionToken(t *testing.T) {
 	}
 	if VerifySessionToken([]byte("Jefe"), "other session", want) {
 		t.Fatal("token accepted for another session")
+	}
+}
+
+// TestErrorsNameLineAndPath: a decoding problem names the file, the line and the YAML path of
+// the offending key (not the JSON decoder's words); an invalid value names its line too.
+func TestErrorsNameLineAndPath(t *testing.T) {
+	const head = "apiVersion: condense.dev/config/v1\nkind: ProxyConfig\n"
+	cases := map[string]struct {
+		doc, field string
+		line       int
+		msg        string
+	}{
+		"unknown top-level": {head + "helth: {}\n", "helth", 3, "unknown field (known here: apiVersion, kind, policy, listen"},
+		"unknown nested":    {head + "engine:\n  spill:\n    thresold: 3\n", "engine.spill.thresold", 5, "unknown field (known here: threshold, previewBytes)"},
+		"wrong type":        {head + "engine:\n  minBatchChars: lots\n", "engine.minBatchChars", 4, `must be an integer (got "lots")`},
+		"bad duration":      {head + "limits:\n  bodyReadTimeout: soon\n", "limits.bodyReadTimeout", 4, `must be a duration such as "20s"`},
+		"list expected":     {head + "engine:\n  protectedTools: read\n", "engine.protectedTools", 4, "must be a list"},
+		"repeated key":      {head + "engine:\n  dedup: true\n  dedup: false\n", "engine.dedup", 5, "repeated key (first at line 4)"},
+		"json document":     {"{\"apiVersion\":\"condense.dev/config/v1\",\"kind\":\"ProxyConfig\",\n\"limits\":{\"maxBodyBytes\":\"x\"}}", "limits.maxBodyBytes", 2, "must be an integer"},
+		// A number where a string goes is what the decoder accepts: the problem found is the next one.
+		"after a number string": {head + "listen: {proxy: 8080}\nlimits: {maxBodyByte: 1}\n", "limits.maxBodyByte", 4, "unknown field"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "proxy.yaml")
+			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			var de *DecodeError
+			if !errors.As(err, &de) || de.Field != tc.field || de.Line != tc.line {
+				t.Fatalf("err = %#v (%v), want field %s line %d", err, err, tc.field, tc.line)
+			}
+			want := fmt.Sprintf("config %s: line %d: %s: %s", path, tc.line, tc.field, tc.msg)
+			if !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "JSON") {
+				t.Fatalf("error %q, want it to start with %q", err, want)
+			}
+		})
+	}
+	_, err := Parse([]byte(head + "engine:\n  protectedTools: [read, \" \"]\nlisten:\n  proxy: nonsense\n"))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) != 2 ||
+		err.Error() != `config: invalid: line 6: listen.proxy: must be host:port, e.g. ":8080" (got "nonsense"); line 4: engine.protectedTools[1]: must not be empty (got " ")` {
+		t.Fatalf("validation error %q", err)
+	}
+	_, err = Parse([]byte("apiVersion: condense.dev/config/v1\nkind: ProxyConfig\n  bad: indent\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "config: line 3: ") {
+		t.Fatalf("syntax error %q", err)
+	}
+}
+
+// TestSetByFlags: a value a flag set is reported under the flag's name, without the config
+// file's name or a line.
+func TestSetByFlags(t *testing.T) {
+	c := Default()
+	c.Listen.Proxy, c.Limits.MaxBodyBytes = "nonsense", 0
+	err := c.Validate()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatal(err)
+	}
+	ve.Path = "proxy.yaml"
+	ve.SetByFlags(map[string]string{"listen.proxy": "--listen"})
+	if got := ve.Error(); got != `config proxy.yaml: invalid: limits.maxBodyBytes: must be > 0 (got "0"); --listen: must be host:port, e.g. ":8080" (got "nonsense")` {
+		t.Fatalf("mixed: %s", got)
+	}
+	c.Limits.MaxBodyBytes = 1
+	errors.As(c.Validate(), &ve)
+	ve.SetByFlags(map[string]string{"listen.proxy": "--listen"})
+	if got := ve.Error(); got != `--listen: must be host:port, e.g. ":8080" (got "nonsense")` {
+		t.Fatalf("flag only: %s", got)
 	}
 }

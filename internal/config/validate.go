@@ -20,16 +20,28 @@ var ErrUnsupportedVersion = errors.New("unsupported configuration version")
 type DecodeError struct {
 	// Path is the file the document came from ("" for Parse).
 	Path string
+	// Line is the document line of the problem (0: unknown).
+	Line int
+	// Field is the YAML path of the offending key or value, e.g. "engine.spill.threshold"
+	// ("" when unknown).
+	Field string
 	// Err is the underlying problem.
 	Err error
 }
 
 // Error implements error.
 func (e *DecodeError) Error() string {
+	where := "config"
 	if e.Path != "" {
-		return fmt.Sprintf("config %s: %v", e.Path, e.Err)
+		where += " " + e.Path
 	}
-	return fmt.Sprintf("config: %v", e.Err)
+	if e.Line > 0 {
+		where += fmt.Sprintf(": line %d", e.Line)
+	}
+	if e.Field != "" {
+		where += ": " + e.Field
+	}
+	return fmt.Sprintf("%s: %v", where, e.Err)
 }
 
 // Unwrap returns the underlying error.
@@ -43,10 +55,21 @@ type FieldError struct {
 	Value string
 	// Msg says what is allowed.
 	Msg string
+	// Line is the line of the field in the parsed document (0: not from a document).
+	Line int
+	// Flag, when set, is the command-line flag the value came from (e.g. "--listen"); Error
+	// names it instead of Field.
+	Flag string
 }
 
 // Error implements error.
 func (e FieldError) Error() string {
+	switch {
+	case e.Flag != "":
+		return fmt.Sprintf("%s: %s (got %s)", e.Flag, e.Msg, e.Value)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %s: %s (got %s)", e.Line, e.Field, e.Msg, e.Value)
+	}
 	return fmt.Sprintf("%s: %s (got %s)", e.Field, e.Msg, e.Value)
 }
 
@@ -58,17 +81,34 @@ type ValidationError struct {
 	Fields []FieldError
 }
 
-// Error implements error.
+// Error implements error. Values set by flags are named by their flag only.
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Fields))
-	for i, f := range e.Fields {
-		parts[i] = f.Error()
+	var fields, flags []string
+	for _, f := range e.Fields {
+		if f.Flag != "" {
+			flags = append(flags, f.Error())
+		} else {
+			fields = append(fields, f.Error())
+		}
+	}
+	if len(fields) == 0 {
+		return strings.Join(flags, "; ")
 	}
 	where := "config"
 	if e.Path != "" {
 		where = "config " + e.Path
 	}
-	return fmt.Sprintf("%s: invalid: %s", where, strings.Join(parts, "; "))
+	return fmt.Sprintf("%s: invalid: %s", where, strings.Join(append(fields, flags...), "; "))
+}
+
+// SetByFlags marks the fields whose value a command-line flag set (field path → flag name,
+// e.g. "listen.proxy" → "--listen"), so that the error names the flag.
+func (e *ValidationError) SetByFlags(flags map[string]string) {
+	for i := range e.Fields {
+		if f, ok := flags[e.Fields[i].Field]; ok {
+			e.Fields[i].Flag, e.Fields[i].Line = f, 0
+		}
+	}
 }
 
 // Validate checks every field and returns a *ValidationError listing all problems, or nil.
