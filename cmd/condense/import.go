@@ -26,12 +26,14 @@ func init() {
 		Short: "Rebuild the LLM requests an agent sent from a recorded session file",
 		Long: `Import reads one recorded coding-agent session (pi session JSONL, Claude Code JSONL,
 Codex rollout JSONL, SWE-agent .traj, mini-SWE-agent .traj.json) and writes the sequence of
-requests the agent sent, one JSON envelope per line (see docs/formats.md):
+requests the agent sent, one JSON envelope per line:
 
   {"provider":"anthropic","index":0,"context":0,"line":5,"time":"…","model":"…","usage":{…},"body":{…}}
 
-The body is the request body, embedded verbatim.`,
-		Args: cobra.ExactArgs(1),
+The body is the request body, embedded verbatim.
+
+Docs: ` + docsURL + `formats.md`,
+		Args: positional("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runImport(cmd, args[0], sessions.Format(format), sessions.Provider(provider), out)
 		},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/condense-dev/condense/controllers"
 	"github.com/condense-dev/condense/internal/sessionindex"
 	"github.com/condense-dev/condense/internal/specs"
+	"github.com/condense-dev/condense/internal/store"
 )
 
 // managerFlags are the flags of `condense manager`.
@@ -46,9 +48,13 @@ func init() {
 		Short: "Run the Kubernetes operator (PruningPolicy and AgentSession controllers)",
 		Long: `Run the condense operator. It reconciles PruningPolicies into proxy Deployments,
 Services, PodDisruptionBudgets, autoscalers, pruner workers and managed Redis, and keeps
-AgentSession status in step with the session store.`,
-		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error { return runManager(f) },
+AgentSession status in step with the session store. It uses the kubeconfig of
+$KUBECONFIG, ~/.kube/config or the pod's service account; outside a cluster bind
+--metrics-bind-address and --health-probe-bind-address to loopback.
+
+Docs: ` + docsURL + `operator.md`,
+		Args: positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return runManager(cmd.ErrOrStderr(), f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (\"0\" disables)")
@@ -108,12 +114,15 @@ func operatorNamespace() string {
 	return strings.TrimSpace(string(b))
 }
 
-func runManager(f managerFlags) error {
-	var h slog.Handler = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})
+// runManager runs the operator until a signal, logging to w.
+func runManager(w io.Writer, f managerFlags) error {
+	var h slog.Handler = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})
 	if f.development {
-		h = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+		h = slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(h))
+	log := slog.New(h).With("component", "manager")
+	store.LogRedisTo(log)
 	addrMap, err := parseStoreAddressMap(f.storeAddrMap)
 	if err != nil {
 		return err
@@ -154,5 +163,11 @@ func runManager(f managerFlags) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	log.Info("starting", "apiServer", cfg.Host, "metrics", f.metricsAddr, "health", f.probeAddr,
+		"leaderElection", f.leaderElect, "image", childImage(f.image, os.Getenv), "discovery", f.discovery)
+	sd := onSignals(log)
+	defer sd.Close()
+	err = mgr.Start(sd.Context())
+	sd.Stopped(err)
+	return err
 }

@@ -51,32 +51,19 @@ func replayCmd() (*cobra.Command, *replayFlags) {
 		Use:   "replay FILE|DIR...",
 		Short: "Replay recorded agent sessions through pruning strategies and compare their cost",
 		Long: `Replay reads recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
-mini-SWE-agent; directories are read file by file) or request logs (JSONL of request bodies or
-` + "`condense import`" + ` envelopes) and sends every request, in order, through each strategy:
+mini-SWE-agent; directories file by file) or request logs (JSONL of request bodies or
+` + "`condense import`" + ` envelopes) and sends every request, in order, through each strategy
+(none, condense, reference, clear-tool-uses, observation-mask), validates each rewritten
+request and bills it with the prompt-cache cost model. No cluster, Redis or API key is needed.
 
-  none              the agent's requests unchanged
-  condense          the condense engine in-process (cache-aware flush policy, extractive summarizer)
-  reference         the engine with the reference extension's defaults (flush at every final reply)
-  clear-tool-uses   Anthropic context editing clear_tool_uses_20250919 (trigger/keep/clear_at_least/exclude)
-  observation-mask  keep only the last N tool outputs
+The condense strategy takes its engine policy and flush trigger from --policy, else --config,
+and every flag given explicitly beats the file; the summarizer comes from --config only.
 
-Every rewritten request is validated (wire.Validate) and billed with the prompt-cache cost model
-(docs/cost-model.md): tokens estimated from characters, Anthropic prefix caching over
-tools → system → messages at the cache breakpoints with a 5-minute TTL driven by the
-transcript's times, writes at 1.25×, reads at 0.1×, per-model prices. No cluster, Redis or API
-key is needed.
-
-The condense strategy's settings, lowest precedence first: the built-in defaults; the engine
-file — --policy, else --config — with its engine policy (batchingMode, chainCompression
-incl. rollingWindow, spill, ...) and its flush trigger knobs (trigger.cacheAware, midRun,
-midRunGraceTurns, horizon, maxHorizon); then every flag given explicitly on the command line
-(--no-cache-aware, --no-mid-run, --grace-turns, --horizon, --max-horizon), which beats the
-file. The summarizer comes from --config only. Trigger settings the replay cannot simulate
-(trigger.mode on-demand, autoBudgetThreshold, budgetTurnDelta) are reported on standard error.`,
+Docs: ` + docsURL + `replay.md`,
 		Example: `  condense replay ~/.claude/projects/myrepo/
   condense replay session.jsonl --html report.html
   condense replay ../shared/corpus/raw --markdown docs/benchmarks/corpus.md --json > corpus.json`,
-		Args: cobra.MinimumNArgs(1),
+		Args: positional("FILE|DIR..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplay(cmd, args, f)
 		},

@@ -24,7 +24,10 @@ func storeCmd() *cobra.Command {
 		Long: `Inspect and maintain a session store. --store takes the forms of store.Open:
 redis://host:6379, rediss://…, redis+sentinel://sentinel:26379?master_name=NAME,
 redis+cluster://node:6379?addr=node2:6379, bolt:PATH (bolt: = the default file), memory:.
-The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
+The default is $CONDENSE_STORE, else bolt:. ls, show, blob and watch only read: they never
+create a database or refresh a session's last-seen time.
+
+Docs: ` + docsURL + `store.md`,
 		// A parent command accepts any arguments unless told otherwise: a mistyped
 		// subcommand must be an error (exit status 1), not the help text and status 0.
 		Args: cobra.NoArgs,
@@ -32,20 +35,25 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 	}
 	cmd.PersistentFlags().StringVar(&storeURL, "store", "", "store URL (default $CONDENSE_STORE, else bolt:)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 30*time.Second, "deadline for each command")
-	// withStore wraps a subcommand body: it opens the store with the --timeout deadline, runs
-	// body with that deadline's context, then releases the deadline and closes the store.
-	withStore := func(body func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error) func(*cobra.Command, []string) error {
+	// storeAt is the store --store names: the flag, else $CONDENSE_STORE, else bolt:.
+	storeAt := func() string {
+		for _, u := range []string{storeURL, os.Getenv("CONDENSE_STORE")} {
+			if u != "" {
+				return u
+			}
+		}
+		return "bolt:"
+	}
+	// using wraps a subcommand body: it opens the store with open under the --timeout
+	// deadline, runs body with that deadline's context, then releases the deadline and closes
+	// the store.
+	using := func(open func(context.Context, string) (store.Store, error),
+		body func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			u := storeURL
-			if u == "" {
-				u = os.Getenv("CONDENSE_STORE")
-			}
-			if u == "" {
-				u = "bolt:"
-			}
+			u := storeAt()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			s, err := store.Open(ctx, u)
+			s, err := open(ctx, u)
 			if err != nil {
 				return fmt.Errorf("open store %s: %w", store.Describe(u), err)
 			}
@@ -53,12 +61,15 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 			return body(ctx, cmd, args, s)
 		}
 	}
+	reading := func(body func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error) func(*cobra.Command, []string) error {
+		return using(store.OpenReadOnly, body)
+	}
 	var asJSON bool
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List sessions with last-seen time, version, state size, counters and diagnostics",
-		Args:  cobra.NoArgs,
-		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, _ []string, s store.Store) error {
+		Args:  positional(),
+		RunE: reading(func(ctx context.Context, cmd *cobra.Command, _ []string, s store.Store) error {
 			infos, err := s.List(ctx)
 			if err != nil {
 				return err
@@ -85,11 +96,14 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 	show := &cobra.Command{
 		Use:   "show SESSION",
 		Short: "Print one session's snapshot as JSON (state included when it is valid JSON, else its size)",
-		Args:  cobra.ExactArgs(1),
-		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
+		Args:  positional("SESSION"),
+		RunE: reading(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
 			snap, err := s.Load(ctx, args[0])
 			if err != nil {
 				return err
+			}
+			if snap.Version == 0 && snap.LastSeen.IsZero() {
+				return fmt.Errorf("%w: session %q in %s", store.ErrNotFound, args[0], store.Describe(storeAt()))
 			}
 			out := map[string]any{
 				"session": snap.Session, "version": snap.Version, "lastSeen": snap.LastSeen,
@@ -107,8 +121,8 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 	blob := &cobra.Command{
 		Use:   "blob SESSION KEY",
 		Short: "Write one blob (decompressed) to stdout",
-		Args:  cobra.ExactArgs(2),
-		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
+		Args:  positional("SESSION", "KEY"),
+		RunE: reading(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
 			b, err := s.GetBlob(ctx, args[0], args[1])
 			if err != nil {
 				return err
@@ -120,8 +134,8 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 	rm := &cobra.Command{
 		Use:   "rm SESSION...",
 		Short: "Delete sessions and everything they own",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: withStore(func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
+		Args:  positional("SESSION..."),
+		RunE: using(store.Open, func(ctx context.Context, cmd *cobra.Command, args []string, s store.Store) error {
 			for _, id := range args {
 				if err := s.Delete(ctx, id); err != nil {
 					return fmt.Errorf("delete %q: %w", id, err)
@@ -133,9 +147,9 @@ The default is $CONDENSE_STORE, else bolt: (see docs/store.md).`,
 	watch := &cobra.Command{
 		Use:   "watch",
 		Short: "Print change notifications (one JSON object per line) until interrupted",
-		Args:  cobra.NoArgs,
+		Args:  positional(),
 		// Watch runs until interrupted: it follows cmd.Context(), not the --timeout deadline.
-		RunE: withStore(func(_ context.Context, cmd *cobra.Command, _ []string, s store.Store) error {
+		RunE: reading(func(_ context.Context, cmd *cobra.Command, _ []string, s store.Store) error {
 			events, err := s.Watch(cmd.Context())
 			if err != nil {
 				return err
