@@ -8,6 +8,7 @@
 # Env:   CONDENSE_TOOLS_DIR  cache root (default $HOME/.cache/condense)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
 K8S_VERSION=1.37.2
 root=${CONDENSE_TOOLS_DIR:-$HOME/.cache/condense}
 bin="$root/k8s-v$K8S_VERSION-$(sha256sum "$here/k8s-bins/go.sum" | cut -c1-12)/bin"
@@ -18,32 +19,45 @@ LDF="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/c
 -X k8s.io/component-base/version.buildDate=2026-01-01T00:00:00Z -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION \
 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37"
 
-# build NAME PKG: builds one binary unless the cache already has it.
-build() {
-	local name=$1 pkg=$2
-	if [ -x "$bin/$name" ]; then return 0; fi
-	echo "hack: building $name (first run only; the API server takes ~11 min on 2 cores)" >&2
-	(cd "$here/k8s-bins" && GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDF" -o "$bin/$name.tmp" "$pkg")
-	mv "$bin/$name.tmp" "$bin/$name"
+# pkg NAME: the Go package (in k8s-bins) of one tool.
+pkg() {
+	case $1 in
+	kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "k8s.io/kubernetes/cmd/$1" ;;
+	etcd|etcdctl) echo "./cmd/$1" ;;
+	kwok) echo sigs.k8s.io/kwok/cmd/kwok ;;
+	controller-gen) echo sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+	kustomize) echo sigs.k8s.io/kustomize/kustomize/v5 ;;
+	helm) echo helm.sh/helm/v3/cmd/helm ;;
+	*) echo "hack: unknown tool $1" >&2; exit 2 ;;
+	esac
 }
 
 want=${*:-kube-apiserver etcd kubectl kube-controller-manager kube-scheduler kwok controller-gen kustomize helm}
+missing=()
 for t in $want; do
-	case $t in
-	kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) build "$t" "k8s.io/kubernetes/cmd/$t" ;;
-	etcd|etcdctl) build "$t" "./cmd/$t" ;;
-	kwok) build kwok sigs.k8s.io/kwok/cmd/kwok ;;
-	controller-gen) build controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen ;;
-	kustomize) build kustomize sigs.k8s.io/kustomize/kustomize/v5 ;;
-	helm) build helm helm.sh/helm/v3/cmd/helm ;;
-	*) echo "hack: unknown tool $t" >&2; exit 2 ;;
-	esac
+	pkg "$t" >/dev/null # an unknown tool stops here
+	if [ ! -x "$bin/$t" ]; then missing+=("$t"); fi
 done
+if [ ${#missing[@]} -gt 0 ]; then
+	say "building ${#missing[@]} of $(wc -w <<<"$want") tools from Go modules into $bin (cached afterwards): ${missing[*]}"
+	all=$SECONDS
+	i=0
+	for t in "${missing[@]}"; do
+		i=$((i + 1))
+		say "[$i/${#missing[@]}] building $t"
+		t0=$SECONDS
+		(cd "$here/k8s-bins" && GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$LDF" -o "$bin/$t.tmp" "$(pkg "$t")")
+		mv "$bin/$t.tmp" "$bin/$t"
+		say "[$i/${#missing[@]}] built $t in $(since "$t0")"
+	done
+	say "built ${#missing[@]} tools in $(since "$all")"
+fi
 
 # kwok needs stage definitions; the kwok module ships the stock ones.
 if [ ! -s "$bin/kwok-stages.yaml" ]; then
 	# go list names the module's directory only once it is in the module cache, which on a
 	# fresh machine it is not unless kwok was built above.
+	say "fetching kwok's stage definitions (go mod download sigs.k8s.io/kwok)"
 	stages=$(cd "$here/k8s-bins" && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
 	if [ ! -d "$stages" ]; then
 		echo "hack: kwok's stage definitions not found at $stages" >&2
