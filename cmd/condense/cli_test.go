@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,32 +18,15 @@ import (
 
 	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/testutil/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the goroutines of a running command.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runCondense runs the real command tree as main does and returns its standard output, its
 // standard error and what main would print for the error.
 func runCondense(t *testing.T, ctx context.Context, args ...string) (stdout, stderr, printed string, err error) {
 	t.Helper()
 	resetFlags(t, rootCmd)
-	var out, errOut syncBuffer
+	var out, errOut logbuf.Buffer
 	rootCmd.SetOut(&out)
 	rootCmd.SetErr(&errOut)
 	defer rootCmd.SetOut(nil)
@@ -282,7 +264,7 @@ func TestStoreErrorHasNoLibraryLine(t *testing.T) {
 // how long it drained.
 func TestProxyStartAndStopLines(t *testing.T) {
 	resetFlags(t, rootCmd)
-	var errOut syncBuffer
+	var errOut logbuf.Buffer
 	rootCmd.SetErr(&errOut)
 	defer rootCmd.SetErr(nil)
 	defer rootCmd.SetArgs(nil)
@@ -292,10 +274,8 @@ func TestProxyStartAndStopLines(t *testing.T) {
 			"--health-listen", "127.0.0.1:0", "--metrics-listen", "", "--store", "memory:"})
 	}()
 	line := func(msg string) gjson.Result {
-		for _, l := range strings.Split(errOut.String(), "\n") {
-			if r := gjson.Parse(l); r.Get("msg").Str == msg {
-				return r
-			}
+		if lines := errOut.Lines(msg); len(lines) > 0 {
+			return lines[0]
 		}
 		return gjson.Result{}
 	}

@@ -1,46 +1,17 @@
 package flush
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/testutil/logbuf"
 )
 
-// logBuffer collects JSON log lines; safe for concurrent writers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the lines whose msg is msg.
-func (l *logBuffer) lines(msg string) []gjson.Result {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []gjson.Result
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		if r := gjson.Parse(line); r.Get("msg").Str == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // captureLog returns an info-level JSON logger and what it wrote.
-func captureLog() (*slog.Logger, *logBuffer) {
-	var b logBuffer
-	return slog.New(slog.NewJSONHandler(&b, nil)), &b
-}
+func captureLog() (*slog.Logger, *logbuf.Buffer) { return logbuf.JSON(slog.LevelInfo) }
 
 // TestFlushLogLine: a flush that commits logs one info line with its trigger and its duration
 // in milliseconds; a flush with nothing to do logs no info line.
@@ -53,7 +24,7 @@ func TestFlushLogLine(t *testing.T) {
 	if res, err := o.Flush(ctx, job("s1", "log", 2)); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("flush: %+v, %v", res, err)
 	}
-	lines := buf.lines("flush")
+	lines := buf.Lines("flush")
 	if len(lines) != 1 {
 		t.Fatalf("%d flush lines, want 1", len(lines))
 	}
@@ -65,7 +36,7 @@ func TestFlushLogLine(t *testing.T) {
 	if res, err := o.Flush(ctx, job("s1", "log", 2)); err != nil || res.Outcome != OutcomeEmpty {
 		t.Fatalf("second flush: %+v, %v", res, err)
 	}
-	if n := len(buf.lines("flush")); n != 1 {
+	if n := len(buf.Lines("flush")); n != 1 {
 		t.Fatalf("a flush with nothing to do logged at info level: %d lines", n)
 	}
 }

@@ -60,8 +60,8 @@ func TestRunService(t *testing.T) {
 	base := "http://" + hl.Addr().String()
 	waitFor(t, func() bool { c, _ := get(t, base+"/readyz"); return c == 200 })
 	// One start line names the store, the stream and both listeners.
-	waitFor(t, func() bool { return len(buf.lines("pruner: consuming flush jobs")) == 1 })
-	if l := buf.lines("pruner: consuming flush jobs")[0]; l.Get("store").Str != r.redis.URL() || l.Get("consumer").Str != "svc" ||
+	waitFor(t, func() bool { return len(buf.Lines("pruner: consuming flush jobs")) == 1 })
+	if l := buf.Lines("pruner: consuming flush jobs")[0]; l.Get("store").Str != r.redis.URL() || l.Get("consumer").Str != "svc" ||
 		l.Get("metrics").Str != ml.Addr().String() || l.Get("health").Str != hl.Addr().String() {
 		t.Fatalf("start line %s", l.Raw)
 	}

@@ -214,7 +214,7 @@ func TestQueueRetryThenSuccess(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	// The retry delay is logged in milliseconds (BackoffBase 50ms).
-	retries := buf.lines("flush worker: job failed, retrying")
+	retries := buf.Lines("flush worker: job failed, retrying")
 	if len(retries) != 1 || retries[0].Get("retryInMs").Float() != 50 || retries[0].Get("in").Exists() {
 		t.Fatalf("retry lines %v", retries)
 	}
@@ -280,7 +280,7 @@ func TestQueueGracefulShutdownRequeues(t *testing.T) {
 		t.Fatalf("status after shutdown %+v", st)
 	}
 	// The shutdown line says what was drained: one job running, handed back after the grace.
-	stopped := buf.lines("flush worker: stopped")
+	stopped := buf.Lines("flush worker: stopped")
 	if len(stopped) != 1 || stopped[0].Get("running").Int() != 1 || stopped[0].Get("requeued").Int() != 1 ||
 		stopped[0].Get("finished").Int() != 0 || stopped[0].Get("ms").Float() < 50 {
 		t.Fatalf("stopped lines %v", stopped)

@@ -68,14 +68,19 @@ func TestRedisClusterSpreadsSessionsAndKeepsOneSlot(t *testing.T) {
 	}
 }
 
-func TestRedisUnreachable(t *testing.T) {
-	// Nothing listens on a freshly closed port.
+// deadAddr returns a loopback address nothing listens on: a freshly closed port.
+func deadAddr(t *testing.T) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := l.Addr().String()
-	_ = l.Close()
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestRedisUnreachable(t *testing.T) {
+	dead := deadAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if _, err := store.Open(ctx, "redis://"+dead); !errors.Is(err, store.ErrUnavailable) {

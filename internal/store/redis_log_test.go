@@ -1,51 +1,26 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/store"
+	"github.com/condense-dev/condense/internal/testutil/logbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for go-redis's background goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestLogRedisTo: go-redis's own line about a failed dial arrives as a structured debug line
 // of the given logger (lib=go-redis) instead of a raw line on standard error.
 func TestLogRedisTo(t *testing.T) {
-	var buf lockedBuffer
-	store.LogRedisTo(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	log, buf := logbuf.JSON(slog.LevelDebug)
+	store.LogRedisTo(log)
 	defer store.LogRedisTo(nil)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := l.Addr().String()
-	_ = l.Close()
+	dead := deadAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if _, err := store.Open(ctx, "redis://"+dead); !errors.Is(err, store.ErrUnavailable) {
