@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/condense-dev/condense/internal/sessions"
+	"github.com/condense-dev/condense/internal/transcripts"
 )
 
 // progressMinBytes is the input size from which `condense import` shows a progress bar (when
@@ -35,7 +35,7 @@ The body is the request body, embedded verbatim.
 Docs: ` + docsURL + `formats.md`,
 		Args: positional("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImport(cmd, args[0], sessions.Format(format), sessions.Provider(provider), out)
+			return runImport(cmd, args[0], transcripts.Format(format), transcripts.Provider(provider), out)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "auto", "session format: auto|pi|claude-code|codex|swe-agent|mini-swe-agent")
@@ -45,21 +45,21 @@ Docs: ` + docsURL + `formats.md`,
 }
 
 // runImport imports path and writes its request envelopes.
-func runImport(cmd *cobra.Command, path string, format sessions.Format, provider sessions.Provider, out string) error {
+func runImport(cmd *cobra.Command, path string, format transcripts.Format, provider transcripts.Provider, out string) error {
 	switch format {
-	case sessions.FormatAuto, sessions.FormatPi, sessions.FormatClaudeCode, sessions.FormatCodex,
-		sessions.FormatSWEAgent, sessions.FormatMiniSWEAgent:
+	case transcripts.FormatAuto, transcripts.FormatPi, transcripts.FormatClaudeCode, transcripts.FormatCodex,
+		transcripts.FormatSWEAgent, transcripts.FormatMiniSWEAgent:
 	default:
 		return fmt.Errorf("--format %q: want auto, pi, claude-code, codex, swe-agent or mini-swe-agent", format)
 	}
-	if provider != "" && provider != sessions.Anthropic && provider != sessions.OpenAI {
+	if provider != "" && provider != transcripts.Anthropic && provider != transcripts.OpenAI {
 		return fmt.Errorf("--provider %q: want anthropic or openai", provider)
 	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	s, err := sessions.ImportFile(path, format)
+	s, err := transcripts.ImportFile(path, format)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func runImport(cmd *cobra.Command, path string, format sessions.Format, provider
 		provider = s.Native
 	}
 	if s.Contexts(provider) == 0 {
-		return fmt.Errorf("%s: %w: %s sessions are available as %v", path, sessions.ErrProvider, s.Format, s.Providers())
+		return fmt.Errorf("%s: %w: %s sessions are available as %v", path, transcripts.ErrProvider, s.Format, s.Providers())
 	}
 
 	var w io.Writer = cmd.OutOrStdout()
@@ -102,7 +102,7 @@ func runImport(cmd *cobra.Command, path string, format sessions.Format, provider
 	if bar != nil {
 		progress = func(int, int) { _ = bar.Add(1) }
 	}
-	if err := sessions.WriteEnvelopes(bw, s, provider, progress); err != nil {
+	if err := transcripts.WriteEnvelopes(bw, s, provider, progress); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if bar != nil {

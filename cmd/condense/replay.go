@@ -17,8 +17,8 @@ import (
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/strategies"
+	"github.com/condense-dev/condense/internal/transcripts"
 )
 
 // replayFlags are the flags of `condense replay`.
@@ -193,8 +193,8 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	default:
 		return fmt.Errorf("--cache-breakpoints %q: want auto or client", f.breakpoints)
 	}
-	prov := sessions.Provider(f.provider)
-	if prov != "" && prov != sessions.Anthropic && prov != sessions.OpenAI {
+	prov := transcripts.Provider(f.provider)
+	if prov != "" && prov != transcripts.Anthropic && prov != transcripts.OpenAI {
 		return fmt.Errorf("--provider %q: want anthropic or openai", f.provider)
 	}
 	files, err := replayFiles(args)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/pruner"
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -47,13 +47,13 @@ func TestFromRequestMatchesFromBody(t *testing.T) {
 	checked := 0
 	for _, path := range corpus.Files(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			s, err := sessions.ImportFile(path, sessions.FormatAuto)
+			s, err := transcripts.ImportFile(path, transcripts.FormatAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, p := range s.Providers() {
 				wf := wire.Anthropic
-				if p == sessions.OpenAI {
+				if p == transcripts.OpenAI {
 					wf = wire.OpenAI
 				}
 				st := pruner.NewState()

@@ -22,8 +22,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/upstreamfake"
 )
 
@@ -159,16 +159,16 @@ type loadSession struct {
 	steps []loadStep
 	// src and history are the recorded session and the indexes of its requests before the
 	// window that the proxy follows before the measured run (loadModel.history).
-	src     *sessions.Session
+	src     *transcripts.Session
 	history []int
 }
 
 // loadSessions builds the virtual sessions: each replays a window of one corpus session's
 // requests (Anthropic form, bodies ≤ 1 MiB) with its recorded output tokens and think times.
 func loadSessions(t *testing.T, m loadModel) []loadSession {
-	var imported []*sessions.Session
+	var imported []*transcripts.Session
 	for _, f := range corpus.Files(t) {
-		s, err := sessions.ImportFile(f, sessions.FormatAuto)
+		s, err := transcripts.ImportFile(f, transcripts.FormatAuto)
 		if err != nil {
 			t.Logf("skip %s: %v", filepath.Base(f), err)
 			continue
@@ -192,12 +192,12 @@ func loadSessions(t *testing.T, m loadModel) []loadSession {
 			out[v].history = append(out[v].history, k)
 		}
 		for k := start; k < n && len(out[v].steps) < m.perSess; k++ {
-			b, err := s.Request(k, sessions.Anthropic)
+			b, err := s.Request(k, transcripts.Anthropic)
 			if err != nil || len(b) > 1<<20 {
 				continue
 			}
 			st := loadStep{body: m.sessionBody(out[v].id, b), output: m.outDef, think: m.thinkDef}
-			next, err := s.Request(k+1, sessions.Anthropic)
+			next, err := s.Request(k+1, transcripts.Anthropic)
 			st.final = err != nil || !endsWithToolResult(next)
 			pt := s.Point(k)
 			if pt.Usage != nil && pt.Usage.OutputTokens > 0 {
@@ -459,11 +459,11 @@ func followHistory(t *testing.T, m loadModel, jobs []loadSession, px *proxyProc,
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			for i, k := range j.history {
-				body, err := j.src.Request(k, sessions.Anthropic)
+				body, err := j.src.Request(k, transcripts.Anthropic)
 				if err != nil {
 					continue
 				}
-				next, err := j.src.Request(k+1, sessions.Anthropic)
+				next, err := j.src.Request(k+1, transcripts.Anthropic)
 				st := loadStep{body: m.sessionBody(j.id, body), final: err != nil || !endsWithToolResult(next), output: m.outDef}
 				resp, err := client.Do(loadRequest(px.url, j.id, st, !m.bodyIDs))
 				if err == nil {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -20,14 +20,14 @@ func TestCorpusRenderValidity(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			s, err := sessions.ImportFile(path, sessions.FormatAuto)
+			s, err := transcripts.ImportFile(path, transcripts.FormatAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, prov := range s.Providers() {
 				for _, k := range []int{3, 0} {
 					f := wire.Anthropic
-					if prov == sessions.OpenAI {
+					if prov == transcripts.OpenAI {
 						f = wire.OpenAI
 					}
 					st := NewState()

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -59,11 +59,11 @@ func endsWithReply(req *wire.Request) bool {
 // replay runs a session through the engine as the proxy would: render every request, flush
 // with the deterministic test summarizer at every agent reply (and every 40 requests, like a
 // budget trigger), record diagnostics as the proxy does.
-func replay(t *testing.T, s *sessions.Session) goldenReport {
+func replay(t *testing.T, s *transcripts.Session) goldenReport {
 	var buf []byte
 	return replayBodies(t, wire.Anthropic, s.Len(), func(k int) []byte {
 		var err error
-		buf, err = s.AppendRequest(buf[:0], k, sessions.Anthropic)
+		buf, err = s.AppendRequest(buf[:0], k, transcripts.Anthropic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestGoldenCorpusReplay(t *testing.T) {
 	for _, path := range files {
 		name := filepath.Base(path)
 		t.Run(name, func(t *testing.T) {
-			s, err := sessions.ImportFile(path, sessions.FormatAuto)
+			s, err := transcripts.ImportFile(path, transcripts.FormatAuto)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,18 +7,18 @@ import (
 	"path/filepath"
 
 	"github.com/condense-dev/condense/internal/cost"
-	"github.com/condense-dev/condense/internal/sessions"
+	"github.com/condense-dev/condense/internal/transcripts"
 )
 
 // sessionTranscript adapts an imported session to Transcript in one provider form.
 type sessionTranscript struct {
-	s    *sessions.Session
-	prov sessions.Provider
+	s    *transcripts.Session
+	prov transcripts.Provider
 }
 
 // FromSession returns the transcript of an imported session in the given provider form ("" for
 // the session's native form).
-func FromSession(s *sessions.Session, p sessions.Provider) (Transcript, error) {
+func FromSession(s *transcripts.Session, p transcripts.Provider) (Transcript, error) {
 	if p == "" {
 		p = s.Native
 	}
@@ -27,7 +27,7 @@ func FromSession(s *sessions.Session, p sessions.Provider) (Transcript, error) {
 		ok = ok || q == p
 	}
 	if !ok {
-		return nil, fmt.Errorf("%s: %w: %s", s.Name, sessions.ErrProvider, p)
+		return nil, fmt.Errorf("%s: %w: %s", s.Name, transcripts.ErrProvider, p)
 	}
 	return &sessionTranscript{s: s, prov: p}, nil
 }
@@ -43,7 +43,7 @@ func (t *sessionTranscript) Len() int { return t.s.Len() }
 
 // WireFormat implements Transcript.
 func (t *sessionTranscript) WireFormat() cost.WireFormat {
-	if t.prov == sessions.OpenAI {
+	if t.prov == transcripts.OpenAI {
 		return cost.OpenAI
 	}
 	return cost.Anthropic
@@ -67,17 +67,17 @@ func (t *sessionTranscript) AppendRequest(dst []byte, k int) ([]byte, error) {
 // Open reads one file as a transcript: any session format the importers know (auto-detected),
 // else a request log (ParseRequestLog). provider picks the request form of sessions ("" =
 // native).
-func Open(path string, provider sessions.Provider) (Transcript, error) {
+func Open(path string, provider transcripts.Provider) (Transcript, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	name := filepath.Base(path)
-	s, serr := sessions.Import(name, data, sessions.FormatAuto)
+	s, serr := transcripts.Import(name, data, transcripts.FormatAuto)
 	if serr == nil {
 		return FromSession(s, provider)
 	}
-	if errors.Is(serr, sessions.ErrUnknownFormat) {
+	if errors.Is(serr, transcripts.ErrUnknownFormat) {
 		r, lerr := ParseRequestLog(name, data)
 		if lerr == nil {
 			return r, nil

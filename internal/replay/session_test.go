@@ -8,8 +8,8 @@ import (
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 )
 
 // TestOpenRequestLog opens a `condense import`-style envelope log through Open.
@@ -53,7 +53,7 @@ func TestOpenSession(t *testing.T) {
 		t.Fatalf("imported request invalid: %v", err)
 	}
 	cc := corpus.File(t, "ccspot_short.jsonl")
-	if _, err := replay.Open(cc, sessions.OpenAI); !errors.Is(err, sessions.ErrProvider) {
+	if _, err := replay.Open(cc, transcripts.OpenAI); !errors.Is(err, transcripts.ErrProvider) {
 		t.Fatalf("claude code as openai: %v", err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/condense-dev/condense/internal/sessions"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -23,7 +23,7 @@ func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
 	checked, reusedSeen := 0, 0
 	for _, path := range corpus.Files(t) {
 		base := filepath.Base(path)
-		s, err := sessions.ImportFile(path, sessions.FormatAuto)
+		s, err := transcripts.ImportFile(path, transcripts.FormatAuto)
 		if err != nil {
 			t.Logf("%s: not importable here: %v", base, err)
 			continue
@@ -34,7 +34,7 @@ func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
 		}
 		for _, p := range s.Providers() {
 			f := wire.Anthropic
-			if p == sessions.OpenAI {
+			if p == transcripts.OpenAI {
 				f = wire.OpenAI
 			}
 			ks := []int{n - 1}
@@ -132,11 +132,11 @@ func offsetIn(body, sub []byte) int {
 func BenchmarkValidateImported(b *testing.B) {
 	var best []byte
 	for _, path := range corpus.Files(b) {
-		s, err := sessions.ImportFile(path, sessions.FormatAuto)
+		s, err := transcripts.ImportFile(path, transcripts.FormatAuto)
 		if err != nil || s.Len() == 0 || filepath.Base(path) == reusedIDFile {
 			continue
 		}
-		body, err := s.Request(s.Len()-1, sessions.Anthropic)
+		body, err := s.Request(s.Len()-1, transcripts.Anthropic)
 		if err == nil && len(body) > len(best) {
 			best = body
 		}

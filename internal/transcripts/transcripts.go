@@ -1,4 +1,4 @@
-// Package sessions imports recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
+// Package transcripts imports recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
 // mini-SWE-agent) and rebuilds the sequence of LLM requests the agent sent: request k holds
 // everything the agent had in its context before the k-th model response.
 //
@@ -10,7 +10,7 @@
 //
 // The output formats (request bodies, stand-in system prompt and tool schemas) are described in
 // docs/formats.md.
-package sessions
+package transcripts
 
 import (
 	"bytes"
