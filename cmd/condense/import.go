@@ -20,49 +20,55 @@ import (
 const progressMinBytes = 1 << 20
 
 func init() {
+	rootCmd.AddCommand(importCmd())
+}
+
+// importCmd builds `condense import`.
+func importCmd() *cobra.Command {
 	var format, out, provider string
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Rebuild the LLM requests an agent sent from a recorded session file",
-		Long: `Import reads one recorded coding-agent session (pi session JSONL, Claude Code JSONL,
-Codex rollout JSONL, SWE-agent .traj, mini-SWE-agent .traj.json) and writes the sequence of
-requests the agent sent, one JSON envelope per line:
+		Long: `Import reads one recorded coding-agent session (formats: ` + transcripts.FormatList() + `)
+and writes the sequence of requests the agent sent, one JSON envelope per line:
 
   {"provider":"anthropic","index":0,"context":0,"line":5,"time":"…","model":"…","usage":{…},"body":{…}}
 
-The body is the request body, embedded verbatim.
+The body is the request body, embedded verbatim. Malformed records are skipped and named on
+standard error; --strict fails on the first instead.
 
 Docs: ` + docsURL + `formats.md`,
 		Args: positional("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runImport(cmd, args[0], transcripts.Format(format), transcripts.Provider(provider), out)
+			o := transcripts.Options{Format: transcripts.Format(format), Strict: strict}
+			return runImport(cmd, args[0], o, transcripts.Provider(provider), out)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "auto", "session format: auto|pi|claude-code|codex|swe-agent|mini-swe-agent")
+	cmd.Flags().StringVar(&format, "format", "auto", "session format: auto, "+transcripts.FormatList())
 	cmd.Flags().StringVar(&out, "out", "-", "output file, or - for standard output")
 	cmd.Flags().StringVar(&provider, "provider", "", "request form: anthropic|openai (default: the source's native form)")
-	rootCmd.AddCommand(cmd)
+	cmd.Flags().BoolVar(&strict, "strict", false, "fail on the first malformed record instead of skipping it")
+	return cmd
 }
 
 // runImport imports path and writes its request envelopes.
-func runImport(cmd *cobra.Command, path string, format transcripts.Format, provider transcripts.Provider, out string) error {
-	switch format {
-	case transcripts.FormatAuto, transcripts.FormatPi, transcripts.FormatClaudeCode, transcripts.FormatCodex,
-		transcripts.FormatSWEAgent, transcripts.FormatMiniSWEAgent:
-	default:
-		return fmt.Errorf("--format %q: want auto, pi, claude-code, codex, swe-agent or mini-swe-agent", format)
+func runImport(cmd *cobra.Command, path string, o transcripts.Options, provider transcripts.Provider, out string) error {
+	if err := checkFormat(o.Format); err != nil {
+		return err
 	}
-	if provider != "" && provider != transcripts.Anthropic && provider != transcripts.OpenAI {
-		return fmt.Errorf("--provider %q: want anthropic or openai", provider)
+	if err := checkProvider(provider); err != nil {
+		return err
 	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	s, err := transcripts.ImportFile(path, format)
+	s, err := transcripts.ImportFileWith(path, o)
 	if err != nil {
 		return err
 	}
+	reportSkipped(cmd.ErrOrStderr(), path, s.Warnings)
 	if provider == "" {
 		provider = s.Native
 	}
@@ -122,6 +128,27 @@ func runImport(cmd *cobra.Command, path string, format transcripts.Format, provi
 			return err
 		}
 		f = nil
+	}
+	return nil
+}
+
+// checkFormat rejects a --format value that names no format.
+func checkFormat(f transcripts.Format) error {
+	if f == "" || f == transcripts.FormatAuto {
+		return nil
+	}
+	for _, g := range transcripts.Formats {
+		if f == g {
+			return nil
+		}
+	}
+	return fmt.Errorf("--format %q: want auto, %s", f, transcripts.FormatList())
+}
+
+// checkProvider rejects a --provider value that names no request form.
+func checkProvider(p transcripts.Provider) error {
+	if p != "" && p != transcripts.Anthropic && p != transcripts.OpenAI {
+		return fmt.Errorf("--provider %q: want anthropic or openai", p)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ type replayFlags struct {
 	pricesFile    string
 	breakpoints   string
 	provider      string
+	strict        bool
 	charsPerToken float64
 	perSession    bool
 	progress      string
@@ -50,11 +51,11 @@ func replayCmd() (*cobra.Command, *replayFlags) {
 	cmd := &cobra.Command{
 		Use:   "replay FILE|DIR...",
 		Short: "Replay recorded agent sessions through pruning strategies and compare their cost",
-		Long: `Replay reads recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
-mini-SWE-agent; directories file by file) or request logs (JSONL of request bodies or
-` + "`condense import`" + ` envelopes) and sends every request, in order, through each strategy
-(none, condense, reference, clear-tool-uses, observation-mask), validates each rewritten
-request and bills it with the prompt-cache cost model. No cluster, Redis or API key is needed.
+		Long: `Replay reads recorded coding-agent sessions (` + transcripts.FormatList() + `;
+directories file by file; malformed records are skipped, --strict fails instead) or request
+logs (JSONL of request bodies or ` + "`condense import`" + ` envelopes) and sends every request, in
+order, through each strategy (none, condense, reference, clear-tool-uses, observation-mask),
+validates each rewritten request and bills it with the prompt-cache cost model.
 
 The condense strategy takes its engine policy and flush trigger from --policy, else --config,
 and every flag given explicitly beats the file; the summarizer comes from --config only.
@@ -76,6 +77,7 @@ Docs: ` + docsURL + `replay.md`,
 	fl.StringVar(&f.pricesFile, "prices", "", "price table `FILE` in the internal/cost/prices.yaml format (default: the embedded table)")
 	fl.StringVar(&f.breakpoints, "cache-breakpoints", "auto", "auto (the request's cache_control, else pi/Claude Code's placement) or client (only the request's own)")
 	fl.StringVar(&f.provider, "provider", "", "request form for sessions: anthropic|openai (default: each session's native form)")
+	fl.BoolVar(&f.strict, "strict", false, "fail on a session's first malformed record instead of skipping it")
 	fl.Float64Var(&f.charsPerToken, "chars-per-token", 4, "ASCII characters per token of the estimator")
 	fl.BoolVar(&f.perSession, "per-session", false, "print one table per session before the totals")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
@@ -194,8 +196,8 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		return fmt.Errorf("--cache-breakpoints %q: want auto or client", f.breakpoints)
 	}
 	prov := transcripts.Provider(f.provider)
-	if prov != "" && prov != transcripts.Anthropic && prov != transcripts.OpenAI {
-		return fmt.Errorf("--provider %q: want anthropic or openai", f.provider)
+	if err := checkProvider(prov); err != nil {
+		return err
 	}
 	files, err := replayFiles(args)
 	if err != nil {
@@ -213,7 +215,10 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	var reports []replay.SessionReport
 	total := 0
 	for _, p := range files {
-		t, err := replay.Open(p, prov)
+		var skipped []*transcripts.ParseError
+		t, err := replay.OpenWith(p, replay.OpenOptions{Provider: prov, Strict: f.strict,
+			Skipped: func(pe *transcripts.ParseError) { skipped = append(skipped, pe) }})
+		reportSkipped(stderr, p, skipped)
 		if err != nil {
 			reports = append(reports, replay.SessionReport{File: filepath.Base(p), Error: err.Error()})
 			continue

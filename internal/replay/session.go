@@ -66,19 +66,37 @@ func (t *sessionTranscript) AppendRequest(dst []byte, k int) ([]byte, error) {
 
 // Open reads one file as a transcript: any session format the importers know (auto-detected),
 // else a request log (ParseRequestLog). provider picks the request form of sessions ("" =
-// native).
+// native). Malformed session records are skipped.
 func Open(path string, provider transcripts.Provider) (Transcript, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	name := filepath.Base(path)
-	s, serr := transcripts.Import(name, data, transcripts.FormatAuto)
+	return OpenWith(path, OpenOptions{Provider: provider})
+}
+
+// OpenOptions tune OpenWith.
+type OpenOptions struct {
+	Provider transcripts.Provider          // request form of sessions ("" = each session's native form)
+	Strict   bool                          // fail on a malformed session record instead of skipping it
+	Skipped  func(*transcripts.ParseError) // receives every skipped record; may be nil
+}
+
+// OpenWith is Open with options. A file no importer recognises and that is no request log fails
+// with the importers' unknown-format error, the one `condense import` gives.
+func OpenWith(path string, o OpenOptions) (Transcript, error) {
+	s, serr := transcripts.ImportFileWith(path, transcripts.Options{Strict: o.Strict})
 	if serr == nil {
-		return FromSession(s, provider)
+		s.Name = filepath.Base(path)
+		if o.Skipped != nil {
+			for _, w := range s.Warnings {
+				o.Skipped(w)
+			}
+		}
+		return FromSession(s, o.Provider)
 	}
 	if errors.Is(serr, transcripts.ErrUnknownFormat) {
-		r, lerr := ParseRequestLog(name, data)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		r, lerr := ParseRequestLog(filepath.Base(path), data)
 		if lerr == nil {
 			return r, nil
 		}

@@ -98,13 +98,18 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 		if len(b) == 0 {
 			continue
 		}
-		if !gjson.ValidBytes(b) {
-			return nil, &LineError{File: name, Line: line, Msg: "invalid JSON"}
+		if !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
+			if len(r.Bodies) == 0 {
+				// The first record is no JSON object (e.g. a JSON document spanning lines).
+				return nil, fmt.Errorf("%s: %w", name, ErrNotRequestLog)
+			}
+			msg := "invalid JSON"
+			if gjson.ValidBytes(b) {
+				msg = "not a JSON object"
+			}
+			return nil, &LineError{File: name, Line: line, Msg: msg}
 		}
 		v := gjson.ParseBytes(b)
-		if !v.IsObject() {
-			return nil, &LineError{File: name, Line: line, Msg: "not a JSON object"}
-		}
 		var m Meta
 		body := v
 		if !v.Get("messages").Exists() {
@@ -113,7 +118,7 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 				body = v.Get("request")
 			}
 			if !body.IsObject() || !body.Get("messages").IsArray() {
-				if line == 1 {
+				if len(r.Bodies) == 0 {
 					return nil, fmt.Errorf("%s: %w", name, ErrNotRequestLog)
 				}
 				return nil, &LineError{File: name, Line: line, Msg: "no request body (an object with a messages array)"}

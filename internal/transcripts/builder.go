@@ -65,17 +65,15 @@ type builder struct {
 	missingIDs  int
 }
 
-// newBuilder returns a builder producing the given provider forms (Anthropic always first).
-func newBuilder(format Format, native Provider, openai bool) *builder {
+// newBuilder returns a builder producing the given provider forms; the first is the one whose
+// context index a request point records.
+func newBuilder(format Format, native Provider, forms ...Provider) *builder {
 	s := &Session{Format: format, Native: native}
 	b := &builder{s: s, toolNames: map[string]bool{}}
-	fa := &form{p: Anthropic, curIdx: -1}
-	s.forms[0] = fa
-	b.forms = append(b.forms, fa)
-	if openai {
-		fo := &form{p: OpenAI, curIdx: -1}
-		s.forms[1] = fo
-		b.forms = append(b.forms, fo)
+	for _, p := range forms {
+		f := &form{p: p, curIdx: -1}
+		s.forms[formIndex(p)] = f
+		b.forms = append(b.forms, f)
 	}
 	return b
 }

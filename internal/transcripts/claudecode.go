@@ -51,9 +51,10 @@ const ccStandInSystem = "You are Claude Code, Anthropic's official CLI for Claud
 func (r *ccRecord) isConv() bool { return r.Type == "user" || r.Type == "assistant" }
 
 // importClaudeCode imports a Claude Code transcript (main session file or subagent file).
-func importClaudeCode(name string, data []byte) (*Session, error) {
+func importClaudeCode(in *input, data []byte) (*Session, error) {
+	name := in.name
 	var recs []*ccRecord
-	err := jsonlLines(name, data, func(line int, raw []byte) error {
+	err := jsonlLines(in, data, func(line int, raw []byte) error {
 		r := &ccRecord{line: line}
 		if t := gjson.GetBytes(raw, "type"); t.Type == gjson.String && t.Str != "user" && t.Str != "assistant" && t.Str != "system" {
 			// UI-only records (progress, snapshots, summaries, queue operations): only their
@@ -72,6 +73,11 @@ func importClaudeCode(name string, data []byte) (*Session, error) {
 		if r.isConv() && r.Message == nil {
 			return &ParseError{File: name, Line: line, Path: "message", Err: fmt.Errorf("%s record without a message", r.Type)}
 		}
+		if r.isConv() {
+			if err := ccCheckContent(name, line, r.Message.Content); err != nil {
+				return err
+			}
+		}
 		if p, ok := rawString(r.ParentUUID); ok {
 			r.parent = p
 		}
@@ -89,7 +95,7 @@ func importClaudeCode(name string, data []byte) (*Session, error) {
 			break
 		}
 	}
-	c := &ccImporter{name: name, b: newBuilder(FormatClaudeCode, Anthropic, false)}
+	c := &ccImporter{name: name, b: newBuilder(FormatClaudeCode, Anthropic, Anthropic)}
 	rewinds, targets := ccRewinds(recs, skipSide)
 	snaps := map[string]*ccSnap{}
 	for i, r := range recs {
@@ -101,9 +107,7 @@ func importClaudeCode(name string, data []byte) (*Session, error) {
 				c.restore(sn)
 			}
 		}
-		if err := c.record(r); err != nil {
-			return nil, err
-		}
+		c.record(r)
 		if targets[r.UUID] {
 			snaps[r.UUID] = c.save()
 		}
@@ -152,6 +156,33 @@ func ccRewinds(recs []*ccRecord, skipSide bool) (map[int]string, map[string]bool
 		lastConv = i
 	}
 	return rewinds, targets
+}
+
+// ccCheckContent rejects message content the importer cannot read: it must be a string, null or
+// an array of objects.
+func ccCheckContent(name string, line int, content json.RawMessage) error {
+	if isNull(content) {
+		return nil
+	}
+	if _, ok := rawString(content); ok {
+		return nil
+	}
+	g := gjson.ParseBytes(content)
+	if !g.IsArray() {
+		var v []json.RawMessage
+		return lineError(name, line, prefixPath("message.content", json.Unmarshal(content, &v)))
+	}
+	var err error
+	i := 0
+	g.ForEach(func(_, v gjson.Result) bool {
+		if !v.IsObject() {
+			err = &ParseError{File: name, Line: line, Path: fmt.Sprintf("message.content[%d]", i), Err: errors.New("content block is not an object")}
+			return false
+		}
+		i++
+		return true
+	})
+	return err
 }
 
 // ccIsResultRecord reports whether a user record carries a tool result.
@@ -219,8 +250,8 @@ func (c *ccImporter) closeResp() {
 	c.respID, c.asst, c.held, c.synth = "", nil, nil, false
 }
 
-// record processes one record.
-func (c *ccImporter) record(r *ccRecord) error {
+// record processes one record (its content was checked by ccCheckContent).
+func (c *ccImporter) record(r *ccRecord) {
 	b := c.b
 	switch r.Type {
 	case "system":
@@ -229,7 +260,6 @@ func (c *ccImporter) record(r *ccRecord) error {
 			b.newContext()
 			b.s.Stats.Compactions++
 		}
-		return nil
 	case "assistant":
 		m := r.Message
 		id := m.ID
@@ -250,23 +280,14 @@ func (c *ccImporter) record(r *ccRecord) error {
 			b.s.points[c.respPt].Usage = &Usage{InputTokens: m.Usage.InputTokens, OutputTokens: m.Usage.OutputTokens,
 				CacheReadTokens: m.Usage.CacheReadInputTokens, CacheWriteTokens: m.Usage.CacheCreationInputTokens}
 		}
-		parts, err := c.blocks(r, true)
-		if err != nil {
-			return err
-		}
-		c.asst = append(c.asst, parts...)
-		return nil
+		c.asst = append(c.asst, c.blocks(r, true)...)
 	case "user":
 		m := r.Message
 		var um msg
 		if s, ok := rawString(m.Content); ok {
 			um = msg{role: "user", str: true, parts: []part{{kind: pText, text: s}}}
 		} else {
-			parts, err := c.blocks(r, false)
-			if err != nil {
-				return err
-			}
-			um = msg{role: "user", parts: parts}
+			um = msg{role: "user", parts: c.blocks(r, false)}
 		}
 		if c.respID != "" {
 			onlyResults := len(um.parts) > 0
@@ -277,32 +298,27 @@ func (c *ccImporter) record(r *ccRecord) error {
 			}
 			if onlyResults {
 				c.held = append(c.held, um.parts...)
-				return nil
+				return
 			}
 			c.closeResp()
 		}
 		b.add(um)
-		return nil
 	}
-	return nil
 }
 
 // blocks converts the content array of a record into parts, keeping each block's bytes.
-func (c *ccImporter) blocks(r *ccRecord, assistant bool) ([]part, error) {
+func (c *ccImporter) blocks(r *ccRecord, assistant bool) []part {
 	content := r.Message.Content
 	if isNull(content) {
-		return nil, nil
+		return nil
 	}
 	var raws []json.RawMessage
-	if err := json.Unmarshal(content, &raws); err != nil {
-		return nil, lineError(c.name, r.line, prefixPath("message.content", err))
+	if json.Unmarshal(content, &raws) != nil {
+		return nil // a string: handled by the caller
 	}
 	var out []part
-	for i, raw := range raws {
+	for _, raw := range raws {
 		g := gjson.ParseBytes(raw)
-		if !g.IsObject() {
-			return nil, &ParseError{File: c.name, Line: r.line, Path: fmt.Sprintf("message.content[%d]", i), Err: errors.New("content block is not an object")}
-		}
 		switch g.Get("type").String() {
 		case "text":
 			out = append(out, part{kind: pText, text: g.Get("text").String(), raw: raw})
@@ -325,5 +341,5 @@ func (c *ccImporter) blocks(r *ccRecord, assistant bool) ([]part, error) {
 			out = append(out, part{kind: pRaw, raw: raw})
 		}
 	}
-	return out, nil
+	return out
 }

@@ -55,16 +55,18 @@ var codexExitRe = regexp.MustCompile(`Process exited with code (-?\d+)`)
 const codexStandInSystem = "You are Codex, a coding agent. (condense import stand-in: this rollout does not record the base instructions.)"
 
 // importCodex imports an OpenAI Codex rollout JSONL file.
-func importCodex(name string, data []byte) (*Session, error) {
+func importCodex(in *input, data []byte) (*Session, error) {
+	name := in.name
 	type rec struct {
-		line int
-		ts   string
-		typ  string
-		p    *codexPayload
+		line    int
+		ts      string
+		typ     string
+		p       *codexPayload
+		history []*codexPayload // compacted: the decoded replacement_history
 	}
 	var recs []rec
 	hasUserItems := false
-	err := jsonlLines(name, data, func(line int, raw []byte) error {
+	err := jsonlLines(in, data, func(line int, raw []byte) error {
 		var l codexLine
 		if err := unmarshalLine(name, line, raw, &l); err != nil {
 			return err
@@ -78,16 +80,35 @@ func importCodex(name string, data []byte) (*Session, error) {
 				return lineError(name, line, prefixPath("payload", err))
 			}
 		}
+		r := rec{line: line, ts: l.Timestamp, typ: l.Type, p: p}
+		switch l.Type {
+		case "response_item":
+			if err := codexCheck(name, line, "payload", p); err != nil {
+				return err
+			}
+		case "compacted":
+			for i, it := range p.ReplacementHistory {
+				ip := &codexPayload{}
+				path := "payload.replacement_history[" + itoa(i) + "]"
+				if err := json.Unmarshal(it, ip); err != nil {
+					return lineError(name, line, prefixPath(path, err))
+				}
+				if err := codexCheck(name, line, path, ip); err != nil {
+					return err
+				}
+				r.history = append(r.history, ip)
+			}
+		}
 		if l.Type == "response_item" && p.Type == "message" && p.Role == "user" {
 			hasUserItems = true
 		}
-		recs = append(recs, rec{line, l.Timestamp, l.Type, p})
+		recs = append(recs, r)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	b := newBuilder(FormatCodex, OpenAI, true)
+	b := newBuilder(FormatCodex, OpenAI, Anthropic, OpenAI)
 	system := ""
 	model := ""
 	inResp := false
@@ -109,18 +130,10 @@ func importCodex(name string, data []byte) (*Session, error) {
 			inResp = false
 			b.newContext()
 			b.s.Stats.Compactions++
-			if len(p.ReplacementHistory) > 0 {
+			if len(r.history) > 0 {
 				b.replay = true
-				for _, it := range p.ReplacementHistory {
-					var ip codexPayload
-					if err := json.Unmarshal(it, &ip); err != nil {
-						b.replay = false
-						return nil, lineError(name, r.line, prefixPath("payload.replacement_history", err))
-					}
-					if err := codexItem(b, &ip, name, r.line); err != nil {
-						b.replay = false
-						return nil, err
-					}
+				for _, ip := range r.history {
+					codexItem(b, ip)
 				}
 				b.replay = false
 			} else if s, ok := rawString(p.Message); ok {
@@ -157,9 +170,7 @@ func importCodex(name string, data []byte) (*Session, error) {
 		} else {
 			inResp = false
 		}
-		if err := codexItem(b, p, name, r.line); err != nil {
-			return nil, err
-		}
+		codexItem(b, p)
 	}
 	if system == "" {
 		system = codexStandInSystem
@@ -205,17 +216,44 @@ func prefixPath(prefix string, err error) error {
 	return err
 }
 
-// codexItem adds one response item to the transcript.
-func codexItem(b *builder, p *codexPayload, name string, line int) error {
+// codexCheck rejects a response item the importer cannot read (path names it in the line).
+func codexCheck(name string, line int, path string, p *codexPayload) error {
+	switch p.Type {
+	case "message":
+		if _, ok := rawString(p.Content); ok || isNull(p.Content) {
+			return nil
+		}
+		var cs []codexContent
+		if err := json.Unmarshal(p.Content, &cs); err != nil {
+			return lineError(name, line, prefixPath(path+".content", err))
+		}
+	case "function_call":
+		if _, ok := rawString(p.Arguments); !ok {
+			return &ParseError{File: name, Line: line, Path: path + ".arguments", Err: errors.New("function_call arguments is not a JSON string")}
+		}
+	case "custom_tool_call":
+		if _, ok := rawString(p.Input); !ok {
+			return &ParseError{File: name, Line: line, Path: path + ".input", Err: errors.New("custom_tool_call input is not a JSON string")}
+		}
+	case "local_shell_call":
+		if !isNull(p.Action) {
+			if _, err := compactJSON(p.Action); err != nil {
+				return lineError(name, line, err)
+			}
+		}
+	}
+	return nil
+}
+
+// codexItem adds one response item (checked by codexCheck) to the transcript.
+func codexItem(b *builder, p *codexPayload) {
 	switch p.Type {
 	case "message":
 		var cs []codexContent
 		if s, ok := rawString(p.Content); ok {
 			cs = []codexContent{{Type: "input_text", Text: s}}
 		} else if !isNull(p.Content) {
-			if err := json.Unmarshal(p.Content, &cs); err != nil {
-				return lineError(name, line, prefixPath("payload.content", err))
-			}
+			_ = json.Unmarshal(p.Content, &cs)
 		}
 		role := "user"
 		if p.Role == "assistant" {
@@ -236,28 +274,18 @@ func codexItem(b *builder, p *codexPayload, name string, line int) error {
 	case "reasoning":
 		b.s.Stats.DroppedReasoning++
 	case "function_call":
-		args, ok := rawString(p.Arguments)
-		if !ok {
-			return &ParseError{File: name, Line: line, Path: "payload.arguments", Err: errors.New("function_call arguments is not a JSON string")}
-		}
+		args, _ := rawString(p.Arguments)
 		b.add(msg{role: "assistant", parts: []part{{kind: pCall, id: p.CallID, name: p.Name,
 			input: argsObject(args), args: args, hasArgs: true}}})
 	case "custom_tool_call":
-		in, ok := rawString(p.Input)
-		if !ok {
-			return &ParseError{File: name, Line: line, Path: "payload.input", Err: errors.New("custom_tool_call input is not a JSON string")}
-		}
+		in, _ := rawString(p.Input)
 		obj := appendJSONString([]byte(`{"input":`), in)
 		obj = append(obj, '}')
 		b.add(msg{role: "assistant", parts: []part{{kind: pCall, id: p.CallID, name: p.Name, input: obj}}})
 	case "local_shell_call":
-		act := p.Action
-		if isNull(act) {
-			act = json.RawMessage(`{}`)
-		}
-		act, err := compactJSON(act)
-		if err != nil {
-			return lineError(name, line, err)
+		act := json.RawMessage(`{}`)
+		if !isNull(p.Action) {
+			act, _ = compactJSON(p.Action)
 		}
 		b.add(msg{role: "assistant", parts: []part{{kind: pCall, id: p.CallID, name: "local_shell", input: act}}})
 	case "web_search_call":
@@ -266,7 +294,6 @@ func codexItem(b *builder, p *codexPayload, name string, line int) error {
 		out, isErr := codexOutput(p.Output)
 		b.add(msg{role: "user", parts: []part{{kind: pResult, id: p.CallID, text: out, isError: isErr}}})
 	}
-	return nil
 }
 
 // codexImageBlock renders an image URL (usually a data: URL) as an Anthropic image block.

@@ -161,10 +161,11 @@ func lineOfOffset(data []byte, off int64) int {
 // jsonlLines splits JSONL data into records. It yields (1-based line number, value bytes) for
 // every JSON value; a line holding several concatenated values (an append that lost its
 // newline, seen in the pi corpus) yields each of them with the same line number. Blank lines
-// are skipped. A line that is not valid JSON is reported as a *ParseError.
-func jsonlLines(name string, data []byte, fn func(line int, rec []byte) error) error {
+// are skipped. A line that is not valid JSON, or that fn rejects, is a malformed record
+// (input.skip); a file without any good record is a *ParseError.
+func jsonlLines(in *input, data []byte, fn func(line int, rec []byte) error) error {
 	lineNo := 0
-	any := false
+	good := 0
 	for len(data) > 0 {
 		lineNo++
 		var line []byte
@@ -177,50 +178,63 @@ func jsonlLines(name string, data []byte, fn func(line int, rec []byte) error) e
 		if len(line) == 0 {
 			continue
 		}
-		if gjson.ValidBytes(line) {
-			any = true
-			if err := fn(lineNo, line); err != nil {
+		recs, err := lineRecords(in.name, lineNo, line)
+		if err != nil {
+			if err := in.skip(err); err != nil {
 				return err
 			}
 			continue
 		}
-		// Several values on one line?
-		dec := json.NewDecoder(bytes.NewReader(line))
-		var vals []json.RawMessage
-		var derr error
-		for {
-			var v json.RawMessage
-			if err := dec.Decode(&v); err != nil {
-				if err != io.EOF {
-					derr = err
+		for _, rec := range recs {
+			if err := fn(lineNo, rec); err != nil {
+				if err := in.skip(err); err != nil {
+					return err
 				}
-				break
+				continue
 			}
-			vals = append(vals, v)
-		}
-		if derr != nil || len(vals) < 2 {
-			if derr == nil {
-				derr = errors.New("invalid JSON")
-			}
-			if errors.Is(derr, io.ErrUnexpectedEOF) {
-				return &ParseError{File: name, Line: lineNo, Err: errors.New("truncated JSON record (unexpected end of line)")}
-			}
-			return lineError(name, lineNo, derr)
-		}
-		for _, v := range vals {
-			if v[0] != '{' {
-				return &ParseError{File: name, Line: lineNo, Err: fmt.Errorf("record is not a JSON object: %.40s", v)}
-			}
-			any = true
-			if err := fn(lineNo, v); err != nil {
-				return err
-			}
+			good++
 		}
 	}
-	if !any {
-		return &ParseError{File: name, Line: 1, Err: ErrEmpty}
+	if good == 0 {
+		return &ParseError{File: in.name, Line: 1, Err: ErrEmpty}
 	}
 	return nil
+}
+
+// lineRecords returns the JSON values of one JSONL line: the line itself, or the objects of a
+// line holding several concatenated values.
+func lineRecords(name string, lineNo int, line []byte) ([][]byte, error) {
+	if gjson.ValidBytes(line) {
+		return [][]byte{line}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	var vals [][]byte
+	var derr error
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			if err != io.EOF {
+				derr = err
+			}
+			break
+		}
+		vals = append(vals, v)
+	}
+	if derr != nil || len(vals) < 2 {
+		if derr == nil {
+			derr = errors.New("invalid JSON")
+		}
+		if errors.Is(derr, io.ErrUnexpectedEOF) {
+			return nil, &ParseError{File: name, Line: lineNo, Err: errors.New("truncated JSON record (unexpected end of line)")}
+		}
+		return nil, lineError(name, lineNo, derr)
+	}
+	for _, v := range vals {
+		if v[0] != '{' {
+			return nil, &ParseError{File: name, Line: lineNo, Err: fmt.Errorf("record is not a JSON object: %.40s", v)}
+		}
+	}
+	return vals, nil
 }
 
 // itoa formats an int.

@@ -26,6 +26,8 @@ type piEntry struct {
 	line   int
 	id     string
 	parent string
+	user   msg       // decoded user-like content (user, custom, hookMessage, custom_message)
+	blocks []piBlock // decoded content blocks (assistant, toolResult)
 }
 
 // piMessage is a pi AgentMessage.
@@ -80,20 +82,23 @@ const (
 // piStandInSystem is the documented stand-in system prompt for pi sessions.
 const piStandInSystem = "You are pi, a coding agent working in the user's repository with the tools read, bash, edit, write, grep, find and ls. (condense import stand-in: pi session files do not record the system prompt.)"
 
-// importPi imports a pi session JSONL file (v1, v2 or v3). v1/v2 are migrated as pi does:
-// entries get ids and parent links in file order, firstKeptEntryIndex becomes an entry id.
-func importPi(name string, data []byte) (*Session, error) {
-	var entries []*piEntry
-	err := jsonlLines(name, data, func(line int, rec []byte) error {
+// importPi imports a pi session JSONL file (v1, v2 or v3, with or without its header line).
+// v1/v2 are migrated as pi does: entries get ids and parent links in file order,
+// firstKeptEntryIndex becomes an entry id.
+func importPi(in *input, data []byte) (*Session, error) {
+	name := in.name
+	entries := []*piEntry{nil} // entries[0] is the header (a stand-in when the file has none)
+	err := jsonlLines(in, data, func(line int, rec []byte) error {
 		e := &piEntry{line: line}
 		if err := unmarshalLine(name, line, rec, e); err != nil {
 			return err
 		}
-		if e.Type == "" {
-			return &ParseError{File: name, Line: line, Path: "type", Err: errors.New("record has no type")}
+		if err := e.decode(name); err != nil {
+			return err
 		}
-		if e.Type == "message" && e.Message == nil {
-			return &ParseError{File: name, Line: line, Path: "message", Err: errors.New("message record without a message")}
+		if e.Type == "session" && entries[0] == nil && len(entries) == 1 {
+			entries[0] = e
+			return nil
 		}
 		entries = append(entries, e)
 		return nil
@@ -101,47 +106,30 @@ func importPi(name string, data []byte) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if entries[0].Type != "session" {
-		return nil, &ParseError{File: name, Line: entries[0].line, Err: fmt.Errorf("not a pi session: first record has type %q, want \"session\"", entries[0].Type)}
+	version := 0
+	if entries[0] != nil {
+		version = entries[0].Version
+	} else {
+		// No header line: v2/v3 entries carry ids, v1 entries do not.
+		entries[0] = &piEntry{Type: "session"}
+		if len(entries) > 1 && len(entries[1].ID) > 0 {
+			version = 3
+		}
 	}
-	version := entries[0].Version
 	if version == 0 {
 		version = 1
 	}
-	// Migration to v3 ids: v1 entries are linear and have no ids.
+	entries, err = piLink(in, entries, version)
+	if err != nil {
+		return nil, err
+	}
 	byID := map[string]int{}
-	prev := ""
-	for i, e := range entries {
-		if i == 0 {
-			continue
-		}
-		if version < 2 || len(e.ID) == 0 {
-			e.id = "#" + strconv.Itoa(i)
-			e.parent = prev
-		} else {
-			id, ok := rawString(e.ID)
-			if !ok {
-				return nil, &ParseError{File: name, Line: e.line, Path: "id", Err: errors.New("id is not a string")}
-			}
-			e.id = id
-			if p, ok := rawString(e.ParentID); ok {
-				e.parent = p
-			} else if !isNull(e.ParentID) {
-				return nil, &ParseError{File: name, Line: e.line, Path: "parentId", Err: errors.New("parentId is neither a string nor null")}
-			}
-		}
-		if e.Type == "compaction" && e.FirstKeptEntryID == "" && e.FirstKeptEntryIndex != nil {
-			e.FirstKeptEntryID = "#" + strconv.Itoa(*e.FirstKeptEntryIndex)
-		}
-		if _, dup := byID[e.id]; dup {
-			return nil, &ParseError{File: name, Line: e.line, Path: "id", Err: fmt.Errorf("duplicate entry id %q", e.id)}
-		}
-		byID[e.id] = i
-		prev = e.id
+	for i, e := range entries[1:] {
+		byID[e.id] = i + 1
 	}
 	// Branch points: entries whose parent is not the entry just before them.
 	needSnap := map[string]bool{}
-	prev = ""
+	prev := ""
 	for _, e := range entries[1:] {
 		if e.parent != prev && e.parent != "" {
 			needSnap[e.parent] = true
@@ -149,7 +137,7 @@ func importPi(name string, data []byte) (*Session, error) {
 		prev = e.id
 	}
 
-	b := newBuilder(FormatPi, Anthropic, false)
+	b := newBuilder(FormatPi, Anthropic, Anthropic)
 	p := &piImporter{name: name, b: b, byID: byID, entries: entries}
 	snaps := map[string]*snapshot{}
 	var path []*piEntry // root → current leaf
@@ -157,22 +145,23 @@ func importPi(name string, data []byte) (*Session, error) {
 	for _, e := range entries[1:] {
 		if e.parent != prev {
 			// Branch switch: go back to the position after the parent.
-			if e.parent == "" {
-				b.restore(&snapshot{cur: make([][][]byte, len(b.forms)), pendN: make([]int, len(b.forms))})
-				path = path[:0]
-			} else {
-				sn, ok := snaps[e.parent]
-				if !ok {
-					return nil, &ParseError{File: name, Line: e.line, Path: "parentId", Err: fmt.Errorf("parent entry %q not found before this entry", e.parent)}
+			sn, ok := snaps[e.parent]
+			if e.parent != "" && !ok {
+				// pi ends a path at a parent it cannot find: the entry starts a new root.
+				if err := in.skip(&ParseError{File: name, Line: e.line, Path: "parentId", Err: fmt.Errorf("parent entry %q not found before this entry (read as a new root)", e.parent)}); err != nil {
+					return nil, err
 				}
+			}
+			if ok {
 				b.restore(sn)
 				path = p.pathTo(e.parent)
+			} else {
+				b.restore(&snapshot{cur: make([][][]byte, len(b.forms)), pendN: make([]int, len(b.forms))})
+				path = path[:0]
 			}
 		}
 		path = append(path, e)
-		if err := p.entry(e, path); err != nil {
-			return nil, err
-		}
+		p.entry(e, path)
 		if needSnap[e.id] {
 			snaps[e.id] = b.save()
 		}
@@ -183,6 +172,94 @@ func importPi(name string, data []byte) (*Session, error) {
 		return nil, &ParseError{File: name, Err: ErrNoRequests}
 	}
 	return s, nil
+}
+
+// decode checks a record and decodes its message content, so that a malformed record is
+// rejected (and skipped) as a whole.
+func (e *piEntry) decode(name string) error {
+	perr := func(path string, err error) error { return &ParseError{File: name, Line: e.line, Path: path, Err: err} }
+	if e.Type == "" {
+		return perr("type", errors.New("record has no type"))
+	}
+	var err error
+	switch e.Type {
+	case "custom_message":
+		if e.user, err = piUserContent(e.Content); err != nil {
+			return lineError(name, e.line, prefixPath("content", err))
+		}
+	case "message":
+		m := e.Message
+		if m == nil {
+			return perr("message", errors.New("message record without a message"))
+		}
+		switch m.Role {
+		case "user", "custom", "hookMessage":
+			if e.user, err = piUserContent(m.Content); err != nil {
+				return lineError(name, e.line, prefixPath("message.content", err))
+			}
+		case "assistant":
+			if !isNull(m.Content) {
+				if err := json.Unmarshal(m.Content, &e.blocks); err != nil {
+					return lineError(name, e.line, prefixPath("message.content", err))
+				}
+			}
+		case "toolResult":
+			if s, ok := rawString(m.Content); ok {
+				e.blocks = []piBlock{{Type: "text", Text: s}}
+			} else if !isNull(m.Content) {
+				if err := json.Unmarshal(m.Content, &e.blocks); err != nil {
+					return lineError(name, e.line, prefixPath("message.content", err))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// piLink gives every entry its id and parent (pi's v1 → v2 migration for linear files) and
+// drops, as malformed, entries whose ids cannot be read.
+func piLink(in *input, entries []*piEntry, version int) ([]*piEntry, error) {
+	name := in.name
+	seen := map[string]bool{}
+	out := entries[:1]
+	prev := ""
+	for i, e := range entries {
+		if i == 0 {
+			continue
+		}
+		if version < 2 || len(e.ID) == 0 {
+			e.id = "#" + strconv.Itoa(i)
+			e.parent = prev
+		} else {
+			id, ok := rawString(e.ID)
+			var bad error
+			switch {
+			case !ok:
+				bad = &ParseError{File: name, Line: e.line, Path: "id", Err: errors.New("id is not a string")}
+			case seen[id]:
+				bad = &ParseError{File: name, Line: e.line, Path: "id", Err: fmt.Errorf("duplicate entry id %q", id)}
+			}
+			if p, ok := rawString(e.ParentID); ok {
+				e.parent = p
+			} else if bad == nil && !isNull(e.ParentID) {
+				bad = &ParseError{File: name, Line: e.line, Path: "parentId", Err: errors.New("parentId is neither a string nor null")}
+			}
+			if bad != nil {
+				if err := in.skip(bad); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			e.id = id
+		}
+		if e.Type == "compaction" && e.FirstKeptEntryID == "" && e.FirstKeptEntryIndex != nil {
+			e.FirstKeptEntryID = "#" + strconv.Itoa(*e.FirstKeptEntryIndex)
+		}
+		seen[e.id] = true
+		prev = e.id
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // piImporter carries the state of one pi import.
@@ -213,7 +290,7 @@ func (p *piImporter) pathTo(id string) []*piEntry {
 }
 
 // entry processes one entry on the current path.
-func (p *piImporter) entry(e *piEntry, path []*piEntry) error {
+func (p *piImporter) entry(e *piEntry, path []*piEntry) {
 	b := p.b
 	switch e.Type {
 	case "compaction":
@@ -231,17 +308,12 @@ func (p *piImporter) entry(e *piEntry, path []*piEntry) error {
 		if start >= 0 {
 			b.replay = true
 			for _, pe := range path[start : len(path)-1] {
-				if pe.Type == "compaction" {
-					continue
-				}
-				if _, err := p.message(pe); err != nil {
-					b.replay = false
-					return err
+				if pe.Type != "compaction" {
+					p.message(pe)
 				}
 			}
 			b.replay = false
 		}
-		return nil
 	case "message":
 		if e.Message.Role == "assistant" {
 			m := e.Message
@@ -256,11 +328,9 @@ func (p *piImporter) entry(e *piEntry, path []*piEntry) error {
 			}
 			b.request(pt)
 		}
-		_, err := p.message(e)
-		return err
+		p.message(e)
 	default:
-		_, err := p.message(e)
-		return err
+		p.message(e)
 	}
 }
 
@@ -279,46 +349,29 @@ func piTime(ms json.RawMessage, iso string) time.Time {
 }
 
 // message converts one entry to LLM messages (pi's convertToLlm + pi-ai's Anthropic provider).
-func (p *piImporter) message(e *piEntry) (bool, error) {
+func (p *piImporter) message(e *piEntry) {
 	b := p.b
-	perr := func(path string, err error) error {
-		return &ParseError{File: p.name, Line: e.line, Path: path, Err: err}
-	}
 	switch e.Type {
 	case "branch_summary":
 		b.add(msg{role: "user", str: true, parts: []part{{kind: pText, text: piBranchPrefix + e.Summary + piBranchSuffix}}})
-		return true, nil
+		return
 	case "custom_message":
-		m, err := piUserContent(e.Content)
-		if err != nil {
-			return false, perr("content", err)
-		}
-		b.add(m)
-		return true, nil
+		b.add(e.user)
+		return
 	case "message":
 	default:
-		return false, nil
+		return
 	}
 	m := e.Message
 	switch m.Role {
 	case "user", "custom", "hookMessage":
-		um, err := piUserContent(m.Content)
-		if err != nil {
-			return false, perr("message.content", err)
-		}
-		b.add(um)
+		b.add(e.user)
 	case "assistant":
 		if m.StopReason == "error" || m.StopReason == "aborted" {
-			return false, nil
-		}
-		var blocks []piBlock
-		if !isNull(m.Content) {
-			if err := json.Unmarshal(m.Content, &blocks); err != nil {
-				return false, lineError(p.name, e.line, prefixPath("message.content", err))
-			}
+			return
 		}
 		out := msg{role: "assistant"}
-		for _, bl := range blocks {
+		for _, bl := range e.blocks {
 			switch bl.Type {
 			case "text":
 				out.parts = append(out.parts, part{kind: pText, text: bl.Text})
@@ -346,18 +399,10 @@ func (p *piImporter) message(e *piEntry) (bool, error) {
 		}
 		b.add(out)
 	case "toolResult":
-		var blocks []piBlock
-		if s, ok := rawString(m.Content); ok {
-			blocks = []piBlock{{Type: "text", Text: s}}
-		} else if !isNull(m.Content) {
-			if err := json.Unmarshal(m.Content, &blocks); err != nil {
-				return false, lineError(p.name, e.line, prefixPath("message.content", err))
-			}
-		}
 		r := part{kind: pResult, id: m.ToolCallID, isError: m.IsError, errField: true}
 		var texts []string
 		images := false
-		for _, bl := range blocks {
+		for _, bl := range e.blocks {
 			switch bl.Type {
 			case "text":
 				texts = append(texts, bl.Text)
@@ -369,7 +414,7 @@ func (p *piImporter) message(e *piEntry) (bool, error) {
 		if images {
 			arr := []byte{'['}
 			n := 0
-			for _, bl := range blocks {
+			for _, bl := range e.blocks {
 				var blk []byte
 				switch bl.Type {
 				case "text":
@@ -394,7 +439,7 @@ func (p *piImporter) message(e *piEntry) (bool, error) {
 		b.add(msg{role: "user", parts: []part{r}})
 	case "bashExecution":
 		if m.ExcludeFromContext {
-			return false, nil
+			return
 		}
 		t := "Ran `" + m.Command + "`\n"
 		if m.Output != "" {
@@ -411,10 +456,7 @@ func (p *piImporter) message(e *piEntry) (bool, error) {
 			t += "\n\n[Output truncated. Full output: " + m.FullOutputPath + "]"
 		}
 		b.add(msg{role: "user", str: true, parts: []part{{kind: pText, text: t}}})
-	default:
-		return false, nil
 	}
-	return true, nil
 }
 
 // piImageBlock renders a pi image block as an Anthropic base64 image block.

@@ -77,7 +77,8 @@ const sweStandInModel = "swe-agent-unknown-model"
 
 // importSWEAgent imports a SWE-agent .traj file from its full history. Tool-call ids are kept
 // exactly as the agent sent them, including reused ones (see docs/formats.md).
-func importSWEAgent(name string, data []byte) (*Session, error) {
+func importSWEAgent(in *input, data []byte) (*Session, error) {
+	name := in.name
 	var doc struct {
 		History      []json.RawMessage `json:"history"`
 		ReplayConfig json.RawMessage   `json:"replay_config"`
@@ -106,18 +107,18 @@ func importSWEAgent(name string, data []byte) (*Session, error) {
 			model = rc.Agent.Model.Name
 		}
 	}
-	b := newBuilder(FormatSWEAgent, OpenAI, true)
+	b := newBuilder(FormatSWEAgent, OpenAI, Anthropic, OpenAI)
 	system := ""
 	textCalls := 0 // text-action calls awaiting an observation
 	for i, raw := range doc.History {
 		var e sweEntry
 		path := fmt.Sprintf("history[%d]", i)
-		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path, Err: unwrapType(err)}
-		}
-		text, err := trajText(e.Content)
+		text, err := e.decode(name, data, raw, path)
 		if err != nil {
-			return nil, &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path + ".content", Err: unwrapType(err)}
+			if err := in.skip(err); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		switch e.Role {
 		case "system":
@@ -168,6 +169,18 @@ func importSWEAgent(name string, data []byte) (*Session, error) {
 		return nil, &ParseError{File: name, Err: ErrNoRequests}
 	}
 	return s, nil
+}
+
+// decode reads one history entry and returns its text.
+func (e *sweEntry) decode(name string, data, raw []byte, path string) (string, error) {
+	if err := json.Unmarshal(raw, e); err != nil {
+		return "", &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path, Err: unwrapType(err)}
+	}
+	text, err := trajText(e.Content)
+	if err != nil {
+		return "", &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path + ".content", Err: unwrapType(err)}
+	}
+	return text, nil
 }
 
 // demo reports whether an is_demo value is set ("True", true).
@@ -234,7 +247,8 @@ var (
 // importMiniSWEAgent imports a mini-SWE-agent .traj.json: plain text turns, exactly what the
 // agent sent (it has no structured tool calls). Stats count a ```bash block as a tool call and
 // an observation with <returncode> ≠ 0 as a failed result, as the corpus MANIFEST does.
-func importMiniSWEAgent(name string, data []byte) (*Session, error) {
+func importMiniSWEAgent(in *input, data []byte) (*Session, error) {
+	name := in.name
 	var doc struct {
 		Info struct {
 			Config struct {
@@ -255,17 +269,23 @@ func importMiniSWEAgent(name string, data []byte) (*Session, error) {
 	if model == "" {
 		model = "mini-swe-agent-unknown-model"
 	}
-	b := newBuilder(FormatMiniSWEAgent, OpenAI, true)
+	b := newBuilder(FormatMiniSWEAgent, OpenAI, Anthropic, OpenAI)
 	system := ""
 	for i, raw := range doc.Messages {
 		var m msaMessage
 		path := fmt.Sprintf("messages[%d]", i)
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path, Err: unwrapType(err)}
-		}
-		text, err := trajText(m.Content)
+		var text string
+		err := json.Unmarshal(raw, &m)
 		if err != nil {
-			return nil, &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path + ".content", Err: unwrapType(err)}
+			err = &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path, Err: unwrapType(err)}
+		} else if text, err = trajText(m.Content); err != nil {
+			err = &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path + ".content", Err: unwrapType(err)}
+		}
+		if err != nil {
+			if err := in.skip(err); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		switch m.Role {
 		case "system":

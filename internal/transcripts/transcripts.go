@@ -1,5 +1,5 @@
 // Package transcripts imports recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
-// mini-SWE-agent) and rebuilds the sequence of LLM requests the agent sent: request k holds
+// mini-SWE-agent, opencode, Gemini CLI) and rebuilds the sequence of LLM requests the agent sent: request k holds
 // everything the agent had in its context before the k-th model response.
 //
 // A session is stored compactly: one or more contexts (ordered, pre-encoded wire messages; a new
@@ -19,12 +19,14 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
-// Format names a session file format.
+// Format names a transcript format.
 type Format string
 
-// The supported session formats.
+// The supported transcript formats.
 const (
 	FormatAuto         Format = "auto"
 	FormatPi           Format = "pi"
@@ -36,6 +38,15 @@ const (
 
 // Formats lists every concrete format, in the order auto-detection reports them.
 var Formats = []Format{FormatPi, FormatClaudeCode, FormatCodex, FormatSWEAgent, FormatMiniSWEAgent}
+
+// FormatList returns the concrete format names joined with ", " (for help texts and errors).
+func FormatList() string {
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
+}
 
 // Provider names a request wire format.
 type Provider string
@@ -50,7 +61,13 @@ const (
 
 // ErrUnknownFormat is returned when auto-detection cannot recognise a file, or a format name is
 // not one of Formats.
-var ErrUnknownFormat = errors.New("unknown session format")
+var ErrUnknownFormat = errors.New("unknown transcript format")
+
+// unknownFormat is the one error for a file no importer recognises: it names the file and lists
+// the supported formats.
+func unknownFormat(name string) error {
+	return &ParseError{File: name, Err: fmt.Errorf("%w (supported: %s; see docs/formats.md)", ErrUnknownFormat, FormatList())}
+}
 
 // ErrEmpty is returned (wrapped in a *ParseError) for a file that holds no records.
 var ErrEmpty = errors.New("empty session file")
@@ -115,7 +132,7 @@ type RequestPoint struct {
 	Line    int       // 1-based line (JSONL) or entry index+1 (JSON documents) of the response
 	Dropped bool      // the response was aborted or errored and is not part of later contexts
 
-	n [2]int // messages of the context in this request, per provider form
+	n [len(providers)]int // messages of the context in this request, per provider form
 }
 
 // Messages returns the number of wire messages the request holds in the given form.
@@ -148,10 +165,12 @@ type Session struct {
 	Native Provider // the provider form closest to the source
 	Stats  Stats
 
+	Warnings []*ParseError // malformed records skipped (a strict import fails on the first instead)
+
 	system string   // system prompt (real when recorded, else the stand-in)
 	tools  []string // tool names, sorted
 	points []RequestPoint
-	forms  [2]*form // per provider; nil when unavailable
+	forms  [len(providers)]*form // per provider, in providers order; nil when unavailable
 }
 
 // Len returns the number of requests.
@@ -169,7 +188,7 @@ func (s *Session) Tools() []string { return s.tools }
 // Providers returns the provider forms this session can be rendered in, native first.
 func (s *Session) Providers() []Provider {
 	out := []Provider{s.Native}
-	for _, p := range []Provider{Anthropic, OpenAI} {
+	for _, p := range providers {
 		if p != s.Native && s.forms[formIndex(p)] != nil {
 			out = append(out, p)
 		}
@@ -231,30 +250,50 @@ func (s *Session) AppendRequest(dst []byte, k int, p Provider) ([]byte, error) {
 	return dst, nil
 }
 
+// providers lists the request forms an importer can render, in Session.forms order.
+var providers = [...]Provider{Anthropic, OpenAI}
+
 // formIndex maps a provider to its slot in Session.forms (-1 when unknown).
 func formIndex(p Provider) int {
-	switch p {
-	case Anthropic:
-		return 0
-	case OpenAI:
-		return 1
+	for i, q := range providers {
+		if q == p {
+			return i
+		}
 	}
 	return -1
 }
 
+// Options tune an import.
+type Options struct {
+	Format Format // FormatAuto or "" to detect it from the name and content
+	Strict bool   // fail on the first malformed record instead of skipping it with a warning
+}
+
 // ImportFile reads and imports one session file (errors and Session.Name use path as given).
-// format may be FormatAuto or "".
+// format may be FormatAuto or "". Malformed records are skipped (Session.Warnings).
 func ImportFile(path string, format Format) (*Session, error) {
+	return ImportFileWith(path, Options{Format: format})
+}
+
+// ImportFileWith reads and imports one session file or directory with the given options.
+func ImportFileWith(path string, o Options) (*Session, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Import(path, data, format)
+	return ImportWith(path, data, o)
 }
 
 // Import parses one session file's bytes. name is used in errors and in Session.Name; format
-// may be FormatAuto (or "") to detect it from name and content.
+// may be FormatAuto (or "") to detect it from name and content. Malformed records are skipped
+// (Session.Warnings).
 func Import(name string, data []byte, format Format) (*Session, error) {
+	return ImportWith(name, data, Options{Format: format})
+}
+
+// ImportWith parses one session file's bytes with the given options.
+func ImportWith(name string, data []byte, o Options) (*Session, error) {
+	format := o.Format
 	if format == "" || format == FormatAuto {
 		f, err := Detect(name, data)
 		if err != nil {
@@ -262,27 +301,29 @@ func Import(name string, data []byte, format Format) (*Session, error) {
 		}
 		format = f
 	}
+	in := &input{name: name, strict: o.Strict}
 	var s *Session
 	var err error
 	switch format {
 	case FormatPi:
-		s, err = importPi(name, data)
+		s, err = importPi(in, data)
 	case FormatClaudeCode:
-		s, err = importClaudeCode(name, data)
+		s, err = importClaudeCode(in, data)
 	case FormatCodex:
-		s, err = importCodex(name, data)
+		s, err = importCodex(in, data)
 	case FormatSWEAgent:
-		s, err = importSWEAgent(name, data)
+		s, err = importSWEAgent(in, data)
 	case FormatMiniSWEAgent:
-		s, err = importMiniSWEAgent(name, data)
+		s, err = importMiniSWEAgent(in, data)
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownFormat, format)
 	}
 	if err != nil {
-		return nil, err
+		return nil, in.failed(err)
 	}
 	s.Name = name
 	s.Format = format
+	s.Warnings = in.warnings
 	return s, nil
 }
 
@@ -319,6 +360,10 @@ func Detect(name string, data []byte) (Format, error) {
 		switch {
 		case t == "session" && hasTopKey(line, "cwd"):
 			return FormatPi, nil
+		case t == "message" && gjson.GetBytes(line, "message.role").Type == gjson.String,
+			t == "model_change" || t == "thinking_level_change" || t == "branch_summary" || t == "custom_message",
+			t == "compaction" && (hasTopKey(line, "firstKeptEntryId") || hasTopKey(line, "firstKeptEntryIndex")):
+			return FormatPi, nil // a pi session without its header line
 		case t == "session_meta" || t == "response_item" || t == "turn_context":
 			return FormatCodex, nil
 		case t == "user" || t == "assistant" || t == "file-history-snapshot" || t == "summary" ||
@@ -326,5 +371,5 @@ func Detect(name string, data []byte) (Format, error) {
 			return FormatClaudeCode, nil
 		}
 	}
-	return "", &ParseError{File: name, Line: 1, Err: ErrUnknownFormat}
+	return "", unknownFormat(name)
 }

@@ -486,7 +486,7 @@ func TestBadInput(t *testing.T) {
 		{"types.jsonl", FormatAuto, piHeader + "\n" + `{"type":"message","message":{"role":5}}`, 2, "message.role", nil, "wrong type: got JSON number, want string"},
 		{"garbage.jsonl", FormatPi, piHeader + "\n" + piUser("a", 1) + "\n" + `not json` + "\n", 3, "", nil, "invalid JSON"},
 		{"dup.jsonl", FormatPi, `{"type":"session","version":3,"id":"s","cwd":"/w"}` + "\n" + `{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}` + "\n" + `{"type":"message","id":"a","parentId":"a","message":{"role":"user","content":"y"}}` + "\n", 3, "id", nil, "duplicate entry id"},
-		{"notpi.jsonl", FormatPi, `{"type":"message","message":{"role":"user","content":"x"}}` + "\n", 1, "", nil, "not a pi session"},
+		{"notpi.jsonl", FormatPi, `{"type":"message","message":{"role":"user","content":"x"}}` + "\n", 0, "", ErrNoRequests, "no model responses"},
 		{"cc.jsonl", FormatClaudeCode, `{"type":"user","uuid":"u","message":{"role":"user","content":"x"}}` + "\n" + `{"type":"assistant","uuid":"a","message":{"role":"assistant","id":"m","content":{"type":"text"}}}` + "\n", 2, "message.content", nil, "wrong type"},
 		{"cc2.jsonl", FormatClaudeCode, `{"type":"assistant","uuid":"a","timestamp":7}` + "\n", 1, "timestamp", nil, "wrong type"},
 		{"codex.jsonl", FormatCodex, codexLineStr("response_item", `{"type":"function_call","name":"x","arguments":{"a":1},"call_id":"c"}`) + "\n", 1, "payload.arguments", nil, "not a JSON string"},
@@ -495,11 +495,11 @@ func TestBadInput(t *testing.T) {
 		{"y.traj", FormatSWEAgent, "{\n\"history\": [\n{\"role\": \"user\",", 3, "", nil, "truncated JSON document"},
 		{"z.traj.json", FormatMiniSWEAgent, "{\"messages\": []}", 0, "messages", ErrEmpty, "empty session file"},
 		{"n.traj.json", FormatMiniSWEAgent, "{\"messages\": [{\"role\":\"user\",\"content\":\"x\"}]}", 0, "", ErrNoRequests, "no model responses"},
-		{"q.jsonl", FormatAuto, `{"hello":"world"}` + "\n", 1, "", ErrUnknownFormat, "unknown session format"},
+		{"q.jsonl", FormatAuto, `{"hello":"world"}` + "\n", 0, "", ErrUnknownFormat, "unknown transcript format (supported: pi, claude-code, codex, swe-agent, mini-swe-agent"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Import(c.name, []byte(c.data), c.format)
+			_, err := ImportWith(c.name, []byte(c.data), Options{Format: c.format, Strict: true})
 			var pe *ParseError
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v (%T), want *ParseError", err, err)
