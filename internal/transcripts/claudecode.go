@@ -15,6 +15,7 @@ type ccRecord struct {
 	UUID              string          `json:"uuid"`
 	ParentUUID        json.RawMessage `json:"parentUuid"`
 	IsSidechain       bool            `json:"isSidechain"`
+	AgentID           string          `json:"agentId"`
 	IsAPIErrorMessage bool            `json:"isApiErrorMessage"`
 	Timestamp         string          `json:"timestamp"`
 	Message           *ccMessage      `json:"message"`
@@ -64,6 +65,8 @@ func importClaudeCode(in *input, data []byte) (*Session, error) {
 			if p := gjson.GetBytes(raw, "parentUuid"); p.Type == gjson.String {
 				r.parent = p.Str
 			}
+			r.IsSidechain = gjson.GetBytes(raw, "isSidechain").Bool()
+			r.AgentID = gjson.GetBytes(raw, "agentId").String()
 			recs = append(recs, r)
 			return nil
 		}
@@ -87,20 +90,32 @@ func importClaudeCode(in *input, data []byte) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Subagent files hold only sidechain records: keep them; main files drop sidechains.
-	skipSide := false
+	// A subagent file holds only sidechain records: one conversation. A main file written by
+	// Claude Code 1.x also holds its subagents' conversations inline (sidechain records):
+	// each becomes contexts of its own, its requests in file order among the main ones.
+	inline := false
 	for _, r := range recs {
 		if r.isConv() && !r.IsSidechain {
-			skipSide = true
+			inline = true
 			break
 		}
 	}
+	chains := ccChains(recs, inline)
 	c := &ccImporter{name: name, b: newBuilder(FormatClaudeCode, Anthropic, Anthropic)}
-	rewinds, targets := ccRewinds(recs, skipSide)
+	rewinds, targets := ccRewinds(recs, chains)
 	snaps := map[string]*ccSnap{}
+	states := map[string]*ccSnap{} // the position of every conversation not being read
+	cur := ""
 	for i, r := range recs {
-		if r.isConv() && r.IsSidechain && skipSide {
-			continue
+		if k := chains[i]; k != cur && (r.isConv() || r.Type == "system") {
+			states[cur] = c.save()
+			sn, ok := states[k]
+			if !ok {
+				sn = &ccSnap{b: &snapshot{cur: make([][][]byte, len(c.b.forms)), pendN: make([]int, len(c.b.forms))}}
+				c.b.s.Stats.Sidechains++
+			}
+			c.restore(sn)
+			cur = k
 		}
 		if to, ok := rewinds[i]; ok {
 			if sn := snaps[to]; sn != nil {
@@ -120,11 +135,41 @@ func importClaudeCode(in *input, data []byte) (*Session, error) {
 	return s, nil
 }
 
-// ccRewinds finds user prompts that continue from an earlier point of the conversation (a
-// rewind / edit): their parent chain reaches a conversation record after which other
-// conversation records were written. It returns record index → uuid to rewind to, and the set
+// ccChains names the conversation of every record: "" for the main one (and for every record
+// when inline is false), else one name per inline sidechain conversation — its agentId, or the
+// uuid of its first record (a sidechain record whose parent is no sidechain record).
+func ccChains(recs []*ccRecord, inline bool) []string {
+	keys := make([]string, len(recs))
+	if !inline {
+		return keys
+	}
+	idx := map[string]int{}
+	for i, r := range recs {
+		if r.UUID != "" {
+			idx[r.UUID] = i
+		}
+	}
+	for i, r := range recs {
+		switch {
+		case !r.IsSidechain:
+		case r.AgentID != "":
+			keys[i] = "agent " + r.AgentID
+		default:
+			if p, ok := idx[r.parent]; ok && p < i && keys[p] != "" {
+				keys[i] = keys[p]
+			} else {
+				keys[i] = "root " + r.UUID + "#" + itoa(i)
+			}
+		}
+	}
+	return keys
+}
+
+// ccRewinds finds user prompts that continue from an earlier point of their conversation (a
+// rewind / edit): their parent chain reaches a record of that conversation after which other
+// records of it were written. It returns record index → uuid to rewind to, and the set
 // of uuids whose position must be saved.
-func ccRewinds(recs []*ccRecord, skipSide bool) (map[int]string, map[string]bool) {
+func ccRewinds(recs []*ccRecord, chains []string) (map[int]string, map[string]bool) {
 	idx := map[string]int{}
 	for i, r := range recs {
 		if r.UUID != "" {
@@ -133,10 +178,15 @@ func ccRewinds(recs []*ccRecord, skipSide bool) (map[int]string, map[string]bool
 	}
 	rewinds := map[int]string{}
 	targets := map[string]bool{}
-	lastConv := -1
+	lastConv := map[string]int{} // per conversation
 	for i, r := range recs {
-		if !r.isConv() || (skipSide && r.IsSidechain) {
+		if !r.isConv() {
 			continue
+		}
+		k := chains[i]
+		last, seen := lastConv[k]
+		if !seen {
+			last = -1
 		}
 		if r.Type == "user" && !ccIsResultRecord(r) && r.parent != "" {
 			// Resolve the parent through non-conversation records.
@@ -148,12 +198,12 @@ func ccRewinds(recs []*ccRecord, skipSide bool) (map[int]string, map[string]bool
 				}
 				a, ok = idx[recs[a].parent]
 			}
-			if ok && a < lastConv {
+			if ok && a < last && chains[a] == k {
 				rewinds[i] = recs[a].UUID
 				targets[recs[a].UUID] = true
 			}
 		}
-		lastConv = i
+		lastConv[k] = i
 	}
 	return rewinds, targets
 }

@@ -156,6 +156,7 @@ type Stats struct {
 	OrphanResults    int // tool results without a matching call in the preceding message (dropped)
 	SyntheticResults int // "No result provided" results added for calls that had none
 	EmptyRequests    int // responses with no message before them: no request is rebuilt
+	Sidechains       int // subagent conversations held inline in a Claude Code 1.x main file
 }
 
 // Session is an imported session.
