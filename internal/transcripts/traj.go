@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"time"
 )
 
 // docError maps a decoding error of a whole JSON document to a *ParseError with the line of
@@ -58,18 +56,39 @@ func trajText(raw json.RawMessage) (string, error) {
 
 // sweEntry is one SWE-agent history entry.
 type sweEntry struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	Action    string          `json:"action"`
-	IsDemo    json.RawMessage `json:"is_demo"`
-	ToolCalls []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
-	ToolCallIDs []string `json:"tool_call_ids"`
+	Role        string          `json:"role"`
+	Content     json.RawMessage `json:"content"`
+	Action      string          `json:"action"`
+	IsDemo      json.RawMessage `json:"is_demo"`
+	ToolCalls   []chatToolCall  `json:"tool_calls"`
+	ToolCallIDs []string        `json:"tool_call_ids"`
+}
+
+// chatToolCall is one Chat Completions tool call as an agent recorded it.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatCalls converts recorded Chat Completions tool calls into call parts, keeping the
+// arguments string as sent (arguments recorded as an object are compacted).
+func chatCalls(tcs []chatToolCall) []part {
+	var out []part
+	for _, tc := range tcs {
+		args, ok := rawString(tc.Function.Arguments)
+		if !ok {
+			c, err := compactJSON(tc.Function.Arguments)
+			if err != nil || isNull(tc.Function.Arguments) {
+				c = json.RawMessage(`{}`)
+			}
+			args = string(c)
+		}
+		out = append(out, part{kind: pCall, id: tc.ID, name: tc.Function.Name, input: argsObject(args), args: args, hasArgs: true})
+	}
+	return out
 }
 
 // sweStandInModel is the model name used when a trajectory does not record one.
@@ -130,18 +149,7 @@ func importSWEAgent(in *input, data []byte) (*Session, error) {
 		case "assistant":
 			b.request(RequestPoint{Model: model, Line: i + 1})
 			m := msg{role: "assistant", parts: []part{{kind: pText, text: text}}}
-			for _, tc := range e.ToolCalls {
-				args, ok := rawString(tc.Function.Arguments)
-				if !ok {
-					c, cerr := compactJSON(tc.Function.Arguments)
-					if cerr != nil || isNull(tc.Function.Arguments) {
-						c = json.RawMessage(`{}`)
-					}
-					args = string(c)
-				}
-				m.parts = append(m.parts, part{kind: pCall, id: tc.ID, name: tc.Function.Name,
-					input: argsObject(args), args: args, hasArgs: true})
-			}
+			m.parts = append(m.parts, chatCalls(e.ToolCalls)...)
 			b.add(m)
 			if len(e.ToolCalls) == 0 && strings.TrimSpace(e.Action) != "" {
 				b.s.Stats.ToolCalls++
@@ -218,116 +226,4 @@ func lineOfEntry(data, raw []byte) int {
 		return lineOfOffset(data, int64(i))
 	}
 	return 0
-}
-
-// msaMessage is one mini-SWE-agent message.
-type msaMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Extra   *struct {
-		Response *struct {
-			Created float64 `json:"created"`
-			Model   string  `json:"model"`
-			Usage   *struct {
-				PromptTokens        int64 `json:"prompt_tokens"`
-				CompletionTokens    int64 `json:"completion_tokens"`
-				PromptTokensDetails *struct {
-					CachedTokens int64 `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-		} `json:"response"`
-	} `json:"extra"`
-}
-
-var (
-	msaBashRe   = regexp.MustCompile("(?s)```bash\\s*\\n(.*?)```")
-	msaReturnRe = regexp.MustCompile(`<returncode>(-?\d+)</returncode>`)
-)
-
-// importMiniSWEAgent imports a mini-SWE-agent .traj.json: plain text turns, exactly what the
-// agent sent (it has no structured tool calls). Stats count a ```bash block as a tool call and
-// an observation with <returncode> ≠ 0 as a failed result, as the corpus MANIFEST does.
-func importMiniSWEAgent(in *input, data []byte) (*Session, error) {
-	name := in.name
-	var doc struct {
-		Info struct {
-			Config struct {
-				Model struct {
-					ModelName string `json:"model_name"`
-				} `json:"model"`
-			} `json:"config"`
-		} `json:"info"`
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, docError(name, data, err)
-	}
-	if len(doc.Messages) == 0 {
-		return nil, &ParseError{File: name, Path: "messages", Err: ErrEmpty}
-	}
-	model := doc.Info.Config.Model.ModelName
-	if model == "" {
-		model = "mini-swe-agent-unknown-model"
-	}
-	b := newBuilder(FormatMiniSWEAgent, OpenAI, Anthropic, OpenAI)
-	system := ""
-	for i, raw := range doc.Messages {
-		var m msaMessage
-		path := fmt.Sprintf("messages[%d]", i)
-		var text string
-		err := json.Unmarshal(raw, &m)
-		if err != nil {
-			err = &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path, Err: unwrapType(err)}
-		} else if text, err = trajText(m.Content); err != nil {
-			err = &ParseError{File: name, Line: lineOfEntry(data, raw), Path: path + ".content", Err: unwrapType(err)}
-		}
-		if err != nil {
-			if err := in.skip(err); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		switch m.Role {
-		case "system":
-			if system == "" && i == 0 {
-				system = text
-				continue
-			}
-			b.add(msg{role: "user", str: true, parts: []part{{kind: pText, text: text}}})
-		case "assistant":
-			pt := RequestPoint{Model: model, Line: i + 1}
-			if m.Extra != nil && m.Extra.Response != nil {
-				r := m.Extra.Response
-				if r.Created > 0 {
-					pt.Time = time.Unix(int64(r.Created), 0).UTC()
-				}
-				if u := r.Usage; u != nil {
-					cached := int64(0)
-					if u.PromptTokensDetails != nil {
-						cached = u.PromptTokensDetails.CachedTokens
-					}
-					pt.Usage = &Usage{InputTokens: u.PromptTokens - cached, OutputTokens: u.CompletionTokens,
-						CacheReadTokens: cached, CacheWriteTokens: -1}
-				}
-			}
-			b.request(pt)
-			if msaBashRe.MatchString(text) {
-				b.s.Stats.ToolCalls++
-			}
-			b.add(msg{role: "assistant", str: true, parts: []part{{kind: pText, text: text}}})
-		default:
-			if i > 1 {
-				b.s.Stats.ToolResults++
-				if mm := msaReturnRe.FindStringSubmatch(text); mm != nil && mm[1] != "0" {
-					b.s.Stats.FailedResults++
-				}
-			}
-			b.add(msg{role: "user", str: true, parts: []part{{kind: pText, text: text}}})
-		}
-	}
-	s := b.finish(system, 32000)
-	if s.Len() == 0 {
-		return nil, &ParseError{File: name, Err: ErrNoRequests}
-	}
-	return s, nil
 }
