@@ -90,3 +90,33 @@ func mustReplayCmd() *cobra.Command {
 	cmd, _ := replayCmd()
 	return cmd
 }
+
+// ocStorage is the hand-made opencode storage directory of the importer's golden tests.
+const ocStorage = "../../internal/transcripts/testdata/transcripts/opencode/storage-openai"
+
+// TestOpencodeStorageDirectory: import reads the storage directory's one session; replay of a
+// directory holding the storage replays its session files, not its message and part files.
+func TestOpencodeStorageDirectory(t *testing.T) {
+	out, _, err := run(importCmd(), ocStorage)
+	if err != nil || strings.Count(out, "\n") != 7 || !strings.HasPrefix(out, `{"provider":"openai"`) {
+		t.Fatalf("import: %v\n%.300s", err, out)
+	}
+	parent := t.TempDir()
+	if err := os.Symlink(mustAbs(t, ocStorage), filepath.Join(parent, "storage")); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(mustReplayCmd(), "--progress", "never", "--strategies", "none", parent)
+	if err != nil || !strings.Contains(out, "TOTAL: 1 sessions") {
+		t.Fatalf("replay: %v\n%s\n%s", err, out, errOut)
+	}
+}
+
+// mustAbs returns p as an absolute path.
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

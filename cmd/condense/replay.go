@@ -140,7 +140,7 @@ func buildStrategies(fl *pflag.FlagSet, f *replayFlags, prices *cost.Prices, war
 }
 
 // replayFiles expands the arguments into files: directories contribute their regular files
-// (recursively, sorted), files themselves.
+// (recursively, sorted), an opencode storage directory its session files, files themselves.
 func replayFiles(args []string) ([]string, error) {
 	var files []string
 	for _, a := range args {
@@ -156,6 +156,13 @@ func replayFiles(args []string) ([]string, error) {
 		err = filepath.WalkDir(a, func(p string, d os.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if d.IsDir() {
+				if sessions := transcripts.OpencodeSessionFiles(p); sessions != nil {
+					found = append(found, sessions...)
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			if d.Type().IsRegular() && !strings.HasPrefix(d.Name(), ".") && !strings.HasSuffix(d.Name(), ".md") && !strings.HasSuffix(d.Name(), ".py") {
 				found = append(found, p)

@@ -26,6 +26,14 @@ func (in *input) skip(err error) error {
 	return nil
 }
 
+// done completes a successful import.
+func (in *input) done(s *Session, f Format) *Session {
+	s.Name = in.name
+	s.Format = f
+	s.Warnings = in.warnings
+	return s
+}
+
 // failed adds the skipped records to the error of an import that failed anyway, so that the
 // cause (often a skipped record) is not hidden behind "no model responses".
 func (in *input) failed(err error) error {

@@ -34,10 +34,12 @@ const (
 	FormatCodex        Format = "codex"
 	FormatSWEAgent     Format = "swe-agent"
 	FormatMiniSWEAgent Format = "mini-swe-agent"
+	FormatOpencode     Format = "opencode"
+	FormatGeminiCLI    Format = "gemini-cli"
 )
 
 // Formats lists every concrete format, in the order auto-detection reports them.
-var Formats = []Format{FormatPi, FormatClaudeCode, FormatCodex, FormatSWEAgent, FormatMiniSWEAgent}
+var Formats = []Format{FormatPi, FormatClaudeCode, FormatCodex, FormatSWEAgent, FormatMiniSWEAgent, FormatOpencode, FormatGeminiCLI}
 
 // FormatList returns the concrete format names joined with ", " (for help texts and errors).
 func FormatList() string {
@@ -276,11 +278,26 @@ func ImportFile(path string, format Format) (*Session, error) {
 	return ImportFileWith(path, Options{Format: format})
 }
 
-// ImportFileWith reads and imports one session file or directory with the given options.
+// ImportFileWith imports one session file with the given options; a directory, or an opencode
+// session file, is read as opencode storage.
 func ImportFileWith(path string, o Options) (*Session, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	auto := o.Format == "" || o.Format == FormatAuto || o.Format == FormatOpencode
+	if st.IsDir() {
+		if !auto {
+			return nil, fmt.Errorf("%s is a directory: only opencode storage is read from a directory", path)
+		}
+		return importOpencodePath(path, nil, o)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if auto && opencodeFileKind(data) == "session" {
+		return importOpencodePath(path, data, o)
 	}
 	return ImportWith(path, data, o)
 }
@@ -316,16 +333,20 @@ func ImportWith(name string, data []byte, o Options) (*Session, error) {
 		s, err = importSWEAgent(in, data)
 	case FormatMiniSWEAgent:
 		s, err = importMiniSWEAgent(in, data)
+	case FormatGeminiCLI:
+		s, err = importGeminiCLI(in, data)
+	case FormatOpencode:
+		if !isOpencodeExport(data) {
+			return nil, &ParseError{File: name, Err: errOpencodeFile}
+		}
+		s, err = importOpencodeExport(in, data)
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownFormat, format)
 	}
 	if err != nil {
 		return nil, in.failed(err)
 	}
-	s.Name = name
-	s.Format = format
-	s.Warnings = in.warnings
-	return s, nil
+	return in.done(s, format), nil
 }
 
 // Detect guesses the format of a session file from its name and first records.
@@ -337,6 +358,12 @@ func Detect(name string, data []byte) (Format, error) {
 	// Whole-document JSON (SWE-agent / mini-SWE-agent) versus JSONL: a JSON document spans
 	// lines, so its first line alone does not parse.
 	first, _, _ := bytes.Cut(trim, []byte("\n"))
+	if isOpencodeExport(trim) || opencodeFileKind(trim) != "" {
+		return FormatOpencode, nil
+	}
+	if hasTopKey(trim, "sessionId") && hasTopKey(trim, "projectHash") {
+		return FormatGeminiCLI, nil // a chat file: its legacy record, or its log's metadata line
+	}
 	if strings.HasSuffix(name, ".traj") || strings.HasSuffix(name, ".traj.json") || !validJSON(first) ||
 		hasTopKey(first, "history") || hasTopKey(first, "trajectory_format") {
 		if hasTopKey(trim, "history") || hasTopKey(trim, "trajectory") && !hasTopKey(trim, "messages") {
@@ -359,6 +386,10 @@ func Detect(name string, data []byte) (Format, error) {
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
 		t := topString(line, "type")
 		switch {
+		case t == "gemini" || (t == "user" || t == "info" || t == "error" || t == "warning") &&
+			hasTopKey(line, "content") && !hasTopKey(line, "message") && !hasTopKey(line, "payload"),
+			hasTopKey(line, "$rewindTo") || hasTopKey(line, "$set"):
+			return FormatGeminiCLI, nil // a chat log that lost its metadata line
 		case t == "session" && hasTopKey(line, "cwd"):
 			return FormatPi, nil
 		case t == "message" && gjson.GetBytes(line, "message.role").Type == gjson.String,

@@ -461,6 +461,14 @@ func TestDetect(t *testing.T) {
 		{"a.traj", "{\n \"history\": []\n}", FormatSWEAgent},
 		{"a.traj.json", "{\n \"messages\": []\n}", FormatMiniSWEAgent},
 		{"a.json", `{"trajectory":[],"history":[]}`, FormatSWEAgent},
+		{"headerless.jsonl", `{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}` + "\n", FormatPi},
+		{"v1-headerless.jsonl", `{"type":"model_change","provider":"anthropic","modelId":"m"}` + "\n", FormatPi},
+		{"export.json", "{\n  \"info\": {\"id\": \"ses_1\"},\n  \"messages\": [{\"info\": {}, \"parts\": []}]\n}", FormatOpencode},
+		{"msg_1.json", `{"id":"msg_1","sessionID":"ses_1","role":"user"}`, FormatOpencode},
+		{"session-1.json", "{\n  \"sessionId\": \"s\",\n  \"projectHash\": \"h\",\n  \"messages\": []\n}", FormatGeminiCLI},
+		{"session-1.jsonl", `{"sessionId":"s","projectHash":"h","startTime":"t"}` + "\n", FormatGeminiCLI},
+		{"session-2.jsonl", `{"id":"x","timestamp":"t","type":"gemini","content":"hi"}` + "\n", FormatGeminiCLI},
+		{"session-3.jsonl", `{"id":"x","timestamp":"t","type":"user","content":[{"text":"hi"}]}` + "\n", FormatGeminiCLI},
 	}
 	for _, c := range cases {
 		got, err := Detect(c.name, []byte(c.data))
