@@ -2,6 +2,7 @@ package transcripts
 
 import (
 	"encoding/json"
+	"maps"
 	"sort"
 	"strings"
 )
@@ -23,6 +24,7 @@ type part struct {
 	text     string          // pText; pResult: result text for the OpenAI tool message; pImage: OpenAI image URL
 	raw      json.RawMessage // pRaw / pImage: Anthropic block; pText / pCall / pResult: the source block kept verbatim (Anthropic)
 	id       string          // pCall: call id; pResult: id answered
+	aid      string          // pCall / pResult: the Anthropic-form id when a reused id was renamed
 	name     string          // pCall: tool name
 	input    json.RawMessage // pCall: input object (Anthropic)
 	args     string          // pCall: OpenAI arguments string
@@ -58,9 +60,11 @@ type builder struct {
 	forms       []*form
 	pend        *msg
 	pendEncoded bool
-	prevCalls   []string // call ids of the assistant message before pend
-	lastRole    string   // for Stats.Messages
-	replay      bool     // re-adding kept messages after a compaction: no stats
+	prevCalls   []string          // call ids of the assistant message before pend
+	prevAID     map[string]string // their renamed Anthropic-form ids, where renamed
+	ctxCalls    map[string]int    // occurrences of each call id in the current context
+	lastRole    string            // for Stats.Messages
+	replay      bool              // re-adding kept messages after a compaction: no stats
 	toolNames   map[string]bool
 	missingIDs  int
 }
@@ -69,7 +73,7 @@ type builder struct {
 // context index a request point records.
 func newBuilder(format Format, native Provider, forms ...Provider) *builder {
 	s := &Session{Format: format, Native: native}
-	b := &builder{s: s, toolNames: map[string]bool{}}
+	b := &builder{s: s, toolNames: map[string]bool{}, prevAID: map[string]string{}, ctxCalls: map[string]int{}}
 	for _, p := range forms {
 		f := &form{p: p, curIdx: -1}
 		s.forms[formIndex(p)] = f
@@ -117,6 +121,16 @@ func (b *builder) add(m msg) {
 			p.raw = nil
 		}
 		b.toolNames[p.name] = true
+		// Anthropic rejects a tool_use id used twice in one request: a reused id is renamed
+		// in that form (its results follow); the other forms keep the id as sent.
+		if n := b.ctxCalls[p.id]; n > 0 {
+			p.aid = renamedID(p.id, n+1)
+			p.raw = nil
+			if !b.replay {
+				b.s.Stats.RenamedCalls++
+			}
+		}
+		b.ctxCalls[p.id]++
 	}
 	if !b.replay {
 		if m.role != b.lastRole {
@@ -229,10 +243,14 @@ func (b *builder) finalize() {
 		return
 	}
 	b.prevCalls = b.prevCalls[:0]
+	clear(b.prevAID)
 	if b.pend.role == "assistant" {
 		for _, p := range b.pend.parts {
 			if p.kind == pCall {
 				b.prevCalls = append(b.prevCalls, p.id)
+				if p.aid != "" {
+					b.prevAID[p.id] = p.aid
+				}
 			}
 		}
 	}
@@ -264,6 +282,9 @@ func (b *builder) fixResults(m *msg) {
 				continue
 			}
 			answered[p.id] = true
+			if a := b.prevAID[p.id]; a != "" {
+				p.aid, p.raw = a, nil
+			}
 			results = append(results, p)
 		default:
 			others = append(others, p)
@@ -275,7 +296,7 @@ func (b *builder) fixResults(m *msg) {
 			if !b.replay {
 				b.s.Stats.SyntheticResults++
 			}
-			results = append(results, part{kind: pResult, id: id, text: "No result provided",
+			results = append(results, part{kind: pResult, id: id, aid: b.prevAID[id], text: "No result provided",
 				isError: true, errField: true, synth: true})
 		}
 	}
@@ -355,6 +376,8 @@ func (b *builder) newContext() {
 		f.pendN = 0
 	}
 	b.prevCalls = b.prevCalls[:0]
+	clear(b.prevAID)
+	b.ctxCalls = map[string]int{}
 }
 
 // snapshot is a saved builder position, for rewinds and branch switches.
@@ -364,11 +387,14 @@ type snapshot struct {
 	pend        *msg
 	pendEncoded bool
 	prevCalls   []string
+	prevAID     map[string]string
+	ctxCalls    map[string]int
 }
 
 // save returns the current position.
 func (b *builder) save() *snapshot {
-	sn := &snapshot{pendEncoded: b.pendEncoded, prevCalls: append([]string(nil), b.prevCalls...)}
+	sn := &snapshot{pendEncoded: b.pendEncoded, prevCalls: append([]string(nil), b.prevCalls...),
+		prevAID: maps.Clone(b.prevAID), ctxCalls: maps.Clone(b.ctxCalls)}
 	for _, f := range b.forms {
 		sn.cur = append(sn.cur, f.cur[:len(f.cur):len(f.cur)])
 		sn.pendN = append(sn.pendN, f.pendN)
@@ -396,6 +422,14 @@ func (b *builder) restore(sn *snapshot) {
 	}
 	b.pendEncoded = sn.pendEncoded
 	b.prevCalls = append(b.prevCalls[:0], sn.prevCalls...)
+	b.prevAID = maps.Clone(sn.prevAID)
+	if b.prevAID == nil {
+		b.prevAID = map[string]string{}
+	}
+	b.ctxCalls = maps.Clone(sn.ctxCalls)
+	if b.ctxCalls == nil {
+		b.ctxCalls = map[string]int{}
+	}
 }
 
 // finish closes the session: publishes trailing messages and renders the request envelopes
@@ -495,6 +529,15 @@ func validToolID(id string) bool {
 	return true
 }
 
+// renamedID is the Anthropic-form id of the k-th call (k ≥ 2) of a context that uses id.
+func renamedID(id string, k int) string {
+	base, suffix := anthropicID(id), "__"+itoa(k)
+	if len(base)+len(suffix) > 64 {
+		base = base[:64-len(suffix)]
+	}
+	return base + suffix
+}
+
 // anthropicID maps a tool-call id to one the Anthropic API accepts (pi-ai's normalisation:
 // invalid characters become '_', cut to 64 bytes). Valid ids are returned unchanged.
 func anthropicID(id string) string {
@@ -549,7 +592,7 @@ func encodeAnthropic(m *msg) []byte {
 				continue
 			}
 			dst = append(dst, `{"type":"tool_use","id":`...)
-			dst = appendJSONString(dst, anthropicID(p.id))
+			dst = appendJSONString(dst, p.anthropicID())
 			dst = append(dst, `,"name":`...)
 			dst = appendJSONString(dst, p.name)
 			dst = append(dst, `,"input":`...)
@@ -565,7 +608,7 @@ func encodeAnthropic(m *msg) []byte {
 				continue
 			}
 			dst = append(dst, `{"type":"tool_result","tool_use_id":`...)
-			dst = appendJSONString(dst, anthropicID(p.id))
+			dst = appendJSONString(dst, p.anthropicID())
 			switch {
 			case len(p.content) > 0:
 				dst = append(dst, `,"content":`...)
@@ -583,6 +626,14 @@ func encodeAnthropic(m *msg) []byte {
 		}
 	}
 	return append(dst, ']', '}')
+}
+
+// anthropicID is the id of a call or result in the Anthropic form.
+func (p *part) anthropicID() string {
+	if p.aid != "" {
+		return p.aid
+	}
+	return anthropicID(p.id)
 }
 
 // estimate is a size hint for an encoded message.

@@ -209,7 +209,7 @@ func ccRewinds(recs []*ccRecord, chains []string) (map[int]string, map[string]bo
 }
 
 // ccCheckContent rejects message content the importer cannot read: it must be a string, null or
-// an array of objects.
+// an array of typed blocks.
 func ccCheckContent(name string, line int, content json.RawMessage) error {
 	if isNull(content) {
 		return nil
@@ -225,14 +225,42 @@ func ccCheckContent(name string, line int, content json.RawMessage) error {
 	var err error
 	i := 0
 	g.ForEach(func(_, v gjson.Result) bool {
-		if !v.IsObject() {
+		switch {
+		case !v.IsObject():
 			err = &ParseError{File: name, Line: line, Path: fmt.Sprintf("message.content[%d]", i), Err: errors.New("content block is not an object")}
-			return false
+		case v.Get("type").Type != gjson.String:
+			err = &ParseError{File: name, Line: line, Path: fmt.Sprintf("message.content[%d].type", i), Err: errors.New("content block has no type")}
 		}
 		i++
-		return true
+		return err == nil
 	})
 	return err
+}
+
+// ccInputObject makes a tool_use input that is not an object into one: {} for none, else
+// {"input": <value>}.
+func ccInputObject(in gjson.Result) json.RawMessage {
+	if !in.Exists() || in.Type == gjson.Null {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(`{"input":` + in.Raw + `}`)
+}
+
+// ccResultContentOK reports whether a tool_result content can be sent as recorded: absent, a
+// string, or an array of typed blocks.
+func ccResultContentOK(c gjson.Result) bool {
+	switch {
+	case !c.Exists() || c.Type == gjson.String:
+		return true
+	case !c.IsArray():
+		return false
+	}
+	ok := true
+	c.ForEach(func(_, v gjson.Result) bool {
+		ok = v.IsObject() && v.Get("type").Type == gjson.String
+		return ok
+	})
+	return ok
 }
 
 // ccIsResultRecord reports whether a user record carries a tool result.
@@ -316,6 +344,9 @@ func (c *ccImporter) record(r *ccRecord) {
 		if id == "" {
 			id = r.UUID
 		}
+		if id == "" {
+			id = "line " + itoa(r.line) // no id at all: a response of its own
+		}
 		if id != c.respID {
 			c.closeResp()
 			c.respID = id
@@ -371,22 +402,45 @@ func (c *ccImporter) blocks(r *ccRecord, assistant bool) []part {
 		g := gjson.ParseBytes(raw)
 		switch g.Get("type").String() {
 		case "text":
-			out = append(out, part{kind: pText, text: g.Get("text").String(), raw: raw})
+			p := part{kind: pText, text: g.Get("text").String(), raw: raw}
+			if g.Get("text").Type != gjson.String {
+				p.raw = nil // re-encoded as the text it stands for
+			}
+			out = append(out, p)
 		case "thinking":
-			sig := g.Get("signature").String()
-			if sig == "" || sig == ccRedactedSignature {
+			sig := g.Get("signature")
+			if sig.Type != gjson.String || sig.Str == "" || sig.Str == ccRedactedSignature || g.Get("thinking").Type != gjson.String {
 				c.b.s.Stats.DroppedThinking++
 				continue
 			}
 			out = append(out, part{kind: pRaw, raw: raw})
 		case "tool_use":
-			out = append(out, part{kind: pCall, id: g.Get("id").String(), name: g.Get("name").String(), input: json.RawMessage(g.Get("input").Raw), raw: raw})
+			in := g.Get("input")
+			p := part{kind: pCall, id: g.Get("id").String(), name: g.Get("name").String(), input: json.RawMessage(in.Raw), raw: raw}
+			if !validToolID(p.id) || g.Get("name").Type != gjson.String || !in.IsObject() {
+				// Not a block the API accepts as recorded: re-encoded (id mapped, input an object).
+				p.raw = nil
+				if !in.IsObject() {
+					p.input = ccInputObject(in)
+				}
+			}
+			out = append(out, p)
 		case "tool_result":
 			if assistant {
-				out = append(out, part{kind: pRaw, raw: raw})
+				// A result inside a model turn answers nothing the API would accept.
+				c.b.s.Stats.OrphanResults++
 				continue
 			}
-			out = append(out, part{kind: pResult, id: g.Get("tool_use_id").String(), isError: g.Get("is_error").Bool(), raw: raw})
+			p := part{kind: pResult, id: g.Get("tool_use_id").String(), isError: g.Get("is_error").Bool(), raw: raw}
+			if !validToolID(p.id) || g.Get("tool_use_id").Type != gjson.String || !ccResultContentOK(g.Get("content")) {
+				p.raw = nil
+				if ct := g.Get("content"); ct.Type == gjson.String {
+					p.text = ct.Str
+				} else if ccResultContentOK(ct) {
+					p.content = json.RawMessage(ct.Raw)
+				}
+			}
+			out = append(out, p)
 		default:
 			out = append(out, part{kind: pRaw, raw: raw})
 		}

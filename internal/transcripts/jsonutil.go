@@ -73,6 +73,26 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// fixUTF8 returns JSON with every invalid UTF-8 byte replaced by the escape \ufffd. In JSON such
+// bytes can only stand inside strings, so the result is the same JSON with valid strings; values
+// the importers keep verbatim then stay valid in the requests. Valid input is returned as is.
+func fixUTF8(data []byte) []byte {
+	if utf8.Valid(data) {
+		return data
+	}
+	out := make([]byte, 0, len(data)+64)
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			out = append(out, `\ufffd`...)
+		} else {
+			out = append(out, data[i:i+size]...)
+		}
+		i += size
+	}
+	return out
+}
+
 // jsonString returns s encoded as a JSON string.
 func jsonString(s string) json.RawMessage { return appendJSONString(nil, s) }
 

@@ -176,6 +176,7 @@ func readJSONFile(fsys fs.FS, root, name string, v any) error {
 	if err != nil {
 		return &ParseError{File: shown, Err: err}
 	}
+	data = fixUTF8(data)
 	if err := json.Unmarshal(data, v); err != nil {
 		return docError(shown, data, err)
 	}

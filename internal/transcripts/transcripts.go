@@ -159,6 +159,7 @@ type Stats struct {
 	SyntheticResults int // "No result provided" results added for calls that had none
 	EmptyRequests    int // responses with no message before them: no request is rebuilt
 	Sidechains       int // subagent conversations held inline in a Claude Code 1.x main file
+	RenamedCalls     int // calls whose id an earlier call of the context used: renamed in the Anthropic form
 }
 
 // Session is an imported session.
@@ -320,6 +321,7 @@ func ImportWith(name string, data []byte, o Options) (*Session, error) {
 		format = f
 	}
 	in := &input{name: name, strict: o.Strict}
+	data = fixUTF8(data)
 	var s *Session
 	var err error
 	switch format {

@@ -2,7 +2,6 @@ package wire_test
 
 import (
 	"bytes"
-	"errors"
 	"path/filepath"
 	"testing"
 	"unsafe"
@@ -20,7 +19,7 @@ const reusedIDFile = "sweagent_marshmallow-code__marshmallow-1867.traj"
 // the session offers): byte-identical round trip, and Validate accepts them — the importer
 // promises provider-valid requests, so a rejection is a bug on one side.
 func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
-	checked, reusedSeen := 0, 0
+	checked := 0
 	for _, path := range corpus.Files(t) {
 		base := filepath.Base(path)
 		s, err := transcripts.ImportFile(path, transcripts.FormatAuto)
@@ -57,23 +56,14 @@ func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
 					replaceOneResult(t, base, r, body)
 				}
 				err = wire.Validate(r)
-				var ve *wire.ValidationError
-				switch {
-				case base == reusedIDFile && f == wire.Anthropic && errors.As(err, &ve) && ve.Rule == wire.RuleDuplicateCallID:
-					// The importer keeps the agent's reused ids (docs/formats.md); Anthropic
-					// rejects them, and Validate must say so.
-					reusedSeen++
-				case err != nil:
+				if err != nil {
 					t.Errorf("%s %s request %d/%d: %v", base, p, k, n, err)
 				}
 				checked++
 			}
 		}
 	}
-	if checked > 0 && reusedSeen == 0 {
-		t.Errorf("%s: Validate did not report the reused tool_use ids in Anthropic form", reusedIDFile)
-	}
-	t.Logf("%d imported requests parsed, round-tripped and validated (%d with the expected reused-id report)", checked, reusedSeen)
+	t.Logf("%d imported requests parsed, round-tripped and validated", checked)
 }
 
 // replaceOneResult replaces the middle tool result of r and checks that exactly that
