@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -74,4 +77,46 @@ func writeError(w http.ResponseWriter, f wire.Format, status int, code, msg stri
 	h.Set("X-Condense-Error", code)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// upstreamFailed answers a request whose provider could not be reached or sent no response
+// headers in time (UpstreamHeaderTimeout): a 502 in the provider's error shape.
+func (s *Server) upstreamFailed(w http.ResponseWriter, f wire.Format, log *slog.Logger, ep endpoint, err error) {
+	code, msg := "upstream_unreachable", "condense proxy: upstream unreachable: "
+	var ul *upstreamLimit
+	if errors.As(err, &ul) {
+		s.countLimit(ep, err)
+		code, msg = "upstream_timeout", "condense proxy: "
+	}
+	log.Warn("upstream request failed", "err", err)
+	writeError(w, f, http.StatusBadGateway, code, msg+err.Error())
+}
+
+// abortBroken ends a response whose provider body broke off while it was relayed (a read
+// error before its end, err): it is counted (condense_upstream_broken_total) and logged,
+// event (an Anthropic stream's error event; nil: none) is sent, and the client's connection
+// is aborted — net/http closes it without the response's end — so the client sees an error,
+// not a cleanly ended, truncated answer. It does not return.
+func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ep endpoint, event []byte, err error) {
+	if ctx.Err() == nil { // else the client went away, and with it the upstream request
+		s.met.UpstreamBroken.WithLabelValues(string(ep)).Inc()
+		s.countLimit(ep, err)
+		log.Warn("the provider's response broke off; aborting the client's response", "err", err)
+	}
+	abortResponse(ctx, w, event)
+}
+
+// abortResponse sends event (nil: none) unless the client is gone (ctx ended), then aborts
+// the client's connection — net/http closes it without the response's end. It does not
+// return.
+func abortResponse(ctx context.Context, w http.ResponseWriter, event []byte) {
+	if ctx.Err() == nil {
+		if event != nil {
+			_, _ = w.Write(event)
+		}
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	panic(http.ErrAbortHandler)
 }

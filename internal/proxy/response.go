@@ -1211,3 +1211,22 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 	}
 	e.emit(ev.raw)
 }
+
+// errLineTooLong is readLine's error past its bound.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (up to and including '\n') of at most max bytes, failing with
+// errLineTooLong past that: unlike bufio.Reader.ReadBytes it never holds more.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -243,18 +242,6 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 	return nil
 }
 
-// callsQueryTool reports whether a request's messages hold a context_tree_query call.
-func callsQueryTool(req *wire.Request) bool {
-	for _, m := range req.Messages {
-		for _, b := range m.Blocks {
-			if b.Kind == wire.KindToolUse && b.Name == pruner.QueryToolName {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // joinRaw returns prefix, the raw JSON values separated by commas, and suffix.
 func joinRaw(prefix string, raws []json.RawMessage, suffix string) []byte {
 	var b bytes.Buffer
@@ -316,86 +303,4 @@ func messageDigest(m *wire.Message) string {
 		}
 	}
 	return d.sum()
-}
-
-// buildView returns the model's view of the client request: hidden exchanges re-inserted at
-// the place they happened, and the context_tree_query tool added — except for a request of
-// several choices (OpenAI n > 1), whose response is relayed untouched, so a query call in it
-// would never be answered; it keeps the tool only when its history holds query calls (the
-// re-inserted exchanges), which a provider may require a definition for. A session that
-// switches n changes its tools there (a prompt-cache miss at the switch).
-func (s *Server) buildView(t *turn) (*wire.Request, error) {
-	req := t.client
-	if t.splice != nil && len(t.splice.Splices) > 0 {
-		sps := append([]splice(nil), t.splice.Splices...)
-		sort.Slice(sps, func(i, j int) bool { return sps[i].At < sps[j].At })
-		in := req.Messages
-		out := make([]*wire.Message, 0, len(in)+4*len(sps))
-		next := 0
-		changed := false
-		for i := 0; i < len(in); i++ {
-			for next < len(sps) && sps[next].At < i {
-				next++
-			}
-			m := in[i]
-			if next >= len(sps) || sps[next].At != i {
-				out = append(out, m)
-				continue
-			}
-			sp := sps[next]
-			if m.Role != wire.RoleAssistant || messageDigest(m) != sp.Digest {
-				s.met.Diagnostics.WithLabelValues("hidden-exchange-mismatch").Inc()
-				t.log.Warn("hidden exchange does not match the client's message; not re-inserted", "at", i)
-				out = append(out, m)
-				continue
-			}
-			if t.f == wire.Anthropic && len(sp.Results) > 0 && (i+1 == len(in) || in[i+1].Role != wire.RoleUser) {
-				// The exchange ends in calls whose results go into the next user message, and
-				// none follows (count_tokens up to here, a prefill, a merged assistant turn):
-				// the client's own message, never a call without its result.
-				out = append(out, m)
-				continue
-			}
-			repl, err := parseMessages(t.f, sp.Replace)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, repl...)
-			changed = true
-			if len(sp.Results) == 0 {
-				continue
-			}
-			if t.f == wire.OpenAI {
-				res, err := parseMessages(t.f, sp.Results)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, res...)
-				continue
-			}
-			blocks, err := parseBlocks(sp.Results)
-			if err != nil {
-				return nil, err
-			}
-			nb := append(append([]*wire.Block(nil), blocks...), in[i+1].Blocks...)
-			out = append(out, in[i+1].WithBlocks(nb))
-			i++
-		}
-		if changed {
-			req = req.WithMessages(out)
-		}
-	}
-	if !s.opt.DisableQueryTool && (!manyChoices(t) || callsQueryTool(req)) {
-		has := false
-		for _, tl := range req.Tools {
-			if tl.Name == pruner.QueryToolName {
-				has = true
-				break
-			}
-		}
-		if !has {
-			req = req.WithTools(append(append([]*wire.Tool(nil), req.Tools...), pruner.QueryTool(t.f)))
-		}
-	}
-	return req, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -49,6 +50,19 @@ const (
 // names that exact session.
 func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
 	sid, src, _ := sessionOfBody(f, h, body)
+	return sid, src
+}
+
+// sessionOf returns the session of a request (SessionID), except that with session auth a
+// token names its session: when the id came from a body field and the request's
+// X-Condense-Token is valid for the bare field value — the exact id a token was issued for,
+// such as an AgentSession's spec.sessionID — the session is that bare value, not the
+// namespaced <value>:<hash>.
+func (s *Server) sessionOf(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
+	sid, src, ns := sessionOfBody(f, h, body)
+	if len(s.opt.SessionSecret) > 0 && ns != "" && config.VerifySessionToken(s.opt.SessionSecret, ns, h.Get(HeaderToken)) {
+		return ns, src
+	}
 	return sid, src
 }
 

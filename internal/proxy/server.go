@@ -1,0 +1,218 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// Server is the proxy. It is an http.Handler; Close stops background work.
+type Server struct {
+	opt     Options
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	met     *Metrics
+	client  *http.Client
+	mux     *http.ServeMux
+	ready   func(context.Context) error
+	mcp     http.Handler
+	admin   *http.ServeMux
+	parses  *parseCache // each session's last parsed request, for wire.ParseReusing
+	flights sync.Map    // session → *flight: the last flush this process started (claimFlight)
+	states  sync.Map    // session → cachedState
+	nstates atomic.Int64
+	midCuts sync.Map // session → uint64: the key of the mid-run cut weighed last
+	nmid    atomic.Int64
+	lastReq sync.Map // session → time.Time: when this process last forwarded a request of it
+	nlast   atomic.Int64
+	// servedFlush holds the admin flush requests this process's manual flushes served:
+	// session → int64 (flushPending).
+	servedFlush sync.Map
+	nserved     atomic.Int64
+	// spliceCache holds hidden exchanges read or written by this process:
+	// session + "\x00" + client index → cachedSplice.
+	spliceCache sync.Map
+	nsplices    atomic.Int64
+	bg          sync.WaitGroup
+	watching    sync.WaitGroup // watchCommits
+	ctx         context.Context
+	cancel      context.CancelFunc
+}
+
+// New returns a Server.
+func New(opt Options) (*Server, error) {
+	if opt.AnthropicBaseURL == "" || opt.OpenAIBaseURL == "" {
+		return nil, errors.New("proxy: both upstream base URLs are required")
+	}
+	opt.AnthropicBaseURL = strings.TrimRight(opt.AnthropicBaseURL, "/")
+	opt.OpenAIBaseURL = strings.TrimRight(opt.OpenAIBaseURL, "/")
+	if opt.MaxBodyBytes <= 0 {
+		opt.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opt.StoreTimeout <= 0 {
+		opt.StoreTimeout = DefaultStoreTimeout
+	}
+	if opt.BodyReadTimeout == 0 {
+		opt.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if opt.UpstreamHeaderTimeout == 0 {
+		opt.UpstreamHeaderTimeout = DefaultUpstreamHeaderTimeout
+	}
+	if opt.UpstreamIdleTimeout == 0 {
+		opt.UpstreamIdleTimeout = DefaultUpstreamIdleTimeout
+	}
+	if opt.MaxResponseBytes <= 0 {
+		opt.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opt.MaxRecoveryRounds < 0 {
+		opt.MaxRecoveryRounds = 0
+	}
+	if opt.ParseCacheBytes == 0 {
+		opt.ParseCacheBytes = DefaultParseCacheBytes
+	}
+	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client, parses: newParseCache(opt.ParseCacheBytes)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s.met = NewMetrics(s.reg)
+	s.reg.MustRegister(s.parses.collectors()...)
+	if s.client == nil {
+		s.client = &http.Client{Transport: NewUpstreamTransport()}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Anthropic, epMessages) })
+	s.mux.HandleFunc("POST /v1/messages/count_tokens", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Anthropic, epCountTokens) })
+	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.OpenAI, epChat) })
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.mux.HandleFunc("GET /storez", s.handleStore)
+	s.mux.Handle("GET /metrics", s.MetricsHandler())
+	s.admin = http.NewServeMux()
+	s.admin.HandleFunc("GET /admin/sessions/{id}", s.handleAdminSession)
+	s.admin.HandleFunc("GET /admin/sessions/{id}/records/{ref}", s.handleAdminRecord)
+	s.admin.HandleFunc("POST /admin/sessions/{id}/flush", s.handleAdminFlush)
+	if opt.AdminOnProxyPort {
+		s.mux.Handle("/admin/", s.admin)
+	} else {
+		s.mux.HandleFunc("/admin/", func(w http.ResponseWriter, _ *http.Request) {
+			adminError(w, http.StatusNotFound, "condense proxy: the admin API is served on the health listener (listen.health), not on the proxy port (listen.adminOnProxyPort)")
+		})
+	}
+	s.mcp = s.newMCPHandler()
+	s.mux.Handle("/mcp", s.mcp)
+	s.mux.Handle("/mcp/", s.mcp)
+	s.mux.HandleFunc("/", s.handlePassThrough)
+	if opt.Store != nil {
+		s.watching.Add(1)
+		go s.watchCommits()
+	}
+	return s, nil
+}
+
+// now reads the server's clock.
+func (s *Server) now() time.Time {
+	if s.opt.Now != nil {
+		return s.opt.Now()
+	}
+	return time.Now()
+}
+
+// Registry returns the Prometheus registry holding the proxy metrics; other components
+// (flush, summarizer) may register on it.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Metrics returns the proxy metrics.
+func (s *Server) Metrics() *Metrics { return s.met }
+
+// MetricsHandler serves the registry in the Prometheus exposition format.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+}
+
+// SetReadiness sets an extra readiness check for /readyz (for example the flush worker's).
+// It must fail only when the proxy cannot serve requests.
+func (s *Server) SetReadiness(f func(context.Context) error) { s.ready = f }
+
+// AdminHandler serves the admin API (/admin/sessions/...): Run mounts it on the health
+// listener. Whoever reaches it reads any session's records and starts flushes unless
+// SessionSecret is set, so it belongs on an internal port.
+func (s *Server) AdminHandler() http.Handler { return s.admin }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close stops background work started by the server (it does not close the store or the
+// flusher, which the caller owns) and waits for it.
+func (s *Server) Close() error {
+	s.cancel()
+	s.bg.Wait()
+	s.watching.Wait()
+	return nil
+}
+
+// background runs f detached from the request with a store-sized timeout.
+func (s *Server) background(f func(ctx context.Context)) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.opt.StoreTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+// handleReady answers /readyz: whether the proxy can serve requests. It does not depend on the
+// store: with the store unreachable the proxy still serves, unpruned (fail open), so a store
+// outage must not take every replica out of its Service. /storez reports the store.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// handleStore answers /storez: 200 when the store answers a load within StoreTimeout (or the
+// proxy has no store), else 503 with the error; requests meanwhile are forwarded unpruned.
+func (s *Server) handleStore(w http.ResponseWriter, r *http.Request) {
+	if s.opt.Store != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
+		defer cancel()
+		if _, err := s.opt.Store.Load(ctx, "condense-readyz"); err != nil {
+			http.Error(w, "store: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// endpoint identifies a model endpoint.
+type endpoint string
+
+const (
+	epMessages    endpoint = "messages"
+	epCountTokens endpoint = "count_tokens"
+	epChat        endpoint = "chat_completions"
+	epOther       endpoint = "other"
+)
