@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -240,38 +239,6 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 		return s.opt.Store.DeleteBlob(ctx, t.sid, blobSplices)
 	}
 	return nil
-}
-
-// joinRaw returns prefix, the raw JSON values separated by commas, and suffix.
-func joinRaw(prefix string, raws []json.RawMessage, suffix string) []byte {
-	var b bytes.Buffer
-	b.WriteString(prefix)
-	for i, r := range raws {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(r)
-	}
-	b.WriteString(suffix)
-	return b.Bytes()
-}
-
-// parseMessages turns raw message objects into wire messages of format f.
-func parseMessages(f wire.Format, raws []json.RawMessage) ([]*wire.Message, error) {
-	req, err := wire.Parse(f, joinRaw(`{"model":"x","messages":[`, raws, `]}`))
-	if err != nil {
-		return nil, err
-	}
-	return req.Messages, nil
-}
-
-// parseBlocks turns raw Anthropic content blocks into wire blocks.
-func parseBlocks(raws []json.RawMessage) ([]*wire.Block, error) {
-	msgs, err := parseMessages(wire.Anthropic, []json.RawMessage{joinRaw(`{"role":"user","content":[`, raws, `]}`)})
-	if err != nil {
-		return nil, err
-	}
-	return msgs[0].Blocks, nil
 }
 
 // digester hashes what the client sees of an assistant message: its non-empty text and its

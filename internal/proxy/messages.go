@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+func jsonStr(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// joinRaw returns prefix, the raw JSON values separated by commas, and suffix.
+func joinRaw(prefix string, raws []json.RawMessage, suffix string) []byte {
+	var b bytes.Buffer
+	b.WriteString(prefix)
+	for i, r := range raws {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(r)
+	}
+	b.WriteString(suffix)
+	return b.Bytes()
+}
+
+// parseMessages turns raw message objects into wire messages of format f.
+func parseMessages(f wire.Format, raws []json.RawMessage) ([]*wire.Message, error) {
+	req, err := wire.Parse(f, joinRaw(`{"model":"x","messages":[`, raws, `]}`))
+	if err != nil {
+		return nil, err
+	}
+	return req.Messages, nil
+}
+
+// parseBlocks turns raw Anthropic content blocks into wire blocks.
+func parseBlocks(raws []json.RawMessage) ([]*wire.Block, error) {
+	msgs, err := parseMessages(wire.Anthropic, []json.RawMessage{joinRaw(`{"role":"user","content":[`, raws, `]}`)})
+	if err != nil {
+		return nil, err
+	}
+	return msgs[0].Blocks, nil
+}
+
+// anthropicAssistant returns an Anthropic assistant message of content blocks.
+func anthropicAssistant(blocks []json.RawMessage) json.RawMessage {
+	return joinRaw(`{"role":"assistant","content":[`, blocks, `]}`)
+}
+
+func openAIAssistant(text string, toolCalls []string) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteString(`{"role":"assistant","content":`)
+	if text == "" {
+		b.WriteString("null")
+	} else {
+		b.Write(jsonStr(text))
+	}
+	if len(toolCalls) > 0 {
+		b.WriteString(`,"tool_calls":[`)
+		b.WriteString(strings.Join(toolCalls, ","))
+		b.WriteByte(']')
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

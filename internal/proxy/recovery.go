@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// answer answers context_tree_query calls from the session state. cont are the messages
+// that carry the results in a continuation request; results are the same results in the
+// stored splice form (Anthropic tool_result blocks, OpenAI tool messages).
+func (s *Server) answer(ctx context.Context, t *turn, calls []call) (cont, results []json.RawMessage) {
+	for _, c := range calls {
+		text := s.queryText(ctx, t, c.input)
+		if t.f == wire.OpenAI {
+			m, _ := json.Marshal(map[string]string{"role": "tool", "tool_call_id": c.id, "content": text})
+			results = append(results, m)
+		} else {
+			b, _ := json.Marshal(map[string]string{"type": "tool_result", "tool_use_id": c.id, "content": text})
+			results = append(results, b)
+		}
+	}
+	if t.f == wire.OpenAI {
+		return results, results
+	}
+	return []json.RawMessage{joinRaw(`{"role":"user","content":[`, results, `]}`)}, results
+}
+
+// queryText answers one context_tree_query input.
+func (s *Server) queryText(ctx context.Context, t *turn, input []byte) string {
+	ids, err := pruner.ParseQueryInput(input)
+	if err != nil {
+		return "context_tree_query: " + err.Error()
+	}
+	if t.state == nil {
+		return "context_tree_query: the pruning state of this session is unavailable right now; retry later."
+	}
+	lookup := func(key string) ([]byte, bool) {
+		c, cancel := s.storeCtx(ctx)
+		defer cancel()
+		b, err := s.opt.Store.GetBlob(c, t.sid, key)
+		return b, err == nil
+	}
+	return pruner.QueryAll(t.state, ids, lookup)
+}
+
+// continuation is a recovery round's continuation upstream: the response (200, of the wanted
+// kind), the request that was sent and the messages it appended.
+type continuation struct {
+	resp     *http.Response
+	next     *wire.Request
+	appended []json.RawMessage
+}
+
+// contFailure is a recovery continuation the provider did not answer: its error response
+// (resp: status, headers and unread body, as it came), or err when none came (unreachable,
+// no headers in time, a response of another kind than the client's).
+type contFailure struct {
+	resp *http.Response
+	err  error
+}
+
+// continueWith sends a continuation of the forwarded request with msgs appended. It returns
+// nil, nil when it cannot be built (the caller then defers the queries), and a failure when
+// the provider did not answer it: the client then gets that error, never the previous
+// rounds' answer with the queries deferred, which may leave it an empty message.
+func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessage, wantStream bool) (*continuation, *contFailure) {
+	extra, err := parseMessages(t.f, msgs)
+	if err != nil {
+		t.log.Warn("building the recovery continuation failed", "err", err)
+		return nil, nil
+	}
+	next := t.fwd.WithMessages(append(append([]*wire.Message(nil), t.fwd.Messages...), extra...))
+	resp, err := s.send(ctx, t, next.Segments())
+	if err != nil {
+		return nil, s.continuationFailed(t, &contFailure{err: err})
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, s.continuationFailed(t, &contFailure{resp: resp})
+	}
+	if isStream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"); isStream != wantStream {
+		resp.Body.Close()
+		return nil, s.continuationFailed(t, &contFailure{err: fmt.Errorf("the provider answered the recovery continuation with %q", resp.Header.Get("Content-Type"))})
+	}
+	s.met.Recoveries.WithLabelValues("answered").Inc()
+	return &continuation{resp: resp, next: next, appended: msgs}, nil
+}
+
+// continuationFailed counts and logs a failed recovery continuation and returns it.
+func (s *Server) continuationFailed(t *turn, f *contFailure) *contFailure {
+	s.met.Recoveries.WithLabelValues("failed").Inc()
+	if f.resp != nil {
+		t.log.Warn("the provider refused the recovery continuation; relaying its error", "status", f.resp.StatusCode)
+	} else {
+		s.countLimit(t.ep, f.err)
+		t.log.Warn("the recovery continuation failed; failing the request", "err", f.err)
+	}
+	return f
+}
+
+// continueRecovery answers a round's context_tree_query calls in the proxy and continues
+// upstream with the round's assistant message and the answers appended. It returns nil, nil
+// when the round may not continue (mixed with the client's own calls, not a tool stop, out of
+// rounds; the caller then defers the queries), and a failure when the provider did not answer
+// the continuation.
+func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, toolStop, wantStream bool) (*continuation, *contFailure) {
+	if !s.canContinue(round, query, client, toolStop) {
+		return nil, nil
+	}
+	cont, _ := s.answer(ctx, t, query)
+	return s.continueWith(ctx, t, append([]json.RawMessage{asst}, cont...), wantStream)
+}
+
+// canContinue reports whether a round's queries may be answered in the proxy.
+func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bool {
+	return len(query) > 0 && len(client) == 0 && toolStop && rounds <= s.opt.MaxRecoveryRounds
+}
+
+// continueStream continues a streamed response upstream after a round of context_tree_query
+// calls (continueRecovery): it returns the continuation's response, after adding the messages
+// it appended to replace, or nil when the round does not continue. When the provider does not
+// answer the continuation it aborts the client's stream and does not return.
+func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round int, asst json.RawMessage, query, client []call, toolStop bool, replace *[]json.RawMessage) *http.Response {
+	c, fail := s.continueRecovery(ctx, t, round, asst, query, client, toolStop, true)
+	if fail != nil {
+		s.abortStreamFailure(ctx, e, t, fail)
+	}
+	if c == nil {
+		return nil
+	}
+	*replace = append(*replace, c.appended...)
+	t.fwd = c.next
+	return c.resp
+}
+
+// writeJSONFailure answers a non-streamed request with a failed continuation: the provider's
+// error as it came, or a 502.
+func (s *Server) writeJSONFailure(ctx context.Context, w http.ResponseWriter, t *turn, f *contFailure) {
+	if f.resp == nil {
+		s.upstreamFailed(w, t.f, t.log, t.ep, f.err)
+		return
+	}
+	defer f.resp.Body.Close()
+	if err := relayRaw(w, f.resp); err != nil {
+		s.abortBroken(ctx, w, t.log, t.ep, nil, err)
+	}
+}
+
+// abortStreamFailure ends a stream whose continuation failed: an Anthropic stream gets an
+// error event (the provider's own error when it sent one), then the client's connection is
+// aborted, so the client sees an error, not a cleanly ended answer. It does not return.
+func (s *Server) abortStreamFailure(ctx context.Context, e emitter, t *turn, f *contFailure) {
+	var event []byte
+	if t.f == wire.Anthropic {
+		var body []byte
+		if f.resp != nil {
+			body, _ = readAllMax(f.resp.Body, 1<<20)
+			if v := gjson.ParseBytes(body); v.Get("type").Str != "error" || !v.Get("error.type").Exists() {
+				body = ErrorBody(wire.Anthropic, f.resp.StatusCode, "", "condense proxy: the provider refused the recovery continuation: "+http.StatusText(f.resp.StatusCode))
+			}
+		} else {
+			body = ErrorBody(wire.Anthropic, http.StatusBadGateway, "", "condense proxy: the recovery continuation failed: "+f.err.Error())
+		}
+		event = encodeEvent("error", body)
+	}
+	if f.resp != nil {
+		f.resp.Body.Close()
+	}
+	abortResponse(ctx, e.w, event)
+}
+
+// settle decides what becomes of the query calls of a response's last round (one that did
+// not continue upstream), whose model message is asst, or visible without the query calls.
+// After a tool stop the calls are deferred: answered now and stored with the splice, asst
+// with them. After any other stop (max_tokens, length: the answer was cut off, the calls
+// perhaps with it) they are dropped unanswered, and the round's message is visible. It
+// returns the deferred calls and the round's message to store.
+func (s *Server) settle(f wire.Format, stop string, query []call, asst, visible json.RawMessage) ([]call, json.RawMessage) {
+	if len(query) == 0 || toolStop(f, stop) {
+		return query, asst
+	}
+	s.met.Recoveries.WithLabelValues("dropped").Inc()
+	return nil, visible
+}
+
+// hiddenOnlyText is the text of an assistant message that would otherwise be empty because the
+// proxy hid the context_tree_query calls that were all the model sent: an empty assistant
+// message is invalid for the provider when a client sends it back.
+const hiddenOnlyText = "[condense: the model only asked to retrieve pruned context]"
+
+// hiddenOnlyBlock is hiddenOnlyText as an Anthropic text block.
+var hiddenOnlyBlock = json.RawMessage(`{"type":"text","text":` + string(jsonStr(hiddenOnlyText)) + `}`)
+
+// nonEmpty returns an assistant message the proxy builds (to store or to show) with
+// hiddenOnlyText as its content when it has none: no content blocks (Anthropic), no text and
+// no tool calls (OpenAI).
+func nonEmpty(f wire.Format, msg json.RawMessage) json.RawMessage {
+	m := gjson.ParseBytes(msg)
+	if f == wire.Anthropic {
+		if len(m.Get("content").Array()) == 0 {
+			return anthropicAssistant([]json.RawMessage{hiddenOnlyBlock})
+		}
+		return msg
+	}
+	if m.Get("content").Str == "" && len(m.Get("tool_calls").Array()) == 0 {
+		return openAIAssistant(hiddenOnlyText, nil)
+	}
+	return msg
+}

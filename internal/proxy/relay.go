@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	e := emitter{w: w, fl: fl}
+	if manyChoices(t) {
+		return s.streamOpenAIChoices(ctx, e, t, resp)
+	}
+	if t.f == wire.OpenAI {
+		return s.streamOpenAI(ctx, e, t, resp)
+	}
+	return s.streamAnthropic(ctx, e, t, resp)
+}
+
+// manyChoices reports whether the request asks for several choices (OpenAI n > 1). Their
+// response is relayed untouched: the proxy hides and answers nothing in it, and choice 0 is
+// the answer the session's transcript continues with.
+func manyChoices(t *turn) bool {
+	n, ok := t.client.Field("n")
+	return ok && t.f == wire.OpenAI && gjson.ParseBytes(n).Int() > 1
+}
+
+// usage is provider-reported token usage.
+type usage struct{ input, output, cacheRead, cacheCreation int }
+
+func (u *usage) add(o usage) {
+	u.input += o.input
+	u.output += o.output
+	u.cacheRead += o.cacheRead
+	u.cacheCreation += o.cacheCreation
+}
+
+func anthropicUsage(v gjson.Result) usage {
+	return usage{input: int(v.Get("input_tokens").Int()), output: int(v.Get("output_tokens").Int()),
+		cacheRead: int(v.Get("cache_read_input_tokens").Int()), cacheCreation: int(v.Get("cache_creation_input_tokens").Int())}
+}
+
+// openAIUsage reads a Chat Completions usage object; input excludes cached tokens.
+func openAIUsage(v gjson.Result) usage {
+	cached := int(v.Get("prompt_tokens_details.cached_tokens").Int())
+	return usage{input: int(v.Get("prompt_tokens").Int()) - cached, output: int(v.Get("completion_tokens").Int()), cacheRead: cached}
+}
+
+// outcome is what the proxy learned from a response.
+type outcome struct {
+	usage usage
+	// final: a final answer (no client tool calls, an end-of-turn stop).
+	final bool
+	// splice is the hidden exchange to store, if any.
+	splice *splice
+	// viewTail are the model-view messages this response adds to the transcript.
+	viewTail []json.RawMessage
+}
+
+// call is one tool call of a response.
+type call struct {
+	id, name string
+	input    []byte
+}
+
+func (c call) isQuery() bool { return c.name == pruner.QueryToolName }
+
+func splitCalls(calls []call) (query, client []call) {
+	for _, c := range calls {
+		if c.isQuery() {
+			query = append(query, c)
+		} else {
+			client = append(client, c)
+		}
+	}
+	return
+}
+
+func toolStop(f wire.Format, stop string) bool {
+	if f == wire.OpenAI {
+		return stop == "tool_calls"
+	}
+	return stop == "tool_use"
+}
+
+// endTurn reports whether stop ends the model's turn normally (Anthropic end_turn or
+// stop_sequence, OpenAI stop); an answer cut off (max_tokens, length), a refusal or a
+// content filter stop is never a final answer.
+func endTurn(f wire.Format, stop string) bool {
+	if f == wire.OpenAI {
+		return stop == "stop"
+	}
+	return stop == "end_turn" || stop == "stop_sequence"
+}
+
+func setAnthropicUsage(b []byte, path string, u usage) []byte {
+	b, _ = sjson.SetBytes(b, path+".input_tokens", u.input)
+	b, _ = sjson.SetBytes(b, path+".output_tokens", u.output)
+	b, _ = sjson.SetBytes(b, path+".cache_read_input_tokens", u.cacheRead)
+	b, _ = sjson.SetBytes(b, path+".cache_creation_input_tokens", u.cacheCreation)
+	return b
+}
+
+func setOpenAIUsage(b []byte, path string, u usage) []byte {
+	b, _ = sjson.SetBytes(b, path+".prompt_tokens", u.input+u.cacheRead)
+	b, _ = sjson.SetBytes(b, path+".completion_tokens", u.output)
+	b, _ = sjson.SetBytes(b, path+".total_tokens", u.input+u.cacheRead+u.output)
+	b, _ = sjson.SetBytes(b, path+".prompt_tokens_details.cached_tokens", u.cacheRead)
+	return b
+}

@@ -1,0 +1,265 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/condense-dev/condense/internal/pruner"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
+	out := &outcome{}
+	hdr := resp.Header.Clone()
+	data, err := readAllMax(resp.Body, s.opt.MaxResponseBytes)
+	eof := time.Now()
+	if err != nil {
+		s.readFailed(ctx, w, t, err)
+		return out
+	}
+	if manyChoices(t) { // relayed untouched; choice 0 is the session's answer
+		if r, err := parseJSONRound(t.f, data); err == nil {
+			out.usage, out.final = r.u, len(r.calls) == 0 && endTurn(t.f, r.stop)
+			out.viewTail = []json.RawMessage{r.asst}
+			s.onFinal(t, out)
+		}
+		s.writeJSON(w, hdr, data, eof)
+		return out
+	}
+	var rounds []*jsonRound
+	var replace []json.RawMessage
+	for {
+		r, err := parseJSONRound(t.f, data)
+		if err != nil && len(rounds) == 0 { // not a shape we know: relay untouched
+			s.writeJSON(w, hdr, data, eof)
+			return out
+		}
+		if err != nil {
+			s.writeJSONFailure(ctx, w, t, s.continuationFailed(t, &contFailure{err: fmt.Errorf("the provider's answer to the recovery continuation: %w", err)}))
+			return out
+		}
+		rounds = append(rounds, r)
+		out.usage.add(r.u)
+		query, client := splitCalls(r.calls)
+		c, fail := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false)
+		if fail != nil {
+			s.writeJSONFailure(ctx, w, t, fail)
+			return out
+		}
+		if c == nil {
+			break
+		}
+		data, err = readAllMax(c.resp.Body, s.opt.MaxResponseBytes)
+		eof = time.Now()
+		c.resp.Body.Close()
+		if err != nil {
+			s.readFailed(ctx, w, t, err)
+			return out
+		}
+		replace = append(replace, c.appended...)
+		t.fwd = c.next
+	}
+	last := rounds[len(rounds)-1]
+	query, lastClient := splitCalls(last.calls)
+	deferred, lastAsst := s.settle(t.f, last.stop, query, last.asst, last.vasst)
+	lastAsst = nonEmpty(t.f, lastAsst)
+	hid := len(rounds) > 1 || len(query) > 0
+	var results []json.RawMessage
+	if len(deferred) > 0 {
+		s.met.Recoveries.WithLabelValues("deferred").Inc()
+		_, results = s.answer(ctx, t, deferred)
+	}
+	replace = append(replace, lastAsst)
+
+	var dg digester
+	var body []byte
+	var visibleMsg json.RawMessage
+	stop := last.stop
+	if len(deferred) > 0 && len(lastClient) == 0 {
+		stop = map[wire.Format]string{wire.Anthropic: "end_turn", wire.OpenAI: "stop"}[t.f]
+	}
+	if t.f == wire.Anthropic {
+		var vis []string
+		for _, r := range rounds {
+			for _, b := range r.visible {
+				vis = append(vis, string(b))
+				v := gjson.ParseBytes(b)
+				switch v.Get("type").Str {
+				case "text":
+					dg.text(v.Get("text").Str)
+				case "tool_use":
+					dg.call(v.Get("id").Str)
+				}
+			}
+		}
+		if len(vis) == 0 && hid {
+			vis = append(vis, string(hiddenOnlyBlock))
+			dg.text(hiddenOnlyText)
+		}
+		content := "[" + strings.Join(vis, ",") + "]"
+		body, _ = sjson.SetRawBytes(last.data, "content", []byte(content))
+		body, _ = sjson.SetBytes(body, "stop_reason", stop)
+		if len(rounds) > 1 {
+			body = setAnthropicUsage(body, "usage", out.usage)
+		}
+		visibleMsg = json.RawMessage(`{"role":"assistant","content":` + content + `}`)
+	} else {
+		var texts []string
+		for _, r := range rounds {
+			if r.text != "" {
+				texts = append(texts, r.text)
+			}
+		}
+		text := strings.Join(texts, "\n\n")
+		var tcs []string
+		gjson.GetBytes(last.data, "choices.0.message.tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			if tc.Get("function.name").Str != pruner.QueryToolName {
+				tcs = append(tcs, tc.Raw)
+			}
+			return true
+		})
+		if text == "" && len(tcs) == 0 && hid {
+			text = hiddenOnlyText
+		}
+		dg.text(text)
+		for _, tc := range tcs {
+			dg.call(gjson.Get(tc, "id").Str)
+		}
+		body = last.data
+		if text != last.text {
+			body, _ = sjson.SetBytes(body, "choices.0.message.content", text)
+		}
+		if len(tcs) != len(last.calls) {
+			if len(tcs) == 0 {
+				body, _ = sjson.DeleteBytes(body, "choices.0.message.tool_calls")
+			} else {
+				body, _ = sjson.SetRawBytes(body, "choices.0.message.tool_calls", []byte("["+strings.Join(tcs, ",")+"]"))
+			}
+		}
+		body, _ = sjson.SetBytes(body, "choices.0.finish_reason", stop)
+		if len(rounds) > 1 {
+			body = setOpenAIUsage(body, "usage", out.usage)
+		}
+		visibleMsg = openAIAssistant(text, tcs)
+	}
+	if len(rounds) > 1 || len(deferred) > 0 {
+		out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+	} else if len(query) == 0 {
+		body = data // nothing hidden: the provider's bytes as they came
+	}
+	out.final = len(lastClient) == 0 && endTurn(t.f, stop)
+	if out.splice != nil && len(deferred) == 0 {
+		out.viewTail = replace
+	} else {
+		out.viewTail = []json.RawMessage{visibleMsg}
+	}
+	if out.splice != nil {
+		s.persistSplice(ctx, t, out.splice)
+	}
+	s.onFinal(t, out)
+	s.writeJSON(w, hdr, body, eof)
+	return out
+}
+
+type jsonRound struct {
+	data    []byte
+	asst    json.RawMessage
+	vasst   json.RawMessage // asst without the query calls
+	calls   []call
+	visible []json.RawMessage // Anthropic: visible content blocks
+	text    string            // OpenAI: content text
+	stop    string
+	u       usage
+}
+
+func parseJSONRound(f wire.Format, data []byte) (*jsonRound, error) {
+	if !gjson.ValidBytes(data) {
+		return nil, errors.New("response is not JSON")
+	}
+	r := &jsonRound{data: data}
+	root := gjson.ParseBytes(data)
+	if f == wire.Anthropic {
+		content := root.Get("content")
+		if !content.IsArray() {
+			return nil, errors.New("no content array")
+		}
+		var all []string
+		content.ForEach(func(_, b gjson.Result) bool {
+			all = append(all, b.Raw)
+			if b.Get("type").Str == "tool_use" {
+				c := call{id: b.Get("id").Str, name: b.Get("name").Str, input: []byte(b.Get("input").Raw)}
+				r.calls = append(r.calls, c)
+				if c.isQuery() {
+					return true
+				}
+			}
+			r.visible = append(r.visible, json.RawMessage(b.Raw))
+			return true
+		})
+		r.asst = json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+		r.vasst = anthropicAssistant(r.visible)
+		r.stop = root.Get("stop_reason").Str
+		r.u = anthropicUsage(root.Get("usage"))
+		return r, nil
+	}
+	msg := root.Get("choices.0.message")
+	if !msg.IsObject() {
+		return nil, errors.New("no choices[0].message")
+	}
+	r.text = msg.Get("content").Str
+	var tcs, vtcs []string
+	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		c := call{id: tc.Get("id").Str, name: tc.Get("function.name").Str, input: []byte(tc.Get("function.arguments").Str)}
+		r.calls = append(r.calls, c)
+		tcs = append(tcs, tc.Raw)
+		if !c.isQuery() {
+			vtcs = append(vtcs, tc.Raw)
+		}
+		return true
+	})
+	r.asst = openAIAssistant(r.text, tcs)
+	r.vasst = openAIAssistant(r.text, vtcs)
+	r.stop = root.Get("choices.0.finish_reason").Str
+	r.u = openAIUsage(root.Get("usage"))
+	return r, nil
+}
+
+// readFailed answers a JSON request whose provider response could not be read whole (it
+// broke off, stalled past UpstreamIdleTimeout or exceeded MaxResponseBytes): a 502 in the
+// provider's error shape, counted and logged.
+func (s *Server) readFailed(ctx context.Context, w http.ResponseWriter, t *turn, err error) {
+	if ctx.Err() == nil {
+		s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
+		s.countLimit(t.ep, err)
+		t.log.Warn("the provider's response could not be read whole", "err", err)
+	}
+	writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
+}
+
+// writeJSON writes a 200 JSON response: the provider's headers hdr and body, then finishes
+// it (the client has the whole response then, not after the request's bookkeeping).
+func (s *Server) writeJSON(w http.ResponseWriter, hdr http.Header, body []byte, eof time.Time) {
+	copyResponseHeaders(w.Header(), hdr)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	s.finished(w, eof)
+}
+
+// finished flushes what the handler wrote and records the proxy's own time since eof, when
+// it had read the provider's last byte (condense_response_finish_seconds).
+func (s *Server) finished(w http.ResponseWriter, eof time.Time) {
+	if fl, ok := w.(http.Flusher); ok {
+		fl.Flush()
+	}
+	s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
+}

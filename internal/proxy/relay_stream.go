@@ -1,0 +1,120 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// sseEvent is one server-sent event: its exact bytes, its name and its data.
+type sseEvent struct {
+	raw  []byte
+	name string
+	data []byte
+}
+
+// readEvent reads one event (up to and including its blank line) of at most max bytes
+// (an *upstreamLimit past that).
+func readEvent(br *bufio.Reader, max int) (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := readLine(br, max-len(ev.raw))
+		if errors.Is(err, errLineTooLong) {
+			return ev, &upstreamLimit{limitEventSize, max}
+		}
+		ev.raw = append(ev.raw, line...)
+		trim := bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(trim) == 0 && len(line) > 0:
+			if len(ev.raw) > len(line) {
+				return ev, nil
+			}
+			ev.raw = ev.raw[:0] // stray blank line
+		case bytes.HasPrefix(trim, []byte("event:")):
+			ev.name = string(bytes.TrimSpace(trim[6:]))
+		case bytes.HasPrefix(trim, []byte("data:")):
+			d := trim[5:]
+			if len(d) > 0 && d[0] == ' ' {
+				d = d[1:]
+			}
+			if ev.data != nil {
+				ev.data = append(ev.data, '\n')
+			}
+			ev.data = append(ev.data, d...)
+		}
+		if err != nil {
+			return ev, err
+		}
+	}
+}
+
+func encodeEvent(name string, data []byte) []byte {
+	var b bytes.Buffer
+	if name != "" {
+		b.WriteString("event: ")
+		b.WriteString(name)
+		b.WriteByte('\n')
+	}
+	b.WriteString("data: ")
+	b.Write(data)
+	b.WriteString("\n\n")
+	return b.Bytes()
+}
+
+type emitter struct {
+	w  http.ResponseWriter
+	fl http.Flusher
+}
+
+func (e emitter) emit(b []byte) {
+	_, _ = e.w.Write(b)
+	if e.fl != nil {
+		e.fl.Flush()
+	}
+}
+
+// readEvent reads the next event of a relayed stream. When reading the provider's body fails
+// before its end it aborts the client's response (abortBroken; an Anthropic stream first
+// gets an error event), closing body; a partial last event is not relayed then.
+func (s *Server) readEvent(ctx context.Context, e emitter, t *turn, br *bufio.Reader, body io.Closer) (sseEvent, error) {
+	ev, err := readEvent(br, int(s.opt.MaxResponseBytes))
+	if err == nil || errors.Is(err, io.EOF) {
+		return ev, err
+	}
+	body.Close()
+	var event []byte
+	if t.f == wire.Anthropic {
+		msg := "condense proxy: the provider's response broke off: "
+		var ul *upstreamLimit
+		if errors.As(err, &ul) {
+			msg = "condense proxy: "
+		}
+		event = encodeEvent("error", ErrorBody(wire.Anthropic, http.StatusBadGateway, "", msg+err.Error()))
+	}
+	s.abortBroken(ctx, e.w, t.log, t.ep, event, err)
+	return ev, err
+}
+
+// errLineTooLong is readLine's error past its bound.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (up to and including '\n') of at most max bytes, failing with
+// errLineTooLong past that: unlike bufio.Reader.ReadBytes it never holds more.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/condense-dev/condense/internal/pruner"
+)
+
+// blockAcc accumulates one streamed Anthropic content block.
+type blockAcc struct {
+	start                   gjson.Result
+	text, thinking, sig, in strings.Builder
+	hasInput                bool
+	held                    bool
+	client                  int
+}
+
+func (a *blockAcc) delta(d gjson.Result) {
+	switch d.Get("type").Str {
+	case "text_delta":
+		a.text.WriteString(d.Get("text").Str)
+	case "thinking_delta":
+		a.thinking.WriteString(d.Get("thinking").Str)
+	case "signature_delta":
+		a.sig.WriteString(d.Get("signature").Str)
+	case "input_json_delta":
+		a.hasInput = true
+		a.in.WriteString(d.Get("partial_json").Str)
+	}
+}
+
+func (a *blockAcc) final() []byte {
+	b := []byte(a.start.Raw)
+	switch a.start.Get("type").Str {
+	case "text":
+		b, _ = sjson.SetBytes(b, "text", a.start.Get("text").Str+a.text.String())
+	case "thinking":
+		b, _ = sjson.SetBytes(b, "thinking", a.start.Get("thinking").Str+a.thinking.String())
+		b, _ = sjson.SetBytes(b, "signature", a.start.Get("signature").Str+a.sig.String())
+	}
+	if a.hasInput {
+		in := strings.TrimSpace(a.in.String())
+		if in == "" || !gjson.Valid(in) {
+			in = "{}"
+		}
+		b, _ = sjson.SetRawBytes(b, "input", []byte(in))
+	}
+	return b
+}
+
+type anthropicRound struct {
+	blocks    map[int64]*blockAcc
+	order     []int64
+	stop      string
+	deltaData []byte
+	deltaRaw  []byte
+	stopRaw   []byte
+	u         usage
+}
+
+func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
+	out := &outcome{}
+	var replace []json.RawMessage
+	var visible []string
+	var dg digester
+	clientIdx := 0
+	var last *anthropicRound
+	for round := 1; ; round++ {
+		r := &anthropicRound{blocks: map[int64]*blockAcc{}}
+		br := bufio.NewReaderSize(resp.Body, 64<<10)
+		for {
+			ev, err := s.readEvent(ctx, e, t, br, resp.Body)
+			if len(ev.raw) > 0 && len(ev.data) == 0 {
+				e.emit(ev.raw) // comments, retry hints: as they came
+			}
+			if len(ev.raw) > 0 && len(ev.data) > 0 {
+				d := gjson.ParseBytes(ev.data)
+				switch d.Get("type").Str {
+				case "message_start":
+					r.u = anthropicUsage(d.Get("message.usage"))
+					r.u.output = 0
+					if round == 1 {
+						e.emit(ev.raw)
+					}
+				case "content_block_start":
+					idx := d.Get("index").Int()
+					a := &blockAcc{start: d.Get("content_block")}
+					r.blocks[idx] = a
+					r.order = append(r.order, idx)
+					if a.start.Get("type").Str == "tool_use" && a.start.Get("name").Str == pruner.QueryToolName {
+						a.held = true
+						continue
+					}
+					a.client = clientIdx
+					clientIdx++
+					e.emit(reindex(ev, a.client, idx))
+				case "content_block_delta", "content_block_stop":
+					idx := d.Get("index").Int()
+					a := r.blocks[idx]
+					if a == nil {
+						e.emit(ev.raw)
+						continue
+					}
+					a.delta(d.Get("delta"))
+					if !a.held {
+						e.emit(reindex(ev, a.client, idx))
+					}
+				case "message_delta":
+					r.stop = d.Get("delta.stop_reason").Str
+					r.deltaData, r.deltaRaw = ev.data, ev.raw
+					u := d.Get("usage")
+					r.u.output = int(u.Get("output_tokens").Int())
+					if v := u.Get("input_tokens"); v.Exists() && int(v.Int()) > r.u.input {
+						r.u.input = int(v.Int())
+					}
+				case "message_stop":
+					r.stopRaw = ev.raw
+				default:
+					e.emit(ev.raw)
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		eof := time.Now()
+		resp.Body.Close()
+		out.usage.add(r.u)
+		var all []string
+		var calls []call
+		var roundVisible []json.RawMessage
+		for _, idx := range r.order {
+			a := r.blocks[idx]
+			fb := a.final()
+			all = append(all, string(fb))
+			v := gjson.ParseBytes(fb)
+			if v.Get("type").Str == "tool_use" {
+				calls = append(calls, call{id: v.Get("id").Str, name: v.Get("name").Str, input: []byte(v.Get("input").Raw)})
+			}
+			if a.held {
+				continue
+			}
+			roundVisible = append(roundVisible, fb)
+			visible = append(visible, string(fb))
+			switch v.Get("type").Str {
+			case "text":
+				dg.text(v.Get("text").Str)
+			case "tool_use":
+				dg.call(v.Get("id").Str)
+			}
+		}
+		asst := json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+		query, client := splitCalls(calls)
+		if next := s.continueStream(ctx, e, t, round, asst, query, client, r.deltaData != nil && r.stop == "tool_use", &replace); next != nil {
+			resp = next
+			continue
+		}
+		last = r
+		_, lastClient := splitCalls(calls)
+		if last.deltaData == nil { // the stream ended without its message_delta: nothing more to say
+			return out
+		}
+		deferred, lastAsst := s.settle(t.f, last.stop, query, asst, anthropicAssistant(roundVisible))
+		replace = append(replace, nonEmpty(t.f, lastAsst))
+		if len(visible) == 0 && (round > 1 || len(query) > 0) { // the client saw no block at all
+			e.emit(encodeEvent("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)))
+			e.emit(encodeEvent("content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(jsonStr(hiddenOnlyText))+`}}`)))
+			e.emit(encodeEvent("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`)))
+			visible = append(visible, string(hiddenOnlyBlock))
+			dg.text(hiddenOnlyText)
+		}
+		stop := last.stop
+		if len(deferred) > 0 && len(lastClient) == 0 {
+			stop = "end_turn"
+		}
+		var results []json.RawMessage
+		if len(deferred) > 0 {
+			s.met.Recoveries.WithLabelValues("deferred").Inc()
+			_, results = s.answer(ctx, t, deferred)
+		}
+		if round > 1 || len(deferred) > 0 {
+			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
+			s.persistSplice(ctx, t, out.splice)
+		}
+		out.final = len(lastClient) == 0 && endTurn(t.f, stop)
+		if out.splice != nil && len(deferred) == 0 {
+			out.viewTail = replace
+		} else {
+			out.viewTail = []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)}
+		}
+		s.onFinal(t, out)
+		if round == 1 && len(deferred) == 0 { // nothing hidden: the provider's events as they came
+			e.emit(last.deltaRaw)
+			if last.stopRaw != nil {
+				e.emit(last.stopRaw)
+			}
+		} else {
+			d, _ := sjson.SetBytes(last.deltaData, "delta.stop_reason", stop)
+			d, _ = sjson.SetBytes(d, "usage.output_tokens", out.usage.output)
+			if round > 1 {
+				d = setAnthropicUsage(d, "usage", out.usage)
+			}
+			e.emit(encodeEvent("message_delta", d))
+			e.emit(encodeEvent("message_stop", []byte(`{"type":"message_stop"}`)))
+		}
+		s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
+		return out
+	}
+}
+
+// reindex rewrites an event's "index" member when the client sees another index.
+func reindex(ev sseEvent, client int, upstream int64) []byte {
+	if int64(client) == upstream {
+		return ev.raw
+	}
+	d, err := sjson.SetBytes(ev.data, "index", client)
+	if err != nil {
+		return ev.raw
+	}
+	return encodeEvent(ev.name, d)
+}
