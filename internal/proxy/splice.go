@@ -241,6 +241,23 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 	return nil
 }
 
+// persistSplice stores a hidden exchange before the response completes, so the client's
+// next request (on any replica) finds it.
+func (s *Server) persistSplice(ctx context.Context, t *turn, sp *splice) {
+	if s.opt.Store == nil || t.open != "" {
+		return
+	}
+	c, cancel := s.storeCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	start := time.Now()
+	err := s.saveSplice(c, t, sp)
+	s.met.StoreSeconds.WithLabelValues("save_splice").Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.met.StoreErrors.WithLabelValues("save_splice").Inc()
+		t.log.Warn("storing hidden exchange failed", "err", err)
+	}
+}
+
 // digester hashes what the client sees of an assistant message: its non-empty text and its
 // tool call ids, in order.
 type digester struct{ parts [][2]string }
@@ -250,7 +267,9 @@ func (d *digester) text(s string) {
 		d.parts = append(d.parts, [2]string{"T", s})
 	}
 }
+
 func (d *digester) call(id string) { d.parts = append(d.parts, [2]string{"U", id}) }
+
 func (d *digester) sum() string {
 	h := sha256.New()
 	for _, p := range d.parts {

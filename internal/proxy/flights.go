@@ -8,124 +8,21 @@ import (
 
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/flush"
-	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// Counter names the proxy keeps in the store besides the store.Stat* ones.
-const (
-	statSplices        = "proxySplices"        // > 0: the legacy splice blob exists (see statSplicePrefix)
-	statLastTokens     = "proxyLastTokens"     // estimated tokens of the last forwarded request
-	statFlushRequested = "proxyFlushRequested" // admin flush requests
-	statFlushServed    = "proxyFlushServed"    // admin flush requests started
-	statFailOpen       = "proxyFailOpen"
-	statRecoveries     = "proxyRecoveryRounds"
-	statDeferred       = "proxyDeferredQueries"
-	statLastRequestMs  = "proxyLastRequestMs"   // unix ms of the last forwarded request (the prompt cache's last write)
-	statLastMessages   = "proxyLastMessages"    // message count of the last forwarded request
-	statContextReqs    = "proxyContextRequests" // requests since the session start or its last compaction
-)
+// maxFlushTrack bounds how long the proxy tracks a flush it started (for flushWaitTimeout).
+const maxFlushTrack = 10 * time.Minute
 
-// warmState prepares the session's next request for a state just committed — by a flush of
-// this process, or by another process (watchCommits) — off the request path. It decodes the state, loading and decoding exactly as that
-// request would (when the session has moved past version meanwhile it does nothing: the
-// request then decodes what it loads), and renders the session's remembered request with it
-// (warmRender). For a job this process queued, its end and the store's commit notification
-// (watchCommits) may both ask for one version: whichever comes second finds it decoded and
-// does nothing.
-func (s *Server) warmState(f wire.Format, sid string, version uint64) {
-	if v, ok := s.states.Load(sid); ok && v.(cachedState).version >= version {
-		return
-	}
-	ctx, cancel := s.storeCtx(s.ctx)
-	defer cancel()
-	snap, err := s.opt.Store.Load(ctx, sid)
-	if err != nil || snap.Version != version {
-		return
-	}
-	st, err := s.decodedState(sid, snap)
-	if err != nil {
-		return // a state that fails to decode fails its request the same way
-	}
-	s.warmRender(f, sid, st)
+// flushOpts are the cache-aware parts of a flush job.
+type flushOpts struct {
+	weigh        bool // weigh against the prompt cache (flush.Job.Cache)
+	planMessages int  // flush.Job.PlanMessages
+	// last is when the prompt cache was last written (zero: unknown).
+	last time.Time
 }
-
-// warmRender renders the session's remembered request (the parse cache's) with st and
-// discards the result. What a render computes once and keeps — occurrence keys, stub and
-// summary blocks and their encodings — sits on the parsed messages and blocks, which the
-// session's next request shares through wire.ParseReusing; after a flush that request would
-// otherwise compute all of it for the new state on the request path
-// (BenchmarkPrepareAfterFlush). It counts in condense_state_warmups_total.
-func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
-	if req := s.parses.peek(f, sid); req != nil {
-		_ = pruner.RenderView(req, st, s.opt.Policy).Request.Segments()
-		s.met.Warmups.Inc()
-	}
-}
-
-// watchRetry is how long watchCommits waits before subscribing again after the store's
-// notifications failed or ended.
-const watchRetry = 5 * time.Second
-
-// watchCommits does for states other processes commit — a condense pruner worker (jobs
-// mode), another replica, an admin flush served elsewhere — what warmState does after this
-// process's own flushes: for each commit notification (store.Watch) of a session this process
-// remembers a request of, it decodes the new state and renders that request with it in the
-// background, so the session's next request does neither on its path. Notifications are
-// hints: a missed one leaves the work to the request, as before. When the subscription fails
-// or ends (a store outage) it subscribes again after watchRetry. It runs until Close.
-func (s *Server) watchCommits() {
-	defer s.watching.Done()
-	for s.ctx.Err() == nil {
-		if events, err := s.opt.Store.Watch(s.ctx); err == nil {
-			for ev := range events {
-				if ev.Kind == store.EventCommitted {
-					s.warmCommitted(ev.Session, ev.Version)
-				}
-			}
-		}
-		select {
-		case <-s.ctx.Done():
-		case <-time.After(watchRetry):
-		}
-	}
-}
-
-// warmCommitted warms a session's committed version (warmState) when this process holds a
-// request of it, unless this process is running that session's flush itself (the flush warms
-// its commit before it ends). A job this process queued is not skipped: its end is seen by
-// polling its status, later than the notification.
-func (s *Server) warmCommitted(sid string, version uint64) {
-	if f, ok := s.flights.Load(sid); ok && f.(*flight).local && f.(*flight).running() {
-		return
-	}
-	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
-		if s.parses.peek(f, sid) != nil {
-			s.warmState(f, sid, version)
-			return
-		}
-	}
-}
-
-// contextRequests counts the requests of the session's current context including this one:
-// it starts over when the message count drops (the client compacted its context).
-func (s *Server) contextRequests(t *turn) int {
-	if t.snap == nil || contextStartsOver(t) {
-		return 1
-	}
-	return int(t.snap.Stats[statContextReqs]) + 1
-}
-
-// contextStartsOver reports whether the request has fewer messages than the session's
-// previous one: the client compacted its context, and the count of its requests starts over.
-func contextStartsOver(t *turn) bool {
-	return int64(len(t.client.Messages)) < t.snap.Stats[statLastMessages]
-}
-
-// waitUntil is the latest time the request may still wait for flushes.
-func (t *turn) waitUntil() time.Time { return t.t0.Add(t.flushWait) }
 
 // contextWindow returns a model's context window in tokens (a conservative table; unknown
 // models get 200k).
@@ -140,14 +37,6 @@ func contextWindow(model string) int {
 		return 128_000
 	}
 	return 200_000
-}
-
-// flushOpts are the cache-aware parts of a flush job.
-type flushOpts struct {
-	weigh        bool // weigh against the prompt cache (flush.Job.Cache)
-	planMessages int  // flush.Job.PlanMessages
-	// last is when the prompt cache was last written (zero: unknown).
-	last time.Time
 }
 
 // lastRequest returns when the session's previous request was forwarded (zero: unknown): the
@@ -427,6 +316,9 @@ func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
 	return ep
 }
 
+// waitUntil is the latest time the request may still wait for flushes.
+func (t *turn) waitUntil() time.Time { return t.t0.Add(t.flushWait) }
+
 // waitTicket waits for a flush until the request's wait deadline (FlushWaitTimeout after it
 // arrived, for all waits of the request together) and reports whether it finished.
 func (s *Server) waitTicket(ctx context.Context, t *turn, done <-chan struct{}) bool {
@@ -483,92 +375,6 @@ func (s *Server) waitForLease(ctx context.Context, t *turn, snap *store.Snapshot
 	return snap
 }
 
-// recordStats writes the request's session counters (in the background).
-func (s *Server) recordStats(t *turn, u usage) {
-	if st := s.sessionStats(t, u); st != nil {
-		s.background(func(ctx context.Context) { s.storeStats(ctx, t, st) })
-	}
-}
-
-// sessionStats counts the request's usage in the metrics and returns its session counters
-// (nil when the request is not recorded in the session): what it adds, the last values it
-// sets, and the times it raises.
-func (s *Server) sessionStats(t *turn, u usage) *store.StatsUpdate {
-	s.met.UsageTokens.WithLabelValues("input").Add(float64(u.input))
-	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
-	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
-	s.met.UsageTokens.WithLabelValues("cache_creation").Add(float64(u.cacheCreation))
-	if s.opt.Store == nil || t.ep == epCountTokens || t.open == "session-id" {
-		return nil
-	}
-	before, after := len(t.client.Raw()), t.body.Len()
-	st := &store.StatsUpdate{Incr: map[string]int64{
-		store.StatRequests:         1,
-		store.StatBytesBefore:      int64(before),
-		store.StatBytesAfter:       int64(after),
-		store.StatTokensBefore:     int64(estimateTokens(before)),
-		store.StatTokensAfter:      int64(estimateTokens(after)),
-		store.StatCacheReadTokens:  int64(u.cacheRead),
-		store.StatCacheWriteTokens: int64(u.cacheCreation),
-		"inputTokens":              int64(u.input),
-		"outputTokens":             int64(u.output),
-	}}
-	if t.open != "" {
-		st.Incr[statFailOpen] = 1
-	}
-	if t.snap != nil {
-		// Nothing is computed from the snapshot this request loaded and written back: another
-		// request of the session may have written meanwhile. Last values are set, the request
-		// count of the context is incremented (set to 1 where the context starts over), and
-		// the last request time is only ever raised.
-		st.Set = map[string]int64{
-			statLastTokens:   int64(estimateTokens(after)),
-			statLastMessages: int64(len(t.client.Messages)),
-		}
-		if contextStartsOver(t) {
-			st.Set[statContextReqs] = 1
-		} else {
-			st.Incr[statContextReqs] = 1
-		}
-		st.Max = map[string]int64{statLastRequestMs: t.at.UnixMilli()}
-	}
-	return st
-}
-
-// storeStats writes a request's session counters in one store call (one round trip).
-func (s *Server) storeStats(ctx context.Context, t *turn, st *store.StatsUpdate) {
-	start := time.Now()
-	err := s.opt.Store.UpdateStats(ctx, t.sid, *st)
-	s.met.StoreSeconds.WithLabelValues("update_stats").Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.met.StoreErrors.WithLabelValues("update_stats").Inc()
-		t.log.Warn("recording stats failed", "err", err)
-	}
-}
-
-// persistSplice stores a hidden exchange before the response completes, so the client's
-// next request (on any replica) finds it.
-func (s *Server) persistSplice(ctx context.Context, t *turn, sp *splice) {
-	if s.opt.Store == nil || t.open != "" {
-		return
-	}
-	c, cancel := s.storeCtx(context.WithoutCancel(ctx))
-	defer cancel()
-	start := time.Now()
-	err := s.saveSplice(c, t, sp)
-	s.met.StoreSeconds.WithLabelValues("save_splice").Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.met.StoreErrors.WithLabelValues("save_splice").Inc()
-		t.log.Warn("storing hidden exchange failed", "err", err)
-	}
-}
-
-// afterResponse logs the request.
-func (s *Server) afterResponse(t *turn, out *outcome) {
-	t.log.Info("request", "status", 200, "bytesBefore", len(t.client.Raw()), "bytesAfter", t.body.Len(),
-		"final", out.final, "hidden", out.splice != nil, "failOpen", t.open, "ms", time.Since(t.t0).Milliseconds())
-}
-
 // onFinal starts the next flush when a response is a final answer. It runs before the
 // response's last bytes go out, so the client's next request finds the flush under way (and
 // waits for it up to flushWaitTimeout).
@@ -588,6 +394,3 @@ func (s *Server) onFinal(t *turn, out *outcome) {
 			flushOpts{weigh: s.opt.Trigger.CacheAware, last: t.at}, false)
 	}
 }
-
-// maxFlushTrack bounds how long the proxy tracks a flush it started (for flushWaitTimeout).
-const maxFlushTrack = 10 * time.Minute
