@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	"github.com/condense-dev/condense/internal/pruner"
@@ -187,65 +186,9 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 // re-inserted exchanges), which a provider may require a definition for. A session that
 // switches n changes its tools there (a prompt-cache miss at the switch).
 func (s *Server) buildView(t *turn) (*wire.Request, error) {
-	req := t.client
-	if t.splice != nil && len(t.splice.Splices) > 0 {
-		sps := append([]splice(nil), t.splice.Splices...)
-		sort.Slice(sps, func(i, j int) bool { return sps[i].At < sps[j].At })
-		in := req.Messages
-		out := make([]*wire.Message, 0, len(in)+4*len(sps))
-		next := 0
-		changed := false
-		for i := 0; i < len(in); i++ {
-			for next < len(sps) && sps[next].At < i {
-				next++
-			}
-			m := in[i]
-			if next >= len(sps) || sps[next].At != i {
-				out = append(out, m)
-				continue
-			}
-			sp := sps[next]
-			if m.Role != wire.RoleAssistant || messageDigest(m) != sp.Digest {
-				s.met.Diagnostics.WithLabelValues("hidden-exchange-mismatch").Inc()
-				t.log.Warn("hidden exchange does not match the client's message; not re-inserted", "at", i)
-				out = append(out, m)
-				continue
-			}
-			if t.f == wire.Anthropic && len(sp.Results) > 0 && (i+1 == len(in) || in[i+1].Role != wire.RoleUser) {
-				// The exchange ends in calls whose results go into the next user message, and
-				// none follows (count_tokens up to here, a prefill, a merged assistant turn):
-				// the client's own message, never a call without its result.
-				out = append(out, m)
-				continue
-			}
-			repl, err := parseMessages(t.f, sp.Replace)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, repl...)
-			changed = true
-			if len(sp.Results) == 0 {
-				continue
-			}
-			if t.f == wire.OpenAI {
-				res, err := parseMessages(t.f, sp.Results)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, res...)
-				continue
-			}
-			blocks, err := parseBlocks(sp.Results)
-			if err != nil {
-				return nil, err
-			}
-			nb := append(append([]*wire.Block(nil), blocks...), in[i+1].Blocks...)
-			out = append(out, in[i+1].WithBlocks(nb))
-			i++
-		}
-		if changed {
-			req = req.WithMessages(out)
-		}
+	req, err := s.reinsert(t)
+	if err != nil {
+		return nil, err
 	}
 	if !s.opt.DisableQueryTool && (!manyChoices(t) || callsQueryTool(req)) {
 		has := false

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -85,7 +84,7 @@ func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessa
 	if resp.StatusCode != http.StatusOK {
 		return nil, s.continuationFailed(t, &contFailure{resp: resp})
 	}
-	if isStream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"); isStream != wantStream {
+	if isEventStream(resp.Header) != wantStream {
 		resp.Body.Close()
 		return nil, s.continuationFailed(t, &contFailure{err: fmt.Errorf("the provider answered the recovery continuation with %q", resp.Header.Get("Content-Type"))})
 	}
@@ -177,17 +176,53 @@ func (s *Server) abortStreamFailure(ctx context.Context, e emitter, t *turn, f *
 }
 
 // settle decides what becomes of the query calls of a response's last round (one that did
-// not continue upstream), whose model message is asst, or visible without the query calls.
-// After a tool stop the calls are deferred: answered now and stored with the splice, asst
-// with them. After any other stop (max_tokens, length: the answer was cut off, the calls
-// perhaps with it) they are dropped unanswered, and the round's message is visible. It
-// returns the deferred calls and the round's message to store.
-func (s *Server) settle(f wire.Format, stop string, query []call, asst, visible json.RawMessage) ([]call, json.RawMessage) {
-	if len(query) == 0 || toolStop(f, stop) {
-		return query, asst
+// not continue upstream), whose model message is asst, or visible without the query calls:
+// deferred after a tool stop (asst stored), else dropped (visible stored). It returns the
+// deferred calls, the stop the client sees and the round's message to store.
+func (s *Server) settle(f wire.Format, stop string, query, client []call, asst, visible json.RawMessage) (deferred []call, shown string, stored json.RawMessage) {
+	deferred, stored = query, asst
+	if len(query) > 0 && !toolStop(f, stop) {
+		s.met.Recoveries.WithLabelValues("dropped").Inc()
+		deferred, stored = nil, visible
 	}
-	s.met.Recoveries.WithLabelValues("dropped").Inc()
-	return nil, visible
+	shown = stop
+	if len(deferred) > 0 && len(client) == 0 {
+		shown = deferredStop(f)
+	}
+	return deferred, shown, nonEmpty(f, stored)
+}
+
+// ending is how a response's last round ends, as endRecovery takes it.
+type ending struct {
+	rounds           int    // rounds of the response
+	deferred, client []call // the last round's deferred query calls and the client's own calls
+	stop             string // the stop the client sees
+	// replace are the model-view messages of all rounds (the hidden exchange's).
+	replace []json.RawMessage
+	dg      *digester              // what the client sees of the answer
+	visible func() json.RawMessage // the assistant message the client holds
+}
+
+// endRecovery ends every relay of a response that may hide query calls: it answers the
+// deferred calls, stores the hidden exchange (after several rounds or deferred calls), sets
+// out's final and viewTail and starts the final-answer flush (onFinal).
+func (s *Server) endRecovery(ctx context.Context, t *turn, out *outcome, e ending) {
+	var results []json.RawMessage
+	if len(e.deferred) > 0 {
+		s.met.Recoveries.WithLabelValues("deferred").Inc()
+		_, results = s.answer(ctx, t, e.deferred)
+	}
+	if e.rounds > 1 || len(e.deferred) > 0 {
+		out.splice = &splice{At: len(t.client.Messages), Digest: e.dg.sum(), Replace: e.replace, Results: results}
+		s.persistSplice(ctx, t, out.splice)
+	}
+	out.final = len(e.client) == 0 && endTurn(t.f, e.stop)
+	if out.splice != nil && len(e.deferred) == 0 {
+		out.viewTail = e.replace
+	} else {
+		out.viewTail = []json.RawMessage{e.visible()}
+	}
+	s.onFinal(t, out)
 }
 
 // hiddenOnlyText is the text of an assistant message that would otherwise be empty because the

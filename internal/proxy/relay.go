@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -12,18 +13,27 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
-	copyResponseHeaders(w.Header(), resp.Header)
-	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	e := emitter{w: w, fl: fl}
-	if manyChoices(t) {
-		return s.streamOpenAIChoices(ctx, e, t, resp)
+// relay relays a 200 model response to the client and returns what the proxy learned from
+// it. It is the one place that picks a relay, by the response's kind and the request's format.
+func (s *Server) relay(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
+	stream := isEventStream(resp.Header)
+	switch {
+	case !stream && t.f == wire.OpenAI:
+		return s.relayJSON(ctx, w, t, resp, openAIJSON{})
+	case !stream:
+		return s.relayJSON(ctx, w, t, resp, anthropicJSON{})
+	case manyChoices(t):
+		return s.streamOpenAIChoices(ctx, startStream(w, resp), t, resp)
+	case t.f == wire.OpenAI:
+		return s.streamOpenAI(ctx, startStream(w, resp), t, resp)
+	default:
+		return s.streamAnthropic(ctx, startStream(w, resp), t, resp)
 	}
-	if t.f == wire.OpenAI {
-		return s.streamOpenAI(ctx, e, t, resp)
-	}
-	return s.streamAnthropic(ctx, e, t, resp)
+}
+
+// isEventStream reports whether a response is a server-sent event stream.
+func isEventStream(h http.Header) bool {
+	return strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
 }
 
 // manyChoices reports whether the request asks for several choices (OpenAI n > 1). Their
@@ -90,6 +100,14 @@ func toolStop(f wire.Format, stop string) bool {
 		return stop == "tool_calls"
 	}
 	return stop == "tool_use"
+}
+
+// deferredStop is the stop a turn ends with when the proxy deferred its query calls.
+func deferredStop(f wire.Format) string {
+	if f == wire.OpenAI {
+		return "stop"
+	}
+	return "end_turn"
 }
 
 // endTurn reports whether stop ends the model's turn normally (Anthropic end_turn or

@@ -14,10 +14,36 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/condense-dev/condense/internal/pruner"
-	"github.com/condense-dev/condense/internal/wire"
 )
 
-func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
+// jsonFormat reads and rewrites the non-streamed answers of one wire format.
+type jsonFormat interface {
+	// read fills r from the answer root, or fails when the answer has no shape it knows.
+	read(r *jsonRound, root gjson.Result) error
+	// shown returns the last round's answer as the client sees all rounds (query calls hidden,
+	// the stop set, usage summed over several rounds), the assistant message it holds, and its digest.
+	shown(rounds []*jsonRound, stop string, hid bool, total usage) (body []byte, visible json.RawMessage, dg digester)
+}
+
+// anthropicJSON is the Messages API's jsonFormat; openAIJSON is Chat Completions'.
+type (
+	anthropicJSON struct{}
+	openAIJSON    struct{}
+)
+
+// jsonRound is one round of a non-streamed answer.
+type jsonRound struct {
+	data    []byte
+	asst    json.RawMessage
+	vasst   json.RawMessage // asst without the query calls
+	calls   []call
+	visible []json.RawMessage // Anthropic: visible content blocks
+	text    string            // OpenAI: content text
+	stop    string
+	u       usage
+}
+
+func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response, fm jsonFormat) *outcome {
 	out := &outcome{}
 	hdr := resp.Header.Clone()
 	data, err := readAllMax(resp.Body, s.opt.MaxResponseBytes)
@@ -27,7 +53,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		return out
 	}
 	if manyChoices(t) { // relayed untouched; choice 0 is the session's answer
-		if r, err := parseJSONRound(t.f, data); err == nil {
+		if r, err := parseJSONRound(fm, data); err == nil {
 			out.usage, out.final = r.u, len(r.calls) == 0 && endTurn(t.f, r.stop)
 			out.viewTail = []json.RawMessage{r.asst}
 			s.onFinal(t, out)
@@ -38,7 +64,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	var rounds []*jsonRound
 	var replace []json.RawMessage
 	for {
-		r, err := parseJSONRound(t.f, data)
+		r, err := parseJSONRound(fm, data)
 		if err != nil && len(rounds) == 0 { // not a shape we know: relay untouched
 			s.writeJSON(w, hdr, data, eof)
 			return out
@@ -69,151 +95,88 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		t.fwd = c.next
 	}
 	last := rounds[len(rounds)-1]
-	query, lastClient := splitCalls(last.calls)
-	deferred, lastAsst := s.settle(t.f, last.stop, query, last.asst, last.vasst)
-	lastAsst = nonEmpty(t.f, lastAsst)
-	hid := len(rounds) > 1 || len(query) > 0
-	var results []json.RawMessage
-	if len(deferred) > 0 {
-		s.met.Recoveries.WithLabelValues("deferred").Inc()
-		_, results = s.answer(ctx, t, deferred)
-	}
-	replace = append(replace, lastAsst)
-
-	var dg digester
-	var body []byte
-	var visibleMsg json.RawMessage
-	stop := last.stop
-	if len(deferred) > 0 && len(lastClient) == 0 {
-		stop = map[wire.Format]string{wire.Anthropic: "end_turn", wire.OpenAI: "stop"}[t.f]
-	}
-	if t.f == wire.Anthropic {
-		var vis []string
-		for _, r := range rounds {
-			for _, b := range r.visible {
-				vis = append(vis, string(b))
-				v := gjson.ParseBytes(b)
-				switch v.Get("type").Str {
-				case "text":
-					dg.text(v.Get("text").Str)
-				case "tool_use":
-					dg.call(v.Get("id").Str)
-				}
-			}
-		}
-		if len(vis) == 0 && hid {
-			vis = append(vis, string(hiddenOnlyBlock))
-			dg.text(hiddenOnlyText)
-		}
-		content := "[" + strings.Join(vis, ",") + "]"
-		body, _ = sjson.SetRawBytes(last.data, "content", []byte(content))
-		body, _ = sjson.SetBytes(body, "stop_reason", stop)
-		if len(rounds) > 1 {
-			body = setAnthropicUsage(body, "usage", out.usage)
-		}
-		visibleMsg = json.RawMessage(`{"role":"assistant","content":` + content + `}`)
-	} else {
-		var texts []string
-		for _, r := range rounds {
-			if r.text != "" {
-				texts = append(texts, r.text)
-			}
-		}
-		text := strings.Join(texts, "\n\n")
-		var tcs []string
-		gjson.GetBytes(last.data, "choices.0.message.tool_calls").ForEach(func(_, tc gjson.Result) bool {
-			if tc.Get("function.name").Str != pruner.QueryToolName {
-				tcs = append(tcs, tc.Raw)
-			}
-			return true
-		})
-		if text == "" && len(tcs) == 0 && hid {
-			text = hiddenOnlyText
-		}
-		dg.text(text)
-		for _, tc := range tcs {
-			dg.call(gjson.Get(tc, "id").Str)
-		}
-		body = last.data
-		if text != last.text {
-			body, _ = sjson.SetBytes(body, "choices.0.message.content", text)
-		}
-		if len(tcs) != len(last.calls) {
-			if len(tcs) == 0 {
-				body, _ = sjson.DeleteBytes(body, "choices.0.message.tool_calls")
-			} else {
-				body, _ = sjson.SetRawBytes(body, "choices.0.message.tool_calls", []byte("["+strings.Join(tcs, ",")+"]"))
-			}
-		}
-		body, _ = sjson.SetBytes(body, "choices.0.finish_reason", stop)
-		if len(rounds) > 1 {
-			body = setOpenAIUsage(body, "usage", out.usage)
-		}
-		visibleMsg = openAIAssistant(text, tcs)
-	}
-	if len(rounds) > 1 || len(deferred) > 0 {
-		out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
-	} else if len(query) == 0 {
+	query, client := splitCalls(last.calls)
+	deferred, stop, stored := s.settle(t.f, last.stop, query, client, last.asst, last.vasst)
+	replace = append(replace, stored)
+	body, visible, dg := fm.shown(rounds, stop, len(rounds) > 1 || len(query) > 0, out.usage)
+	s.endRecovery(ctx, t, out, ending{rounds: len(rounds), deferred: deferred, client: client, stop: stop,
+		replace: replace, dg: &dg, visible: func() json.RawMessage { return visible }})
+	if out.splice == nil && len(query) == 0 {
 		body = data // nothing hidden: the provider's bytes as they came
 	}
-	out.final = len(lastClient) == 0 && endTurn(t.f, stop)
-	if out.splice != nil && len(deferred) == 0 {
-		out.viewTail = replace
-	} else {
-		out.viewTail = []json.RawMessage{visibleMsg}
-	}
-	if out.splice != nil {
-		s.persistSplice(ctx, t, out.splice)
-	}
-	s.onFinal(t, out)
 	s.writeJSON(w, hdr, body, eof)
 	return out
 }
 
-type jsonRound struct {
-	data    []byte
-	asst    json.RawMessage
-	vasst   json.RawMessage // asst without the query calls
-	calls   []call
-	visible []json.RawMessage // Anthropic: visible content blocks
-	text    string            // OpenAI: content text
-	stop    string
-	u       usage
-}
-
-func parseJSONRound(f wire.Format, data []byte) (*jsonRound, error) {
+// parseJSONRound reads one round of a non-streamed answer.
+func parseJSONRound(fm jsonFormat, data []byte) (*jsonRound, error) {
 	if !gjson.ValidBytes(data) {
 		return nil, errors.New("response is not JSON")
 	}
 	r := &jsonRound{data: data}
-	root := gjson.ParseBytes(data)
-	if f == wire.Anthropic {
-		content := root.Get("content")
-		if !content.IsArray() {
-			return nil, errors.New("no content array")
-		}
-		var all []string
-		content.ForEach(func(_, b gjson.Result) bool {
-			all = append(all, b.Raw)
-			if b.Get("type").Str == "tool_use" {
-				c := call{id: b.Get("id").Str, name: b.Get("name").Str, input: []byte(b.Get("input").Raw)}
-				r.calls = append(r.calls, c)
-				if c.isQuery() {
-					return true
-				}
-			}
-			r.visible = append(r.visible, json.RawMessage(b.Raw))
-			return true
-		})
-		r.asst = json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
-		r.vasst = anthropicAssistant(r.visible)
-		r.stop = root.Get("stop_reason").Str
-		r.u = anthropicUsage(root.Get("usage"))
-		return r, nil
+	if err := fm.read(r, gjson.ParseBytes(data)); err != nil {
+		return nil, err
 	}
+	return r, nil
+}
+
+func (anthropicJSON) read(r *jsonRound, root gjson.Result) error {
+	content := root.Get("content")
+	if !content.IsArray() {
+		return errors.New("no content array")
+	}
+	var all []string
+	content.ForEach(func(_, b gjson.Result) bool {
+		all = append(all, b.Raw)
+		if b.Get("type").Str == "tool_use" {
+			c := call{id: b.Get("id").Str, name: b.Get("name").Str, input: []byte(b.Get("input").Raw)}
+			r.calls = append(r.calls, c)
+			if c.isQuery() {
+				return true
+			}
+		}
+		r.visible = append(r.visible, json.RawMessage(b.Raw))
+		return true
+	})
+	r.asst = json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+	r.vasst = anthropicAssistant(r.visible)
+	r.stop = root.Get("stop_reason").Str
+	r.u = anthropicUsage(root.Get("usage"))
+	return nil
+}
+
+func (anthropicJSON) shown(rounds []*jsonRound, stop string, hid bool, total usage) (body []byte, visible json.RawMessage, dg digester) {
+	last := rounds[len(rounds)-1]
+	var vis []string
+	for _, r := range rounds {
+		for _, b := range r.visible {
+			vis = append(vis, string(b))
+			v := gjson.ParseBytes(b)
+			switch v.Get("type").Str {
+			case "text":
+				dg.text(v.Get("text").Str)
+			case "tool_use":
+				dg.call(v.Get("id").Str)
+			}
+		}
+	}
+	if len(vis) == 0 && hid {
+		vis = append(vis, string(hiddenOnlyBlock))
+		dg.text(hiddenOnlyText)
+	}
+	content := "[" + strings.Join(vis, ",") + "]"
+	body, _ = sjson.SetRawBytes(last.data, "content", []byte(content))
+	body, _ = sjson.SetBytes(body, "stop_reason", stop)
+	if len(rounds) > 1 {
+		body = setAnthropicUsage(body, "usage", total)
+	}
+	return body, json.RawMessage(`{"role":"assistant","content":` + content + `}`), dg
+}
+
+func (openAIJSON) read(r *jsonRound, root gjson.Result) error {
 	msg := root.Get("choices.0.message")
 	if !msg.IsObject() {
-		return nil, errors.New("no choices[0].message")
+		return errors.New("no choices[0].message")
 	}
 	r.text = msg.Get("content").Str
 	var tcs, vtcs []string
@@ -230,7 +193,48 @@ func parseJSONRound(f wire.Format, data []byte) (*jsonRound, error) {
 	r.vasst = openAIAssistant(r.text, vtcs)
 	r.stop = root.Get("choices.0.finish_reason").Str
 	r.u = openAIUsage(root.Get("usage"))
-	return r, nil
+	return nil
+}
+
+func (openAIJSON) shown(rounds []*jsonRound, stop string, hid bool, total usage) (body []byte, visible json.RawMessage, dg digester) {
+	last := rounds[len(rounds)-1]
+	var texts []string
+	for _, r := range rounds {
+		if r.text != "" {
+			texts = append(texts, r.text)
+		}
+	}
+	text := strings.Join(texts, "\n\n")
+	var tcs []string
+	gjson.GetBytes(last.data, "choices.0.message.tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		if tc.Get("function.name").Str != pruner.QueryToolName {
+			tcs = append(tcs, tc.Raw)
+		}
+		return true
+	})
+	if text == "" && len(tcs) == 0 && hid {
+		text = hiddenOnlyText
+	}
+	dg.text(text)
+	for _, tc := range tcs {
+		dg.call(gjson.Get(tc, "id").Str)
+	}
+	body = last.data
+	if text != last.text {
+		body, _ = sjson.SetBytes(body, "choices.0.message.content", text)
+	}
+	if len(tcs) != len(last.calls) {
+		if len(tcs) == 0 {
+			body, _ = sjson.DeleteBytes(body, "choices.0.message.tool_calls")
+		} else {
+			body, _ = sjson.SetRawBytes(body, "choices.0.message.tool_calls", []byte("["+strings.Join(tcs, ",")+"]"))
+		}
+	}
+	body, _ = sjson.SetBytes(body, "choices.0.finish_reason", stop)
+	if len(rounds) > 1 {
+		body = setOpenAIUsage(body, "usage", total)
+	}
+	return body, openAIAssistant(text, tcs), dg
 }
 
 // readFailed answers a JSON request whose provider response could not be read whole (it

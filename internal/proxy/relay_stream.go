@@ -66,6 +66,15 @@ func encodeEvent(name string, data []byte) []byte {
 	return b.Bytes()
 }
 
+// startStream sends a relayed stream's status and headers and returns its emitter.
+func startStream(w http.ResponseWriter, resp *http.Response) emitter {
+	copyResponseHeaders(w.Header(), resp.Header)
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	return emitter{w: w, fl: fl}
+}
+
+// emitter writes a relayed stream to the client, flushing after every write.
 type emitter struct {
 	w  http.ResponseWriter
 	fl http.Flusher

@@ -72,7 +72,6 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 	var visible []string
 	var dg digester
 	clientIdx := 0
-	var last *anthropicRound
 	for round := 1; ; round++ {
 		r := &anthropicRound{blocks: map[int64]*blockAcc{}}
 		br := bufio.NewReaderSize(resp.Body, 64<<10)
@@ -163,13 +162,11 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			resp = next
 			continue
 		}
-		last = r
-		_, lastClient := splitCalls(calls)
-		if last.deltaData == nil { // the stream ended without its message_delta: nothing more to say
+		if r.deltaData == nil { // the stream ended without its message_delta: nothing more to say
 			return out
 		}
-		deferred, lastAsst := s.settle(t.f, last.stop, query, asst, anthropicAssistant(roundVisible))
-		replace = append(replace, nonEmpty(t.f, lastAsst))
+		deferred, stop, stored := s.settle(t.f, r.stop, query, client, asst, anthropicAssistant(roundVisible))
+		replace = append(replace, stored)
 		if len(visible) == 0 && (round > 1 || len(query) > 0) { // the client saw no block at all
 			e.emit(encodeEvent("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)))
 			e.emit(encodeEvent("content_block_delta", []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+string(jsonStr(hiddenOnlyText))+`}}`)))
@@ -177,33 +174,17 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			visible = append(visible, string(hiddenOnlyBlock))
 			dg.text(hiddenOnlyText)
 		}
-		stop := last.stop
-		if len(deferred) > 0 && len(lastClient) == 0 {
-			stop = "end_turn"
-		}
-		var results []json.RawMessage
-		if len(deferred) > 0 {
-			s.met.Recoveries.WithLabelValues("deferred").Inc()
-			_, results = s.answer(ctx, t, deferred)
-		}
-		if round > 1 || len(deferred) > 0 {
-			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
-			s.persistSplice(ctx, t, out.splice)
-		}
-		out.final = len(lastClient) == 0 && endTurn(t.f, stop)
-		if out.splice != nil && len(deferred) == 0 {
-			out.viewTail = replace
-		} else {
-			out.viewTail = []json.RawMessage{json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)}
-		}
-		s.onFinal(t, out)
+		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: &dg,
+			visible: func() json.RawMessage {
+				return json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)
+			}})
 		if round == 1 && len(deferred) == 0 { // nothing hidden: the provider's events as they came
-			e.emit(last.deltaRaw)
-			if last.stopRaw != nil {
-				e.emit(last.stopRaw)
+			e.emit(r.deltaRaw)
+			if r.stopRaw != nil {
+				e.emit(r.stopRaw)
 			}
 		} else {
-			d, _ := sjson.SetBytes(last.deltaData, "delta.stop_reason", stop)
+			d, _ := sjson.SetBytes(r.deltaData, "delta.stop_reason", stop)
 			d, _ = sjson.SetBytes(d, "usage.output_tokens", out.usage.output)
 			if round > 1 {
 				d = setAnthropicUsage(d, "usage", out.usage)

@@ -77,8 +77,8 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			r.emitTail(e, round, out.usage)
 			return out
 		}
-		deferred, lastAsst := s.settle(t.f, r.finish, query, asst, openAIAssistant(r.text.String(), roundVisible))
-		replace = append(replace, nonEmpty(t.f, lastAsst))
+		deferred, stop, stored := s.settle(t.f, r.finish, query, client, asst, openAIAssistant(r.text.String(), roundVisible))
+		replace = append(replace, stored)
 		if visibleText.Len() == 0 && clientCalls == 0 && (round > 1 || len(query) > 0) { // the client saw nothing
 			ch, _ := sjson.SetRawBytes(r.finishChunk, "choices.0.delta", []byte(`{"content":`+string(jsonStr(hiddenOnlyText))+`}`))
 			ch, _ = sjson.SetRawBytes(ch, "choices.0.finish_reason", []byte("null"))
@@ -86,36 +86,20 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			e.emit(encodeEvent("", ch))
 			visibleText.WriteString(hiddenOnlyText)
 		}
-		stop := r.finish
-		if len(deferred) > 0 && len(client) == 0 {
-			stop = "stop"
-		}
 		var dg digester
 		dg.text(visibleText.String())
 		for _, c := range client {
 			dg.call(c.id)
 		}
-		var results []json.RawMessage
-		if len(deferred) > 0 {
-			s.met.Recoveries.WithLabelValues("deferred").Inc()
-			_, results = s.answer(ctx, t, deferred)
-		}
-		if round > 1 || len(deferred) > 0 {
-			out.splice = &splice{At: len(t.client.Messages), Digest: dg.sum(), Replace: replace, Results: results}
-			s.persistSplice(ctx, t, out.splice)
-		}
-		out.final = len(client) == 0 && endTurn(t.f, stop)
-		if out.splice != nil && len(deferred) == 0 {
-			out.viewTail = replace
-		} else {
-			var vc []string
-			for _, c := range client {
-				raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
-				vc = append(vc, string(raw))
-			}
-			out.viewTail = []json.RawMessage{openAIAssistant(visibleText.String(), vc)}
-		}
-		s.onFinal(t, out)
+		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: &dg,
+			visible: func() json.RawMessage {
+				var vc []string
+				for _, c := range client {
+					raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
+					vc = append(vc, string(raw))
+				}
+				return openAIAssistant(visibleText.String(), vc)
+			}})
 		if stop == r.finish {
 			e.emit(r.finishRaw)
 		} else {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/condense-dev/condense/internal/config"
@@ -130,12 +129,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		s.recordStats(t, usage{})
 		return
 	}
-	var out *outcome
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		out = s.relayStream(r.Context(), w, t, resp)
-	} else {
-		out = s.relayJSON(r.Context(), w, t, resp)
-	}
+	out := s.relay(r.Context(), w, t, resp)
 	// The request's bookkeeping runs once the handler has returned: a streamed answer's
 	// closing chunk goes out at that return and must not wait for the stats or a log line.
 	s.background(func(ctx context.Context) {
