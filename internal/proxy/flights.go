@@ -49,10 +49,8 @@ func (s *Server) lastRequest(t *turn) time.Time {
 			last = time.UnixMilli(ms)
 		}
 	}
-	if v, ok := s.lastReq.Load(t.sid); ok {
-		if l := v.(time.Time); l.After(last) {
-			last = l
-		}
+	if l, ok := s.lastReq.Load(t.sid); ok && l.After(last) {
+		last = l
 	}
 	return last
 }
@@ -60,10 +58,7 @@ func (s *Server) lastRequest(t *turn) time.Time {
 // noteRequest remembers that a request of the session is being forwarded now (it writes the
 // provider's prompt cache).
 func (s *Server) noteRequest(t *turn) {
-	if _, had := s.lastReq.Swap(t.sid, t.at); !had && s.nlast.Add(1) > maxStateCache {
-		s.lastReq.Clear()
-		s.nlast.Store(0)
-	}
+	s.lastReq.Swap(t.sid, t.at)
 }
 
 // cacheAlive reports whether the prompt cache the session's previous request wrote is still
@@ -110,15 +105,11 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 		if cut == 0 {
 			return "", flushOpts{}
 		}
-		prev, _ := s.midCuts.Load(t.sid)
-		lastKey, _ := prev.(uint64)
+		lastKey, _ := s.midCuts.Load(t.sid)
 		if !cachepolicy.MidRunDue(key, lastKey, s.cacheAlive(t)) {
 			return "", flushOpts{}
 		}
-		if _, had := s.midCuts.Swap(t.sid, key); !had && s.nmid.Add(1) > maxStateCache {
-			s.midCuts.Clear()
-			s.nmid.Store(0)
-		}
+		s.midCuts.Swap(t.sid, key)
 		weigh.planMessages = cut
 		return "mid-run", weigh
 	}
@@ -275,7 +266,7 @@ func (s *Server) flushRunning(sid string) bool {
 func (s *Server) flushPending(t *turn) bool {
 	served := t.snap.Stats[statFlushServed]
 	if v, ok := s.servedFlush.Load(t.sid); ok {
-		served = max(served, v.(int64))
+		served = max(served, v)
 	}
 	return t.snap.Stats[statFlushRequested] > served
 }
@@ -284,14 +275,7 @@ func (s *Server) flushPending(t *turn) bool {
 func (s *Server) noteServed(sid string, n int64) {
 	for {
 		v, had := s.servedFlush.LoadOrStore(sid, n)
-		if !had {
-			if s.nserved.Add(1) > maxStateCache {
-				s.servedFlush.Clear()
-				s.nserved.Store(0)
-			}
-			return
-		}
-		if v.(int64) >= n || s.servedFlush.CompareAndSwap(sid, v, n) {
+		if !had || v >= n || s.servedFlush.CompareAndSwap(sid, v, n) {
 			return
 		}
 	}

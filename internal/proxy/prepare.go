@@ -101,12 +101,11 @@ func (s *Server) load(ctx context.Context, sid string) (*store.Snapshot, error) 
 // the decoded one, the snapshot's State is nil, StateKnown is set and known is that state.
 func (s *Server) loadKnown(ctx context.Context, sid string) (snap *store.Snapshot, known *pruner.State, err error) {
 	kl, ok := s.opt.Store.(store.KnownStateLoader)
-	v, cached := s.states.Load(sid)
+	cs, cached := s.states.Load(sid)
 	if !ok || !cached {
 		snap, err = s.load(ctx, sid)
 		return snap, nil, err
 	}
-	cs := v.(cachedState)
 	snap, err = s.timedLoad(ctx, func(c context.Context) (*store.Snapshot, error) { return kl.LoadKnown(c, sid, cs.version) })
 	if err != nil || !snap.StateKnown {
 		return snap, nil, err
@@ -148,10 +147,8 @@ func (s *Server) useSnapshot(t *turn, snap *store.Snapshot) error {
 // decodedState returns the engine state of a session snapshot: from the decoded-state cache
 // when it holds this version, else decoded and cached.
 func (s *Server) decodedState(sid string, snap *store.Snapshot) (*pruner.State, error) {
-	if v, ok := s.states.Load(sid); ok && snap.Version > 0 {
-		if c := v.(cachedState); c.version == snap.Version {
-			return c.state, nil
-		}
+	if c, ok := s.states.Load(sid); ok && snap.Version > 0 && c.version == snap.Version {
+		return c.state, nil
 	}
 	if snap.StateKnown {
 		return nil, errors.New("proxy: the store left out a state this process no longer holds decoded")
@@ -171,10 +168,6 @@ func (s *Server) decodedState(sid string, snap *store.Snapshot) (*pruner.State, 
 func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 	if version == 0 {
 		return
-	}
-	if s.nstates.Add(1) > maxStateCache {
-		s.states.Clear()
-		s.nstates.Store(1)
 	}
 	s.states.Store(sid, cachedState{version, st})
 }

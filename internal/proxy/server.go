@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,22 +28,15 @@ type Server struct {
 	ready   func(context.Context) error
 	mcp     http.Handler
 	admin   *http.ServeMux
-	parses  *parseCache // each session's last parsed request, for wire.ParseReusing
-	flights sync.Map    // session → *flight: the last flush this process started (claimFlight)
-	states  sync.Map    // session → cachedState
-	nstates atomic.Int64
-	midCuts sync.Map // session → uint64: the key of the mid-run cut weighed last
-	nmid    atomic.Int64
-	lastReq sync.Map // session → time.Time: when this process last forwarded a request of it
-	nlast   atomic.Int64
-	// servedFlush holds the admin flush requests this process's manual flushes served:
-	// session → int64 (flushPending).
-	servedFlush sync.Map
-	nserved     atomic.Int64
-	// spliceCache holds hidden exchanges read or written by this process:
-	// session + "\x00" + client index → cachedSplice.
-	spliceCache sync.Map
-	nsplices    atomic.Int64
+	parses  *parseCache                      // each session's last parsed request, for wire.ParseReusing
+	flights sync.Map                         // session → *flight: the last flush this process started (claimFlight)
+	states  *boundedMap[string, cachedState] // each session's last decoded state
+	midCuts *boundedMap[string, uint64]      // the key of the mid-run cut weighed last
+	lastReq *boundedMap[string, time.Time]   // when this process last forwarded a request of the session
+	// servedFlush holds the admin flush requests this process's manual flushes served (flushPending).
+	servedFlush *boundedMap[string, int64]
+	// spliceCache holds hidden exchanges read or written by this process.
+	spliceCache *boundedMap[spliceKey, cachedSplice]
 	bg          sync.WaitGroup
 	watching    sync.WaitGroup // watchCommits
 	ctx         context.Context
@@ -82,7 +74,10 @@ func New(opt Options) (*Server, error) {
 	if opt.ParseCacheBytes == 0 {
 		opt.ParseCacheBytes = DefaultParseCacheBytes
 	}
-	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client, parses: newParseCache(opt.ParseCacheBytes)}
+	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client, parses: newParseCache(opt.ParseCacheBytes),
+		states: newBoundedMap[string, cachedState](maxStateCache), midCuts: newBoundedMap[string, uint64](maxStateCache),
+		lastReq: newBoundedMap[string, time.Time](maxStateCache), servedFlush: newBoundedMap[string, int64](maxStateCache),
+		spliceCache: newBoundedMap[spliceKey, cachedSplice](4 * maxStateCache)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

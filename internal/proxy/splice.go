@@ -49,6 +49,12 @@ type spliceSet struct {
 	Splices []splice `json:"splices"`
 }
 
+// spliceKey names a session's hidden exchange at a client index.
+type spliceKey struct {
+	sid string
+	at  int
+}
+
 // cachedSplice is a hidden exchange as read from the store, with the stamp it was written
 // with.
 type cachedSplice struct {
@@ -113,9 +119,9 @@ func (s *Server) loadSplices(ctx context.Context, t *turn) (*spliceSet, error) {
 		if stamp == 0 {
 			continue
 		}
-		key := t.sid + "\x00" + strconv.Itoa(at)
-		if v, ok := s.spliceCache.Load(key); ok && v.(cachedSplice).stamp == stamp {
-			byAt[at] = *v.(cachedSplice).sp
+		key := spliceKey{t.sid, at}
+		if c, ok := s.spliceCache.Load(key); ok && c.stamp == stamp {
+			byAt[at] = *c.sp
 			continue
 		}
 		data, err := s.getBlob(ctx, t.sid, blobSplicePrefix+strconv.Itoa(at))
@@ -129,7 +135,7 @@ func (s *Server) loadSplices(ctx context.Context, t *turn) (*spliceSet, error) {
 		if err := json.Unmarshal(data, &sp); err != nil {
 			return nil, fmt.Errorf("proxy: stored hidden exchange at %d: %w", at, err)
 		}
-		s.cacheSplice(key, cachedSplice{stamp, &sp})
+		s.spliceCache.Swap(key, cachedSplice{stamp, &sp})
 		byAt[at] = sp
 	}
 	set := &spliceSet{Splices: make([]splice, 0, len(byAt))}
@@ -138,15 +144,6 @@ func (s *Server) loadSplices(ctx context.Context, t *turn) (*spliceSet, error) {
 	}
 	sort.Slice(set.Splices, func(i, j int) bool { return set.Splices[i].At < set.Splices[j].At })
 	return set, nil
-}
-
-// cacheSplice remembers a hidden exchange read or written by this process; past
-// maxStateCache*4 entries the cache starts over.
-func (s *Server) cacheSplice(key string, c cachedSplice) {
-	if _, had := s.spliceCache.Swap(key, c); !had && s.nsplices.Add(1) > 4*maxStateCache {
-		s.spliceCache.Clear()
-		s.nsplices.Store(0)
-	}
 }
 
 // getBlob reads one blob of the session with the request path's store timeout.
@@ -196,7 +193,7 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 			return err
 		}
 		set[statSplicePrefix+strconv.Itoa(sp.At)] = stamp
-		s.cacheSplice(t.sid+"\x00"+strconv.Itoa(sp.At), cachedSplice{stamp, sp})
+		s.spliceCache.Swap(spliceKey{t.sid, sp.At}, cachedSplice{stamp, sp})
 		return nil
 	}
 	if err := put(sp); err != nil {

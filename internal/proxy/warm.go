@@ -16,7 +16,7 @@ import (
 // (watchCommits) may both ask for one version: whichever comes second finds it decoded and
 // does nothing.
 func (s *Server) warmState(f wire.Format, sid string, version uint64) {
-	if v, ok := s.states.Load(sid); ok && v.(cachedState).version >= version {
+	if c, ok := s.states.Load(sid); ok && c.version >= version {
 		return
 	}
 	ctx, cancel := s.storeCtx(s.ctx)

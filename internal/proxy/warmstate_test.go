@@ -43,10 +43,10 @@ func TestFlushCommitWarmsStateCache(t *testing.T) {
 		t.Fatalf("nothing committed: %+v %v", snap, err)
 	}
 	v, ok := r.px.states.Load("sess-warm")
-	if !ok || v.(cachedState).version != snap.Version {
+	if !ok || v.version != snap.Version {
 		t.Fatalf("cache holds %+v, want version %d", v, snap.Version)
 	}
-	got, err := v.(cachedState).state.MarshalBinary()
+	got, err := v.state.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestFlushCommitWarmsRender(t *testing.T) {
 	if !ok {
 		t.Fatal("no state was committed and warmed")
 	}
-	st := v.(cachedState).state
+	st := v.state
 	next, err := r.px.parses.parse(wire.Anthropic, sid, bytes.Clone(body)) // the next request, in its own buffer
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +139,8 @@ func commitElsewhereWarms(t *testing.T, proxySt, workerSt store.Store, subscribe
 	deadline := time.Now().Add(10 * time.Second)
 	var st *pruner.State
 	for st == nil {
-		if v, ok := r.px.states.Load(sid); ok && v.(cachedState).version == res.Version {
-			st = v.(cachedState).state
+		if v, ok := r.px.states.Load(sid); ok && v.version == res.Version {
+			st = v.state
 			break
 		}
 		if time.Now().After(deadline) {
