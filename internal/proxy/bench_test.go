@@ -166,7 +166,7 @@ func benchPrepare(b *testing.B, body, flushed []byte, steady bool, variant strin
 			b.ResetTimer()
 			var out int
 			for i := 0; i < b.N; i++ {
-				sid, _ := SessionID(wire.Anthropic, hdr, body)
+				sid, _ := sessionID(wire.Anthropic, hdr, body)
 				var req *wire.Request
 				var err error
 				if steady {

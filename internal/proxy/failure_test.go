@@ -243,22 +243,22 @@ func TestSessionIDDerivation(t *testing.T) {
 	h := http.Header{}
 	a := []byte(`{"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"first"}]}`)
 	b := []byte(`{"system":"sys","messages":[{"role":"user","content":[{"type":"text","text":"first"}]},{"role":"assistant","content":"x"}]}`)
-	ida, src := SessionID(wire.Anthropic, h, a)
-	idb, _ := SessionID(wire.Anthropic, h, b)
+	ida, src := sessionID(wire.Anthropic, h, a)
+	idb, _ := sessionID(wire.Anthropic, h, b)
 	if src != SourceDerived || ida != idb {
 		t.Fatalf("derived ids differ: %s %s", ida, idb)
 	}
-	if id, src := SessionID(wire.Anthropic, h, []byte(`{"metadata":{"user_id":"u1"},"messages":[]}`)); !strings.HasPrefix(id, "u1:") || src != SourceMetadata {
+	if id, src := sessionID(wire.Anthropic, h, []byte(`{"metadata":{"user_id":"u1"},"messages":[]}`)); !strings.HasPrefix(id, "u1:") || src != SourceMetadata {
 		t.Fatal(id, src)
 	}
-	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "pk:") {
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "pk:") {
 		t.Fatal(id)
 	}
-	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "u:") {
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "u:") {
 		t.Fatal(id)
 	}
 	h.Set(HeaderSession, "hdr")
-	if id, _ := SessionID(wire.OpenAI, h, []byte(`{"user":"u"}`)); id != "hdr" {
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"user":"u"}`)); id != "hdr" {
 		t.Fatal(id)
 	}
 }

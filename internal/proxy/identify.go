@@ -38,22 +38,7 @@ const (
 	SourceDerived SessionSource = "derived"
 )
 
-// SessionID derives the session id of a request. The X-Condense-Session header is the exact
-// id. Otherwise the id names the conversation: "d-" and 24 hex of a SHA-256 over the
-// model-visible text of the system prompt and the first user message (text only, so
-// cache_control markers and key order do not change it), with the end user the body names —
-// Anthropic metadata.user_id, else OpenAI user, then prompt_cache_key — in place of "d-" as a
-// namespace: "<value>:<24 hex>". Those fields identify a user (or, OpenAI's prompt_cache_key, a
-// prompt shared across users), not a conversation, so they alone would make every
-// conversation of one user, or every user of one prompt, share a session. With session auth
-// the proxy makes one exception (Server.sessionOf): a token valid for the bare body value
-// names that exact session.
-func SessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
-	sid, src, _ := sessionOfBody(f, h, body)
-	return sid, src
-}
-
-// sessionOf returns the session of a request (SessionID), except that with session auth a
+// sessionOf returns the session of a request (sessionOfBody), except that with session auth a
 // token names its session: when the id came from a body field and the request's
 // X-Condense-Token is valid for the bare field value — the exact id a token was issued for,
 // such as an AgentSession's spec.sessionID — the session is that bare value, not the
@@ -66,10 +51,9 @@ func (s *Server) sessionOf(f wire.Format, h http.Header, body []byte) (string, S
 	return sid, src
 }
 
-// sessionOfBody is SessionID that also returns the body's namespace (BodyNamespace). It reads
-// the body in one pass over its top-level members (bodyFields), where looking each field up
-// alone would scan the messages array once per field: a large request's members usually
-// follow it.
+// sessionOfBody derives the session id of a request and the end user its body names (ns):
+// the X-Condense-Session header, else "<ns>:<24 hex>" or "d-<24 hex>", the hex a SHA-256 of
+// the system prompt's and first user message's text (conversationHash). See docs/proxy.md.
 func sessionOfBody(f wire.Format, h http.Header, body []byte) (sid string, src SessionSource, ns string) {
 	if v := strings.TrimSpace(h.Get(HeaderSession)); v != "" {
 		return v, SourceHeader, ""
@@ -80,15 +64,6 @@ func sessionOfBody(f wire.Format, h http.Header, body []byte) (sid string, src S
 		return "d-" + bf.conversationHash(f), SourceDerived, ""
 	}
 	return ns + ":" + bf.conversationHash(f), src, ns
-}
-
-// BodyNamespace returns the end user a request body names — Anthropic metadata.user_id, else
-// OpenAI user, then prompt_cache_key — and where it came from; "" and SourceDerived when the
-// body names none. SessionID uses it as a namespace; with session auth, a request whose
-// X-Condense-Token is valid for this bare value is the session of that exact id (a token
-// names its session).
-func BodyNamespace(f wire.Format, body []byte) (string, SessionSource) {
-	return readBodyFields(body).namespace(f)
 }
 
 // bodyFields are the top-level members of a request body that name its session.
@@ -149,7 +124,8 @@ func bytesView(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// namespace is BodyNamespace of the fields. The value is a copy: the fields view the body.
+// namespace returns the end user the fields name — Anthropic metadata.user_id, else OpenAI
+// user, then prompt_cache_key — and its source ("" and SourceDerived for none). The value is a copy: the fields view the body.
 func (bf bodyFields) namespace(f wire.Format) (string, SessionSource) {
 	if f == wire.Anthropic {
 		if v := bf.metadata.Get("user_id"); v.Type == gjson.String && v.Str != "" {

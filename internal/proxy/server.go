@@ -25,7 +25,6 @@ type Server struct {
 	met     *Metrics
 	client  *http.Client
 	mux     *http.ServeMux
-	ready   func(context.Context) error
 	mcp     http.Handler
 	admin   *http.ServeMux
 	parses  *parseCache                      // each session's last parsed request, for wire.ParseReusing
@@ -141,10 +140,6 @@ func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 }
 
-// SetReadiness sets an extra readiness check for /readyz (for example the flush worker's).
-// It must fail only when the proxy cannot serve requests.
-func (s *Server) SetReadiness(f func(context.Context) error) { s.ready = f }
-
 // AdminHandler serves the admin API (/admin/sessions/...): Run mounts it on the health
 // listener. Whoever reaches it reads any session's records and starts flushes unless
 // SessionSecret is set, so it belongs on an internal port.
@@ -173,18 +168,9 @@ func (s *Server) background(f func(ctx context.Context)) {
 	}()
 }
 
-// handleReady answers /readyz: whether the proxy can serve requests. It does not depend on the
-// store: with the store unreachable the proxy still serves, unpruned (fail open), so a store
-// outage must not take every replica out of its Service. /storez reports the store.
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if s.ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), s.opt.StoreTimeout)
-		defer cancel()
-		if err := s.ready(ctx); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-	}
+// handleReady answers /readyz: 200 while the proxy serves, whatever the store's state (it
+// then fails open; /storez reports the store).
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "ok\n")
 }
 

@@ -21,6 +21,12 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
+// sessionID is sessionOfBody without the namespace.
+func sessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
+	sid, src, _ := sessionOfBody(f, h, body)
+	return sid, src
+}
+
 // TestBodyFieldsAreANamespace: Anthropic metadata.user_id and OpenAI user / prompt_cache_key
 // name an end user (or a shared prompt), not a conversation: two conversations of one user
 // get different sessions, two users with the same system prompt and first message too, and
@@ -34,10 +40,10 @@ func TestBodyFieldsAreANamespace(t *testing.T) {
 		}
 		return []byte(`{` + field + `"system":"sys","messages":[` + msgs + `]}`)
 	}
-	a1, src := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build"))
-	a2, _ := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build", `{"role":"assistant","content":"done"}`, `{"role":"user","content":"thanks"}`))
-	b1, _ := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "write the docs"))
-	c1, _ := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u2"},`, "fix the build"))
+	a1, src := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build"))
+	a2, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build", `{"role":"assistant","content":"done"}`, `{"role":"user","content":"thanks"}`))
+	b1, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "write the docs"))
+	c1, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u2"},`, "fix the build"))
 	if src != SourceMetadata || a1 != a2 || a1 == b1 || a1 == c1 || !strings.HasPrefix(a1, "u1:") || store.ValidateSessionID(a1) != nil {
 		t.Fatalf("anthropic: %s (%s) %s %s %s", a1, src, a2, b1, c1)
 	}
@@ -45,17 +51,17 @@ func TestBodyFieldsAreANamespace(t *testing.T) {
 		return []byte(`{` + field + `"messages":[{"role":"system","content":"sys"},{"role":"user","content":"` + first + `"}]}`)
 	}
 	for _, field := range []string{`"user":"u",`, `"prompt_cache_key":"pk",`} {
-		x, src := SessionID(wire.OpenAI, h, oconv(field, "fix the build"))
-		y, _ := SessionID(wire.OpenAI, h, oconv(field, "write the docs"))
+		x, src := sessionID(wire.OpenAI, h, oconv(field, "fix the build"))
+		y, _ := sessionID(wire.OpenAI, h, oconv(field, "write the docs"))
 		if x == y || src == SourceDerived || store.ValidateSessionID(x) != nil {
 			t.Fatalf("openai %s: %s (%s) %s", field, x, src, y)
 		}
 	}
-	if x, _ := SessionID(wire.OpenAI, h, oconv(`"user":"u","prompt_cache_key":"pk",`, "go")); !strings.HasPrefix(x, "u:") {
+	if x, _ := sessionID(wire.OpenAI, h, oconv(`"user":"u","prompt_cache_key":"pk",`, "go")); !strings.HasPrefix(x, "u:") {
 		t.Fatalf("user is the namespace before prompt_cache_key: %s", x)
 	}
 	h.Set(HeaderSession, "exact")
-	if id, src := SessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build")); id != "exact" || src != SourceHeader {
+	if id, src := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build")); id != "exact" || src != SourceHeader {
 		t.Fatal(id, src)
 	}
 }
@@ -327,7 +333,7 @@ func BenchmarkSessionIDFromBody(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if id, src := SessionID(wire.Anthropic, http.Header{}, body); src != SourceMetadata || id == "" {
+		if id, src := sessionID(wire.Anthropic, http.Header{}, body); src != SourceMetadata || id == "" {
 			b.Fatal(id, src)
 		}
 	}

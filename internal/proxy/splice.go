@@ -26,10 +26,6 @@ const (
 	// was written (unix ns), which tells a process whether the copy it holds is current; 0
 	// once a later exchange at an earlier index dropped it (the client went back).
 	statSplicePrefix = "proxySplice/"
-	// blobSplices is the blob that held all of a session's hidden exchanges before they were
-	// stored one by one (statSplices > 0 says it exists): read, and moved to the new form
-	// and deleted by the session's next stored exchange.
-	blobSplices = "proxy-splices"
 )
 
 // splice is one hidden exchange: the assistant message the client saw at client index At
@@ -43,10 +39,9 @@ type splice struct {
 	Results []json.RawMessage `json:"results,omitempty"`
 }
 
-// spliceSet is a session's hidden exchanges, ordered by At (and the stored form of the
-// legacy blob).
+// spliceSet is a session's hidden exchanges, ordered by At.
 type spliceSet struct {
-	Splices []splice `json:"splices"`
+	Splices []splice
 }
 
 // spliceKey names a session's hidden exchange at a client index.
@@ -84,9 +79,6 @@ func spliceIndex(stats map[string]int64) map[int]int64 {
 
 // hasSplices reports whether a session snapshot lists hidden exchanges.
 func hasSplices(stats map[string]int64) bool {
-	if stats[statSplices] > 0 {
-		return true
-	}
 	for _, stamp := range spliceIndex(stats) {
 		if stamp != 0 {
 			return true
@@ -95,27 +87,11 @@ func hasSplices(stats map[string]int64) bool {
 	return false
 }
 
-// loadSplices returns the hidden exchanges the request's snapshot lists. Each is read from
-// the store once per process: later requests find it in memory while its stamp holds. The
-// legacy blob (written by proxies before per-exchange blobs) counts only at client indexes
-// the per-exchange counters do not know: where they list or dropped an exchange they are
-// newer, and a legacy blob an older replica rewrote from a stale copy must not bring a dropped
-// exchange back.
+// loadSplices returns the hidden exchanges the request's snapshot lists, each read from the
+// store once per process (kept in memory while its stamp holds).
 func (s *Server) loadSplices(ctx context.Context, t *turn) (*spliceSet, error) {
 	byAt := map[int]splice{}
-	idx := spliceIndex(t.snap.Stats)
-	if t.snap.Stats[statSplices] > 0 {
-		legacy, err := s.legacySplices(ctx, t.sid)
-		if err != nil {
-			return nil, err
-		}
-		for _, sp := range legacy {
-			if _, known := idx[sp.At]; !known {
-				byAt[sp.At] = sp
-			}
-		}
-	}
-	for at, stamp := range idx {
+	for at, stamp := range spliceIndex(t.snap.Stats) {
 		if stamp == 0 {
 			continue
 		}
@@ -157,85 +133,26 @@ func (s *Server) getBlob(ctx context.Context, sid, key string) ([]byte, error) {
 	return data, err
 }
 
-// legacySplices reads the blob that held all of a session's hidden exchanges.
-func (s *Server) legacySplices(ctx context.Context, sid string) ([]splice, error) {
-	data, err := s.getBlob(ctx, sid, blobSplices)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var set spliceSet
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("proxy: stored hidden exchanges: %w", err)
-	}
-	return set.Splices, nil
-}
-
 // saveSplice stores sp as the session's hidden exchange at sp.At: its own blob, then one
 // UpdateStats (Set) that lists it and drops the exchanges at later indexes the request's
-// snapshot listed (the client went back and continued differently). A legacy blob's exchanges are
-// moved in the same write: the earlier ones stored in the new form, the later ones dropped
-// with a 0 counter, and the blob deleted after. Nothing is read and rewritten,
-// so concurrent requests of the session never lose each other's exchanges; an exchange
-// another request wrote meanwhile at a later index stays listed and is re-inserted only
-// while the client's message there matches its digest.
+// snapshot listed. Nothing is read and rewritten.
 func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 	stamp := time.Now().UnixNano()
-	set := map[string]int64{}
-	put := func(sp *splice) error {
-		data, err := json.Marshal(sp)
-		if err != nil {
-			return err
-		}
-		if err := s.opt.Store.PutBlob(ctx, t.sid, blobSplicePrefix+strconv.Itoa(sp.At), data); err != nil {
-			return err
-		}
-		set[statSplicePrefix+strconv.Itoa(sp.At)] = stamp
-		s.spliceCache.Swap(spliceKey{t.sid, sp.At}, cachedSplice{stamp, sp})
-		return nil
-	}
-	if err := put(sp); err != nil {
+	data, err := json.Marshal(sp)
+	if err != nil {
 		return err
 	}
-	known := spliceIndex(t.snap.Stats)
-	for at, stamp := range known {
-		if at > sp.At && stamp != 0 {
+	if err := s.opt.Store.PutBlob(ctx, t.sid, blobSplicePrefix+strconv.Itoa(sp.At), data); err != nil {
+		return err
+	}
+	set := map[string]int64{statSplicePrefix + strconv.Itoa(sp.At): stamp}
+	s.spliceCache.Swap(spliceKey{t.sid, sp.At}, cachedSplice{stamp, sp})
+	for at, st := range spliceIndex(t.snap.Stats) {
+		if at > sp.At && st != 0 {
 			set[statSplicePrefix+strconv.Itoa(at)] = 0
 		}
 	}
-	legacy := t.snap.Stats[statSplices] > 0
-	if legacy { // move the earlier exchanges of the legacy blob the counters do not know
-		old, err := s.legacySplices(ctx, t.sid)
-		if err != nil {
-			return err
-		}
-		for i := range old {
-			if _, ok := known[old[i].At]; ok {
-				continue
-			}
-			switch at := old[i].At; {
-			case at < sp.At:
-				if err := put(&old[i]); err != nil {
-					return err
-				}
-			case at > sp.At: // dropped, as a listed one would be: marked, so a legacy blob an
-				// older replica rewrites from a stale copy cannot bring it back
-				set[statSplicePrefix+strconv.Itoa(at)] = 0
-			}
-		}
-		set[statSplices] = 0
-	}
-	if err := s.opt.Store.UpdateStats(ctx, t.sid, store.StatsUpdate{Set: set}); err != nil {
-		return err
-	}
-	if legacy {
-		// Moved: the legacy blob goes, so an older replica that stores an exchange later
-		// starts it afresh instead of rewriting it with the exchanges moved (or dropped) here.
-		return s.opt.Store.DeleteBlob(ctx, t.sid, blobSplices)
-	}
-	return nil
+	return s.opt.Store.UpdateStats(ctx, t.sid, store.StatsUpdate{Set: set})
 }
 
 // persistSplice stores a hidden exchange before the response completes, so the client's

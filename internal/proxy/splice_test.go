@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -315,122 +313,6 @@ func TestHiddenExchangesAcrossReplicas(t *testing.T) {
 	if idx := listedSplices(snap.Stats); len(idx) != 1 {
 		t.Fatalf("listed exchanges %v, want turn 3's alone", idx)
 	}
-}
-
-// TestLegacySpliceBlob: a session whose hidden exchanges are still in the one blob of the
-// former format has them re-inserted, and its next stored exchange moves them.
-func TestLegacySpliceBlob(t *testing.T) {
-	r := newRig(t, nil, nil, nil)
-	msgs, c := conversation(t, r, "sess-new-form", false)
-	r.up.Enqueue(upstreamfake.Reply{Text: "Checking.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own", Name: "bash", Input: `{"cmd":"ls"}`},
-		{ID: "toolu_qL", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
-	msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock("look")))
-	m := aTurn(t, c, msgs, false)
-	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own", "x", false)))
-	// Store what was stored, in the former format, for a session as an older proxy left it.
-	ctx := context.Background()
-	snap, _ := r.st.Load(ctx, "sess-new-form")
-	set, err := r.px.loadSplices(ctx, &turn{sid: "sess-new-form", snap: snap, log: r.px.log})
-	if err != nil || len(set.Splices) != 1 {
-		t.Fatalf("%+v %v", set, err)
-	}
-	data, _ := json.Marshal(set)
-	if err := r.st.PutBlob(ctx, "sess-legacy", blobSplices, data); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.st.IncrStats(ctx, "sess-legacy", map[string]int64{statSplices: 1}); err != nil {
-		t.Fatal(err)
-	}
-	r2 := newRig(t, r.up, r.st, nil) // a process that never saw the exchange
-	c2 := r2.anthropic("sess-legacy")
-	r.up.Enqueue(upstreamfake.Reply{Text: "Checking again.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_own2", Name: "bash", Input: `{"cmd":"ls"}`},
-		{ID: "toolu_qM", Name: pruner.QueryToolName, Input: `{"toolCallIds":["t1"]}`}}})
-	m = aTurn(t, c2, msgs, false)
-	if rec, _ := lastModelRequest(t, r.up, wire.Anthropic); !strings.Contains(string(rec.Body), "toolu_qL") {
-		t.Fatalf("the legacy exchange was not re-inserted: %s", rec.Body)
-	}
-	snap, _ = r.st.Load(ctx, "sess-legacy")
-	if snap.Stats[statSplices] != 0 || len(listedSplices(snap.Stats)) != 2 {
-		t.Fatalf("not moved to the new form: %v", snap.Stats)
-	}
-	if _, err := r.st.GetBlob(ctx, "sess-legacy", blobSplices); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("the legacy blob was kept after the move: %v", err)
-	}
-	r.up.Enqueue(upstreamfake.Reply{Text: "ok"})
-	aTurn(t, c2, append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_own2", "y", false))), false)
-	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
-	if !strings.Contains(string(rec.Body), "toolu_qL") || !strings.Contains(string(rec.Body), "toolu_qM") {
-		t.Fatalf("exchanges lost in the move: %s", rec.Body)
-	}
-}
-
-// TestLegacyBlobYieldsToCounters: a legacy blob an older replica rewrote (from a stale copy)
-// counts only at client indexes the per-exchange counters do not know: an exchange they
-// dropped is not brought back, one they list is read from its own blob; the move drops the
-// blob's exchanges after the stored one with 0 counters, so a stale rewrite after it brings
-// none of them back either.
-func TestLegacyBlobYieldsToCounters(t *testing.T) {
-	r := newRig(t, nil, nil, nil)
-	ctx := context.Background()
-	const sid = "sess-stale-legacy"
-	mk := func(at int, text string) splice {
-		return splice{At: at, Digest: "d", Replace: []json.RawMessage{json.RawMessage(`{"role":"assistant","content":"` + text + `"}`)}}
-	}
-	data, _ := json.Marshal(spliceSet{Splices: []splice{mk(1, "stale listed"), mk(2, "legacy"), mk(3, "stale dropped"), mk(5, "old replica's")}})
-	if err := r.st.PutBlob(ctx, sid, blobSplices, data); err != nil {
-		t.Fatal(err)
-	}
-	own, _ := json.Marshal(mk(1, "current"))
-	if err := r.st.PutBlob(ctx, sid, blobSplicePrefix+"1", own); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.st.UpdateStats(ctx, sid, store.StatsUpdate{Set: map[string]int64{statSplices: 1, statSplicePrefix + "1": 7, statSplicePrefix + "3": 0}}); err != nil {
-		t.Fatal(err)
-	}
-	loaded := func() []string {
-		t.Helper()
-		snap, _ := r.st.Load(ctx, sid)
-		set, err := r.px.loadSplices(ctx, &turn{sid: sid, snap: snap, log: r.px.log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, sp := range set.Splices {
-			got = append(got, fmt.Sprintf("%d:%s", sp.At, sp.Replace[0]))
-		}
-		return got
-	}
-	want := []string{`1:{"role":"assistant","content":"current"}`, `2:{"role":"assistant","content":"legacy"}`, `5:{"role":"assistant","content":"old replica's"}`}
-	if got := loaded(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("loaded %v; want %v", got, want)
-	}
-	// An exchange stored at 4 moves the legacy blob's earlier entries and drops the later
-	// one; an older replica then rewriting the legacy blob from its stale copy brings
-	// nothing back.
-	snap, _ := r.st.Load(ctx, sid)
-	sp := mk(4, "new")
-	if err := r.px.saveSplice(ctx, &turn{sid: sid, snap: snap, log: r.px.log}, &sp); err != nil {
-		t.Fatal(err)
-	}
-	if snap, _ := r.st.Load(ctx, sid); !hasZero(snap.Stats, statSplicePrefix+"5") {
-		t.Fatalf("the dropped legacy exchange at 5 has no 0 counter: %v", snap.Stats)
-	}
-	if err := r.st.PutBlob(ctx, sid, blobSplices, data); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.st.UpdateStats(ctx, sid, store.StatsUpdate{Set: map[string]int64{statSplices: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	want = []string{`1:{"role":"assistant","content":"current"}`, `2:{"role":"assistant","content":"legacy"}`, `4:{"role":"assistant","content":"new"}`}
-	if got := loaded(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("after a stale legacy rewrite loaded %v; want %v", got, want)
-	}
-}
-
-// hasZero reports whether the counter name is stored and 0.
-func hasZero(stats map[string]int64, name string) bool {
-	v, ok := stats[name]
-	return ok && v == 0
 }
 
 // listedSplices returns the hidden exchanges a session's counters list (not the dropped ones).

@@ -9,7 +9,6 @@ import (
 
 // Counter names the proxy keeps in the store besides the store.Stat* ones.
 const (
-	statSplices        = "proxySplices"        // > 0: the legacy splice blob exists (see statSplicePrefix)
 	statLastTokens     = "proxyLastTokens"     // estimated tokens of the last forwarded request
 	statFlushRequested = "proxyFlushRequested" // admin flush requests
 	statFlushServed    = "proxyFlushServed"    // admin flush requests started
