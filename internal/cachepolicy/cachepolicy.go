@@ -188,19 +188,6 @@ func blocksTTL1h(bs []*wire.Block) bool {
 	return false
 }
 
-// SharedPrefix returns the tokens of the leading segments a and b have in common: what a
-// cache written by a could serve to b, before breakpoint placement is taken into account.
-func SharedPrefix(a, b *cost.Prompt) int64 {
-	var n int64
-	for i := 0; i < len(a.Segments) && i < len(b.Segments); i++ {
-		if a.Segments[i].Key != b.Segments[i].Key {
-			break
-		}
-		n += int64(b.Segments[i].Tokens)
-	}
-	return n
-}
-
 // MidRunCut returns where a mid-run flush cuts the transcript msgs: the index of the
 // assistant message after the grace+1-th latest tool-using assistant turn (and its results),
 // so msgs[:cut] is what the flush may touch and the latest grace tool-using turns stay

@@ -152,11 +152,11 @@ func TestPromptTTLAndSharedPrefix(t *testing.T) {
 	if got := PromptTTL(&p1); got != cost.TTL1h {
 		t.Errorf("PromptTTL with ttl 1h = %v", got)
 	}
-	if got, want := SharedPrefix(&p5, &p5), int64(p5.Tokens()); got != want {
-		t.Errorf("SharedPrefix(p, p) = %d, want %d", got, want)
+	if got, want := sharedPrefix(&p5, &p5), int64(p5.Tokens()); got != want {
+		t.Errorf("sharedPrefix(p, p) = %d, want %d", got, want)
 	}
 	edited, _ := cost.FromBody([]byte(strings.Replace(string(body("")), "an answer", "a different answer", 1)), cost.PromptOptions{Format: cost.Anthropic})
-	sh := SharedPrefix(&p5, &edited)
+	sh := sharedPrefix(&p5, &edited)
 	want := int64(p5.Segments[0].Tokens + p5.Segments[1].Tokens) // system + first user message
 	if sh != want {
 		t.Errorf("SharedPrefix after an edit of message 2 = %d, want %d", sh, want)
@@ -259,4 +259,17 @@ func TestRequestTTL(t *testing.T) {
 			t.Errorf("%s: %v, want %v", body, got, want)
 		}
 	}
+}
+
+// sharedPrefix returns the tokens of the leading segments a and b have in common: what a
+// cache written by a could serve to b, before breakpoint placement is taken into account.
+func sharedPrefix(a, b *cost.Prompt) int64 {
+	var n int64
+	for i := 0; i < len(a.Segments) && i < len(b.Segments); i++ {
+		if a.Segments[i].Key != b.Segments[i].Key {
+			break
+		}
+		n += int64(b.Segments[i].Tokens)
+	}
+	return n
 }

@@ -136,7 +136,9 @@ type entry struct {
 // Cache simulates a provider's prompt cache for one session (one cache namespace). It is not
 // safe for concurrent use; use one Cache per strategy being replayed.
 type Cache struct {
-	prices   *Prices
+	prices *Prices
+	// lookback is how many block boundaries before a breakpoint are checked for an earlier
+	// entry (DefaultLookback; negative: unlimited).
 	lookback int
 	entries  map[uint64]entry
 	now      time.Time
@@ -157,10 +159,6 @@ func NewCache(prices *Prices) *Cache {
 
 // Prices returns the price table the cache bills with.
 func (c *Cache) Prices() *Prices { return c.prices }
-
-// SetLookback changes how many block boundaries before a breakpoint are checked for an
-// earlier entry (DefaultLookback by default; negative means unlimited).
-func (c *Cache) SetLookback(n int) { c.lookback = n }
 
 // Peek reports how many leading tokens of p would be read from the cache if p were sent now,
 // without changing the cache. Policies use it to weigh a rewrite against the live cache.

@@ -136,7 +136,7 @@ func TestAnthropicLookback(t *testing.T) {
 		{-1, 2300, 220, false},
 	} {
 		c := NewCache(nil)
-		c.SetLookback(tc.lookback)
+		c.lookback = tc.lookback
 		first := []Segment{seg(1, 2000, false), seg(2, 100, false), seg(3, 100, false), seg(4, 100, true)}
 		c.Send(&Prompt{Model: "claude-sonnet-4-5", Time: t0, Segments: first})
 		next := append([]Segment{}, first...)

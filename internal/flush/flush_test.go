@@ -336,7 +336,7 @@ func TestWaitVersion(t *testing.T) {
 			defer cancel()
 			got := make(chan uint64, 1)
 			go func() {
-				v, err := WaitVersion(ctx, r.st, "s1", 0)
+				v, err := waitVersion(ctx, r.st, "s1", 0)
 				if err != nil {
 					t.Error(err)
 				}
@@ -351,7 +351,7 @@ func TestWaitVersion(t *testing.T) {
 			}
 			short, c2 := context.WithTimeout(ctx, 100*time.Millisecond)
 			defer c2()
-			if v, err := WaitVersion(short, r.st, "s1", 1); !errors.Is(err, context.DeadlineExceeded) || v != 1 {
+			if v, err := waitVersion(short, r.st, "s1", 1); !errors.Is(err, context.DeadlineExceeded) || v != 1 {
 				t.Fatalf("v %d err %v", v, err)
 			}
 		})

@@ -7,11 +7,11 @@ import (
 	"github.com/condense-dev/condense/internal/store"
 )
 
-// WaitVersion waits until the session's committed version exceeds after, using the store's
+// waitVersion waits until the session's committed version exceeds after, using the store's
 // change notifications with a periodic Load as a safety net (notifications may be dropped).
 // It returns the version seen, or ctx's error with the last version loaded when ctx ends
 // first. Use a context with a deadline for a bounded wait (the proxy's flushWaitTimeout).
-func WaitVersion(ctx context.Context, st store.Store, session string, after uint64) (uint64, error) {
+func waitVersion(ctx context.Context, st store.Store, session string, after uint64) (uint64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, werr := st.Watch(wctx)

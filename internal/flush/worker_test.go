@@ -88,7 +88,7 @@ func TestQueueJobRunsOnceAndIsIdempotent(t *testing.T) {
 	if st.State != StateDone || st.Result == nil || st.Result.Outcome != OutcomeFlushed || st.Result.Version != 1 {
 		t.Fatalf("status %+v", st)
 	}
-	if v, err := WaitVersion(ctx, r.st, "s1", 0); err != nil || v != 1 {
+	if v, err := waitVersion(ctx, r.st, "s1", 0); err != nil || v != 1 {
 		t.Fatalf("version %d err %v", v, err)
 	}
 	if dup, _ := q.Enqueue(ctx, job("s1", "q", 2)); !dup {
