@@ -1,6 +1,22 @@
 // Package proxy is the condense pruning proxy: an HTTP server speaking the Anthropic Messages
-// and OpenAI Chat Completions APIs that loads a session's pruning state, renders a pruned
-// request, forwards it to the provider, relays the response (SSE event by event), answers
-// context_tree_query calls itself, and starts flushes. Everything that can fail fails open:
-// the client's request is then forwarded unchanged. See docs/proxy.md.
+// and OpenAI Chat Completions APIs that renders each request against its session's pruning
+// state, forwards it, relays the answer, answers context_tree_query itself and starts flushes.
+// Anything that fails fails open: the client's bytes go upstream unchanged. See docs/proxy.md.
+//
+// The files follow a request in order:
+//
+//   - request.go: read the body, identify the session (identify.go), parse (parsecache.go)
+//   - prepare.go: load and decode the state, build the view, render
+//   - forward.go: send upstream under the bounds on the response; other paths pass through
+//   - relay.go: pick the relay — relay_json.go, or relay_stream.go with
+//     relay_stream_anthropic.go and relay_stream_openai.go
+//   - recovery.go: answer context_tree_query, continue upstream, end every relay alike
+//   - splice.go: hidden exchanges, re-inserted in the view and stored after the answer
+//   - flights.go: flush triggers, flushes in flight, waits
+//   - stats.go: the session counters a request writes
+//   - warm.go: committed states decoded and rendered before the next request
+//
+// server.go, options.go, messages.go, boundedmap.go, metrics.go, phases.go, errors.go,
+// admin.go (admin API and MCP) and run.go (condense proxy) serve them all. Rationale:
+// docs/design/proxy.md.
 package proxy

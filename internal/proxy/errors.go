@@ -37,10 +37,8 @@ func errorType(f wire.Format, status int) string {
 	return "api_error"
 }
 
-// ErrorBody returns a provider-shaped error body: for Anthropic
-// {"type":"error","error":{"type":…,"message":…}}, for OpenAI
-// {"error":{"message":…,"type":…,"param":null,"code":…}} (a 401 has OpenAI's code
-// invalid_api_key instead of code).
+// ErrorBody returns a provider-shaped error body: Anthropic {"type":"error","error":{…}},
+// OpenAI {"error":{"message","type","param":null,"code"}} (a 401's code is invalid_api_key).
 func ErrorBody(f wire.Format, status int, code, msg string) []byte {
 	typ := errorType(f, status)
 	if f == wire.OpenAI {
@@ -92,11 +90,9 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, f wire.Format, log *slog.
 	writeError(w, f, http.StatusBadGateway, code, msg+err.Error())
 }
 
-// abortBroken ends a response whose provider body broke off while it was relayed (a read
-// error before its end, err): it is counted (condense_upstream_broken_total) and logged,
-// event (an Anthropic stream's error event; nil: none) is sent, and the client's connection
-// is aborted — net/http closes it without the response's end — so the client sees an error,
-// not a cleanly ended, truncated answer. It does not return.
+// abortBroken ends a response whose provider body broke off (err) while it was relayed: it
+// counts and logs it, sends event (nil: none) and aborts the client's connection, so the
+// client sees an error, not a truncated answer. It does not return.
 func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ep endpoint, event []byte, err error) {
 	if ctx.Err() == nil { // else the client went away, and with it the upstream request
 		s.met.UpstreamBroken.WithLabelValues(string(ep)).Inc()

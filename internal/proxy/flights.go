@@ -69,15 +69,8 @@ func (s *Server) cacheAlive(t *turn) bool {
 }
 
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
-// flush is to be weighed. A pending admin flush request (flushPending) fires "manual" unless
-// a flush this process started for the session is still running (most likely the admin
-// flush itself: once it ends the request is served, or the next request starts it) or the
-// snapshot shows the session's flush lease held (most likely by another replica's admin
-// flush; the store reports only an unexpired lease, and a manual flush submitted now would
-// find it held and not run). startFlush claims the session's flight before submitting, so of
-// concurrent requests one submits it. Manual and budget flushes are never deferred; with
-// Trigger.CacheAware a flush deferred earlier is retried ("retry"), and with Trigger.MidRun a
-// long agent run is flushed before its latest GraceTurns tool-using turns ("mid-run").
+// flush is to be weighed: manual (a pending admin flush, unless one runs or the lease is
+// held), budget, delta, and with Trigger.CacheAware retry and mid-run.
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	last := s.lastRequest(t)
 	if s.flushPending(t) && !s.flushRunning(t.sid) && t.snap.Lease == nil {
@@ -116,14 +109,9 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	return "", flushOpts{}
 }
 
-// startFlush hands a flush of the session's request req (serialized as body; nil: serialized
-// when the job is built) to the flusher and remembers it; the returned channel closes when
-// the flush ended. With waited the job is submitted before startFlush returns (and nil is
-// returned when that fails), for a request that waits for the flush. Otherwise the job is
-// built and submitted in the background, so serializing and hashing the request never delays
-// a response. Either way the flight is claimed (claimFlight) before the job is submitted, so
-// the session's next request finds it; a manual flush that finds a flush of the session
-// running submits nothing and returns that flush's channel.
+// startFlush hands a flush of req (serialized as body; nil: when the job is built) to the
+// flusher, claiming the session's flight first; the channel closes when it ended. With waited
+// the job is submitted before it returns (nil when that fails), else in the background.
 func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, waited bool) <-chan struct{} {
 	job := &flush.Job{Session: t.sid, Format: t.f.String(), Request: req, Trigger: trigger,
 		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
@@ -212,12 +200,9 @@ func (f *flight) running() bool {
 	}
 }
 
-// claimFlight registers f as the session's flight, before its job is submitted, unless a
-// flush of the session is still running that f may not replace: a manual flush replaces none
-// (one admin flush at a time: the running flush is returned and nothing is submitted), and no
-// flush replaces a running manual one (it is submitted, but unregistered, so the admin flush
-// stays visible until it ended). The claim is atomic: of concurrent requests due a manual
-// flush, one registers it.
+// claimFlight registers f as the session's flight unless a running flush may not be replaced:
+// a manual flush replaces none (the running one is returned), and none replaces a running
+// manual one (it then runs unregistered). The claim is atomic.
 func (s *Server) claimFlight(sid string, f *flight) (registered bool, running *flight) {
 	for {
 		v, loaded := s.flights.LoadOrStore(sid, f)
@@ -234,14 +219,8 @@ func (s *Server) claimFlight(sid string, f *flight) (registered bool, running *f
 	}
 }
 
-// flushServed records that the admin flush requests the request saw are served: its manual
-// flush ended, whatever its outcome (a failure, a dead-lettered job or no answer within
-// maxFlushTrack included), except by finding the lease held (it did not run, and the
-// session's next request starts it again) or by this server shutting down. Counting a failed
-// flush as served keeps a flush that cannot succeed from being submitted again by every later
-// request; the operator asks again. The counter is raised to the requests seen, never
-// incremented or lowered, so two requests serving the same admin request count it once, and
-// a writer with an older snapshot never makes a served request pending again.
+// flushServed raises the session's served admin flush requests to those the request saw,
+// once its manual flush ended with any outcome but a held lease or this server's shutdown.
 func (s *Server) flushServed(t *turn) {
 	s.noteServed(t.sid, t.snap.Stats[statFlushRequested])
 	ctx, cancel := s.storeCtx(s.ctx)
@@ -259,10 +238,8 @@ func (s *Server) flushRunning(sid string) bool {
 	return ok && v.(*flight).running()
 }
 
-// flushPending reports whether the request saw an admin flush request not yet served: more
-// requested than served, served being the larger of the snapshot's counter and the requests
-// this process's own manual flushes served (recorded before the flight ends, so a request
-// whose snapshot was loaded before that flush wrote the counter does not fire it again).
+// flushPending reports whether the request saw more admin flush requests than were served:
+// the snapshot's counter, or more that this process's manual flushes served (noteServed).
 func (s *Server) flushPending(t *turn) bool {
 	served := t.snap.Stats[statFlushServed]
 	if v, ok := s.servedFlush.Load(t.sid); ok {

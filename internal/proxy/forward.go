@@ -56,11 +56,9 @@ func (s *Server) upstreamURL(f wire.Format, path, rawQuery string) string {
 	return u
 }
 
-// do sends an upstream request under the bounds on its response: the response headers must
-// come within UpstreamHeaderTimeout, and each read of the body must return within
-// UpstreamIdleTimeout; either failing cancels the request, and the error is an
-// *upstreamLimit. Only the time spent waiting for the provider counts: time the proxy takes
-// writing to a slow client between two reads does not.
+// do sends an upstream request whose response headers must come within
+// UpstreamHeaderTimeout and each body read within UpstreamIdleTimeout; either failing cancels
+// it with an *upstreamLimit. Time spent writing to the client does not count.
 func (s *Server) do(up *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(up.Context())
 	up = up.WithContext(ctx)
@@ -199,10 +197,8 @@ func hopByHop(h http.Header, k string) bool {
 	return hopHeaders[k] || len(h["Connection"]) > 0 && connectionNamed(h, k)
 }
 
-// copyRequestHeaders copies client headers to the upstream request: everything as sent
-// (anthropic-version, anthropic-beta, authorization, x-api-key, unknown ones) except hop-by-hop
-// headers, the proxy's own X-Condense-* headers and Accept-Encoding (the transport negotiates
-// compression itself so the proxy can read responses).
+// copyRequestHeaders copies client headers to the upstream request as sent, except hop-by-hop
+// headers, X-Condense-* and Accept-Encoding (the transport negotiates compression itself).
 func copyRequestHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		if hopByHop(src, k) || k == "Accept-Encoding" || strings.HasPrefix(k, "X-Condense-") {
@@ -223,10 +219,9 @@ func copyResponseHeaders(dst, src http.Header) {
 	}
 }
 
-// NewUpstreamTransport returns the HTTP transport the proxy sends upstream requests with:
-// idle connections kept for up to 512 concurrent requests per upstream host, 10 s dial
-// timeout, 30 s TCP keep-alive. hack/floorproxy uses it too, so the load test's
-// forwarding-only baseline connects upstream exactly as the proxy does.
+// NewUpstreamTransport returns the transport the proxy sends upstream requests with (idle
+// connections for 512 concurrent requests per host, 10 s dial timeout, 30 s keep-alive);
+// hack/floorproxy's forwarding baseline uses it too.
 func NewUpstreamTransport() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024

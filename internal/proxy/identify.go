@@ -39,10 +39,7 @@ const (
 )
 
 // sessionOf returns the session of a request (sessionOfBody), except that with session auth a
-// token names its session: when the id came from a body field and the request's
-// X-Condense-Token is valid for the bare field value — the exact id a token was issued for,
-// such as an AgentSession's spec.sessionID — the session is that bare value, not the
-// namespaced <value>:<hash>.
+// body field's bare value is the session when the request's X-Condense-Token is valid for it.
 func (s *Server) sessionOf(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
 	sid, src, ns := sessionOfBody(f, h, body)
 	if len(s.opt.SessionSecret) > 0 && ns != "" && config.VerifySessionToken(s.opt.SessionSecret, ns, h.Get(HeaderToken)) {
@@ -74,11 +71,8 @@ type bodyFields struct {
 // bodyFieldNames are the members bodyFields holds, in its order.
 var bodyFieldNames = []string{"system", "messages", "metadata", "user", "prompt_cache_key"}
 
-// readBodyFields reads the session's members of body in one pass over its top level, with
-// the wire parser's scanner (wire.TopLevel), and reads only those members, in place: nothing
-// copies the body (gjson.ParseBytes would convert all of it to a string first). A body that
-// is not a JSON object is read by gjson, leniently, as before; the parse rejects it
-// afterwards.
+// readBodyFields reads the members bodyFields holds in one pass over body's top level
+// (wire.TopLevel), in place; a body that is not a JSON object is read leniently by gjson.
 func readBodyFields(body []byte) bodyFields {
 	vals, err := wire.TopLevel(body, bodyFieldNames...)
 	if err != nil {

@@ -56,10 +56,8 @@ type Trigger struct {
 	// TurnDelta, when > 0, starts a flush when one request grows the estimated tokens by at
 	// least TurnDelta × the context window.
 	TurnDelta float64
-	// CacheAware weighs agent-message, delta, retried and mid-run flushes against the
-	// provider's prompt cache before they are committed (internal/cachepolicy): a flush whose
-	// cache rewrite costs more than it saves over the expected remaining requests is deferred
-	// and retried on the session's next requests, and always runs once the cache has expired.
+	// CacheAware weighs agent-message, delta, retried and mid-run flushes against the prompt
+	// cache (internal/cachepolicy): one that costs more than it saves is deferred and retried.
 	// Manual and budget flushes are never deferred.
 	CacheAware bool
 	// MidRun (with CacheAware) also weighs a flush inside long agent runs that never produce a
@@ -127,10 +125,8 @@ type Options struct {
 	Registry *prometheus.Registry
 	// DisableQueryTool stops adding the context_tree_query definition to requests.
 	DisableQueryTool bool
-	// AdminOnProxyPort also serves the admin API (/admin/...) on the proxy's own handler.
-	// Off (the default) it is served only by AdminHandler, which Run mounts on the health
-	// listener, an internal port: the admin API reads any session's records and starts
-	// flushes, and without SessionSecret nothing else guards it.
+	// AdminOnProxyPort also serves the admin API (/admin/...) on the proxy's own handler; off,
+	// only AdminHandler (Run: the health listener) serves it.
 	AdminOnProxyPort bool
 	// Now is the clock the cache-aware flush decisions read (nil: time.Now). Tests move it
 	// past the prompt cache's lifetime.

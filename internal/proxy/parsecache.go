@@ -14,15 +14,9 @@ import (
 // session, to parse the next request against (see parseCache).
 const DefaultParseCacheBytes = config.DefaultParseCacheBytes
 
-// parseCache remembers the last parsed client request of each session so that the next one is
-// parsed with wire.ParseReusing: agents resend the whole conversation on every turn, so only
-// the messages added since the previous request are parsed. It is an LRU bounded by the memory
-// the remembered requests keep alive (wire.Request.RetainedBytes): a request's own body, and
-// the memory of the parses whose values it still shares — the body of the session's request
-// that was last parsed whole (a first request, or the first after an eviction) and the
-// copies of the messages parsed since, each with its decoded strings and parsed values.
-// Reuse is by byte identity of each message, so
-// an entry of another session (or a stale one) can never change a parse result, only its cost.
+// parseCache remembers each session's last parsed request, for wire.ParseReusing: an LRU
+// bounded by the memory the remembered requests keep alive (wire.Request.RetainedBytes).
+// An entry can change a parse's cost, never its result.
 type parseCache struct {
 	mu    sync.Mutex
 	max   int

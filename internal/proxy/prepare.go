@@ -172,12 +172,9 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 	s.states.Store(sid, cachedState{version, st})
 }
 
-// buildView returns the model's view of the client request: hidden exchanges re-inserted at
-// the place they happened, and the context_tree_query tool added — except for a request of
-// several choices (OpenAI n > 1), whose response is relayed untouched, so a query call in it
-// would never be answered; it keeps the tool only when its history holds query calls (the
-// re-inserted exchanges), which a provider may require a definition for. A session that
-// switches n changes its tools there (a prompt-cache miss at the switch).
+// buildView returns the model's view of the client request: hidden exchanges re-inserted
+// (reinsert) and the context_tree_query tool added, except to a request of several choices
+// (OpenAI n > 1) whose history holds no query call.
 func (s *Server) buildView(t *turn) (*wire.Request, error) {
 	req, err := s.reinsert(t)
 	if err != nil {

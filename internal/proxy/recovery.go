@@ -67,9 +67,8 @@ type contFailure struct {
 }
 
 // continueWith sends a continuation of the forwarded request with msgs appended. It returns
-// nil, nil when it cannot be built (the caller then defers the queries), and a failure when
-// the provider did not answer it: the client then gets that error, never the previous
-// rounds' answer with the queries deferred, which may leave it an empty message.
+// nil, nil when it cannot be built (the caller defers the queries), and a failure when the
+// provider did not answer it (the client then gets that error).
 func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessage, wantStream bool) (*continuation, *contFailure) {
 	extra, err := parseMessages(t.f, msgs)
 	if err != nil {
@@ -104,11 +103,9 @@ func (s *Server) continuationFailed(t *turn, f *contFailure) *contFailure {
 	return f
 }
 
-// continueRecovery answers a round's context_tree_query calls in the proxy and continues
-// upstream with the round's assistant message and the answers appended. It returns nil, nil
-// when the round may not continue (mixed with the client's own calls, not a tool stop, out of
-// rounds; the caller then defers the queries), and a failure when the provider did not answer
-// the continuation.
+// continueRecovery answers a round's query calls and continues upstream with the round's
+// message and the answers appended. It returns nil, nil when the round may not continue
+// (canContinue; the caller defers the queries), and a failure as continueWith does.
 func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, toolStop, wantStream bool) (*continuation, *contFailure) {
 	if !s.canContinue(round, query, client, toolStop) {
 		return nil, nil
@@ -122,10 +119,9 @@ func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bo
 	return len(query) > 0 && len(client) == 0 && toolStop && rounds <= s.opt.MaxRecoveryRounds
 }
 
-// continueStream continues a streamed response upstream after a round of context_tree_query
-// calls (continueRecovery): it returns the continuation's response, after adding the messages
-// it appended to replace, or nil when the round does not continue. When the provider does not
-// answer the continuation it aborts the client's stream and does not return.
+// continueStream continues a streamed response after a round of query calls: it returns the
+// continuation's response (its messages appended to replace), or nil when the round does not
+// continue. When the provider does not answer it aborts the stream and does not return.
 func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round int, asst json.RawMessage, query, client []call, toolStop bool, replace *[]json.RawMessage) *http.Response {
 	c, fail := s.continueRecovery(ctx, t, round, asst, query, client, toolStop, true)
 	if fail != nil {
@@ -175,10 +171,8 @@ func (s *Server) abortStreamFailure(ctx context.Context, e emitter, t *turn, f *
 	abortResponse(ctx, e.w, event)
 }
 
-// settle decides what becomes of the query calls of a response's last round (one that did
-// not continue upstream), whose model message is asst, or visible without the query calls:
-// deferred after a tool stop (asst stored), else dropped (visible stored). It returns the
-// deferred calls, the stop the client sees and the round's message to store.
+// settle decides the last round's query calls: deferred after a tool stop (asst stored), else
+// dropped (visible stored). It returns them, the stop the client sees and the message to store.
 func (s *Server) settle(f wire.Format, stop string, query, client []call, asst, visible json.RawMessage) (deferred []call, shown string, stored json.RawMessage) {
 	deferred, stored = query, asst
 	if len(query) > 0 && !toolStop(f, stop) {

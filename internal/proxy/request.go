@@ -140,10 +140,8 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	})
 }
 
-// bodyDeadline bounds reading the request body (BodyReadTimeout). net/http lifts the
-// connection's read deadline itself once the body has been read to its end (it then starts
-// the background read that notices a client going away), so the bound never reaches the
-// response.
+// bodyDeadline bounds reading the request body (BodyReadTimeout); net/http lifts the deadline
+// once the body is read, so it never bounds the response.
 func (s *Server) bodyDeadline(w http.ResponseWriter) {
 	if s.opt.BodyReadTimeout > 0 {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.opt.BodyReadTimeout))
@@ -154,10 +152,8 @@ func (s *Server) bodyDeadline(w http.ResponseWriter) {
 // Content-Length alone must not make the proxy hold its size.
 const maxPreGrow = 1 << 20
 
-// readBody reads a request body of at most limit bytes. The buffer starts at the declared
-// Content-Length (plus room for the read that sees EOF) up to maxPreGrow and doubles as the
-// bytes arrive, never past the declared length, so a body that arrives in full is read into
-// one buffer of about its size after at most log2(size/maxPreGrow) copies.
+// readBody reads a request body of at most limit bytes into one buffer, sized by the declared
+// Content-Length (at most maxPreGrow before bytes arrive) and doubled as they do.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	body := http.MaxBytesReader(nil, r.Body, limit)
 	want := int64(-1) // the capacity a body of the declared length needs

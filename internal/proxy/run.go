@@ -79,10 +79,8 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 	return o, nil
 }
 
-// Run runs `condense proxy`: the store, the flusher (in-process, or jobs on the Redis stream
-// when summarizer.mode is "jobs"), the proxy on listen.proxy, /metrics on listen.metrics and
-// /healthz, /readyz, /storez on listen.health. It returns when ctx ends, after in-flight requests
-// finished (up to 30s) and running in-process flushes got a chance to finish.
+// Run runs `condense proxy` (store, flusher, proxy, metrics and health listeners) until ctx
+// ends, then lets in-flight requests finish (up to 30 s) and in-process flushes end.
 func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	log := ro.Log
 	if log == nil {
@@ -231,15 +229,8 @@ func warnUnauthenticated(log *slog.Logger, cfg *config.Config) {
 }
 
 // flushProcs returns the GOMAXPROCS for a proxy running up to slots in-process flushes on
-// lowered-priority threads: the default (the CPUs the process may use) plus slots, so a
-// running flush, which holds a Go scheduler slot for as long as it computes (up to the
-// scheduler's 10 ms time slice, also while the kernel has its low-priority thread waiting),
-// never takes one from the request path; the kernel, not the Go scheduler, then decides
-// between requests and flushes, and it favors requests. ok is false, and GOMAXPROCS is left
-// alone, when the user set GOMAXPROCS, when the default is below the machine's CPUs (a
-// container CPU limit: more running threads would only use up the quota sooner and get the
-// whole container throttled, which nice cannot prevent), or when the platform cannot lower
-// a thread's priority.
+// lowered-priority threads: the default plus slots; ok is false (leave it alone) when the user
+// set GOMAXPROCS, a CPU limit lowers the default, or thread priorities cannot be lowered.
 func flushProcs(slots int) (procs int, ok bool) {
 	return flushProcsFor(slots, os.Getenv("GOMAXPROCS"), runtime.GOMAXPROCS(0), runtime.NumCPU())
 }

@@ -28,10 +28,9 @@ const (
 	statSplicePrefix = "proxySplice/"
 )
 
-// splice is one hidden exchange: the assistant message the client saw at client index At
-// (identified by Digest) stands for the model-view messages Replace; Results are
-// context_tree_query results the proxy owes the model, added to the message(s) that follow
-// (Anthropic: prepended to the next user message; OpenAI: tool messages after Replace).
+// splice is one hidden exchange: the client's assistant message at index At (its Digest)
+// stands for the model-view messages Replace, followed by Results, the query results owed to
+// the model (Anthropic: in the next user message; OpenAI: tool messages).
 type splice struct {
 	At      int               `json:"at"`
 	Digest  string            `json:"digest"`

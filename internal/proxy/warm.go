@@ -8,13 +8,9 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// warmState prepares the session's next request for a state just committed — by a flush of
-// this process, or by another process (watchCommits) — off the request path. It decodes the state, loading and decoding exactly as that
-// request would (when the session has moved past version meanwhile it does nothing: the
-// request then decodes what it loads), and renders the session's remembered request with it
-// (warmRender). For a job this process queued, its end and the store's commit notification
-// (watchCommits) may both ask for one version: whichever comes second finds it decoded and
-// does nothing.
+// warmState decodes a state just committed for the session, as its next request would, and
+// renders its remembered request with it (warmRender), off the request path; it does nothing
+// once the session is past version or the version is decoded.
 func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 	if c, ok := s.states.Load(sid); ok && c.version >= version {
 		return
@@ -32,12 +28,8 @@ func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 	s.warmRender(f, sid, st)
 }
 
-// warmRender renders the session's remembered request (the parse cache's) with st and
-// discards the result. What a render computes once and keeps — occurrence keys, stub and
-// summary blocks and their encodings — sits on the parsed messages and blocks, which the
-// session's next request shares through wire.ParseReusing; after a flush that request would
-// otherwise compute all of it for the new state on the request path
-// (BenchmarkPrepareAfterFlush). It counts in condense_state_warmups_total.
+// warmRender renders the session's remembered request with st and discards the result: what
+// the render keeps on the shared messages and blocks then serves the next request.
 func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
 	if req := s.parses.peek(f, sid); req != nil {
 		_ = pruner.RenderView(req, st, s.opt.Policy).Request.Segments()
@@ -49,13 +41,8 @@ func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
 // notifications failed or ended.
 const watchRetry = 5 * time.Second
 
-// watchCommits does for states other processes commit — a condense pruner worker (jobs
-// mode), another replica, an admin flush served elsewhere — what warmState does after this
-// process's own flushes: for each commit notification (store.Watch) of a session this process
-// remembers a request of, it decodes the new state and renders that request with it in the
-// background, so the session's next request does neither on its path. Notifications are
-// hints: a missed one leaves the work to the request, as before. When the subscription fails
-// or ends (a store outage) it subscribes again after watchRetry. It runs until Close.
+// watchCommits warms (warmCommitted) each state another process commits, from the store's
+// commit notifications, subscribing again watchRetry after they fail. It runs until Close.
 func (s *Server) watchCommits() {
 	defer s.watching.Done()
 	for s.ctx.Err() == nil {
@@ -73,10 +60,8 @@ func (s *Server) watchCommits() {
 	}
 }
 
-// warmCommitted warms a session's committed version (warmState) when this process holds a
-// request of it, unless this process is running that session's flush itself (the flush warms
-// its commit before it ends). A job this process queued is not skipped: its end is seen by
-// polling its status, later than the notification.
+// warmCommitted warms a committed version (warmState) of a session this process holds a
+// request of, unless this process runs that session's flush itself (it warms its own commit).
 func (s *Server) warmCommitted(sid string, version uint64) {
 	if f, ok := s.flights.Load(sid); ok && f.(*flight).local && f.(*flight).running() {
 		return
