@@ -1,20 +1,7 @@
-// Package cachepolicy is the cache-aware flush decision shared by the proxy's flush path and
-// the replay's condense strategy, so what users run behaves like what condense replay
-// measures. It does no I/O and reads no clock: every input, the current time included, is
-// passed in.
-//
-// A flush rewrites the older part of a conversation, so the next request no longer matches
-// the provider's cached prompt prefix from the first changed block on. Decide keeps a flush
-//
-//   - always when the prompt cache has expired anyway (the rewrite is free), and otherwise
-//   - only when the tokens it removes, billed at the cache-read price on each of the expected
-//     remaining requests, save more than re-writing the cached prefix it invalidates
-//     (lost cached tokens × (write − read) price multipliers) plus the summarizer calls.
-//
-// A flush that is not kept is deferred: the caller keeps it due and weighs it again later
-// (more results accumulated, or the cache expired). MidRunCut and MidRunDue are the mid-run
-// trigger: inside a long agent run that never produces a final reply, the transcript before
-// the latest GraceTurns tool-using turns is flushed when it changed or the cache expired.
+// Package cachepolicy is the cache-aware flush decision the proxy and condense replay share:
+// Decide keeps a flush when the cache expired or it saves more than its cache rewrite costs,
+// and MidRunCut and MidRunDue are the mid-run trigger. It does no I/O and reads no clock.
+// See docs/cost-model.md (section 8).
 package cachepolicy
 
 import (
@@ -188,12 +175,9 @@ func blocksTTL1h(bs []*wire.Block) bool {
 	return false
 }
 
-// MidRunCut returns where a mid-run flush cuts the transcript msgs: the index of the
-// assistant message after the grace+1-th latest tool-using assistant turn (and its results),
-// so msgs[:cut] is what the flush may touch and the latest grace tool-using turns stay
-// verbatim; and a key identifying that cut (the last message before it and its position). cut
-// is 0 when there are not more than grace tool-using turns. grace <= 0 means
-// DefaultGraceTurns.
+// MidRunCut returns where a mid-run flush cuts msgs — after the grace+1-th latest tool-using
+// assistant turn and its results, so the latest grace turns stay verbatim (0: not enough
+// turns; grace <= 0: DefaultGraceTurns) — and a key identifying that cut.
 func MidRunCut(msgs []*wire.Message, grace int) (cut int, key uint64) {
 	if grace <= 0 {
 		grace = DefaultGraceTurns

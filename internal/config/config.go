@@ -1,20 +1,7 @@
-// Package config is the versioned configuration the condense operator hands to the data plane
-// (`condense proxy --config FILE` and `condense pruner --config FILE`). The operator renders it
-// from a PruningPolicy into a ConfigMap; people running the proxy without Kubernetes write it by
-// hand. The package has no Kubernetes dependencies on purpose.
-//
-// A file is YAML or JSON:
-//
-//	apiVersion: condense.dev/config/v1
-//	kind: ProxyConfig
-//	policy: {name: default, namespace: agents}
-//	store: {url: "redis://condense-redis:6379/0"}
-//	engine:
-//	  batchingMode: turn
-//	  trigger: {mode: agent-message, autoBudgetThreshold: 0.8, cacheAware: true}
-//
-// Every field that is left out keeps its default (see Default); unknown fields are an error so
-// that typos do not silently fall back to defaults.
+// Package config is the versioned data-plane configuration (condense.dev/config/v1,
+// ProxyConfig, YAML or JSON) of `condense proxy` and `condense pruner`, which the operator
+// renders from a PruningPolicy: omitted fields keep their defaults (Default), unknown ones are
+// errors. It has no Kubernetes dependencies. See docs/configuration.md.
 package config
 
 import (

@@ -1,11 +1,6 @@
-// Package cost is the replay cost model: token estimation from characters (pluggable through
-// Estimator), a prompt-cache simulator (Anthropic explicit breakpoints, or automatic prefix
-// caching) and per-model prices from an embedded data file (prices.yaml).
-//
-// The cache model works on a Prompt: the request flattened into Segments in the order the
-// provider builds its prompt (tools, then system, then messages), each with a content key, a
-// token estimate and, for Anthropic, whether the client put a cache_control breakpoint on it.
-// See docs/cost-model.md for the rules and their sources.
+// Package cost is the replay cost model: token estimation (Estimator), a prompt-cache simulator
+// over a request flattened into Segments (Anthropic breakpoints or automatic prefix caching)
+// and per-model prices (prices.yaml). See docs/cost-model.md.
 package cost
 
 import (
@@ -248,11 +243,9 @@ func (c *Cache) longestHit(p *Prompt, price Price, t time.Time) int {
 	return best
 }
 
-// Send bills prompt p against the cache and updates the cache as the provider would: the
-// longest reachable live prefix is read (refreshing its lifetime); in Anthropic mode every
-// cacheable breakpoint after it is written and the tokens between the read point and the last
-// cacheable breakpoint are billed as cache writes; in automatic mode every block boundary is
-// cached and nothing is billed for writing unless the price table says so.
+// Send bills prompt p against the cache and updates it as the provider would: the longest
+// live prefix is read (and refreshed), then Anthropic writes each cacheable breakpoint after it
+// (billed as cache writes) and automatic caching every block boundary (docs/cost-model.md).
 func (c *Cache) Send(p *Prompt) Bill {
 	price, known := c.prices.Lookup(p.Model)
 	t := c.clock(p.Time)

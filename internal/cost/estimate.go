@@ -28,15 +28,9 @@ type Estimator interface {
 	Overhead(kind string) int
 }
 
-// CharEstimator estimates tokens from characters:
-//
-//	tokens = ceil(asciiBytes / CharsPerToken + nonASCIIRunes * NonASCIITokens)
-//
-// Byte-pair tokenizers used by current models average about 3.5–4 characters per token on
-// English prose and source code, and about one token per character for CJK and other
-// non-Latin scripts; the two rates reflect that. Images use Anthropic's published formula
-// (width×height/750 after scaling the long edge down to 1568 px), read from the image header;
-// undecodable images count ImageFallback tokens.
+// CharEstimator estimates tokens = ceil(asciiBytes/CharsPerToken + nonASCIIRunes*NonASCIITokens);
+// images by Anthropic's formula from their header, ImageFallback when undecodable. The rates
+// are explained in docs/cost-model.md.
 type CharEstimator struct {
 	// CharsPerToken is the ASCII characters per token (default 4).
 	CharsPerToken float64

@@ -46,11 +46,9 @@ type PromptOptions struct {
 	Breakpoints BreakpointMode
 }
 
-// FromBody flattens a request body into a Prompt: tools, then system, then one segment per
-// message content block (OpenAI: per content part and tool call). Segment keys hash the block's
-// JSON without its cache_control member plus the message role and position, so moving a
-// breakpoint does not change the prefix but editing a block does. Time and Output are left for
-// the caller to fill.
+// FromBody flattens a request body into a Prompt: tools, system, then a segment per content
+// block (OpenAI: part and tool call), keyed by the block without cache_control plus role and
+// position. Time and Output are the caller's.
 func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	if !gjson.ValidBytes(body) {
 		return Prompt{}, fmt.Errorf("%w: invalid JSON", ErrBody)

@@ -164,12 +164,9 @@ func (e *enginePlan) Encode() ([]byte, []Blob, error) {
 // commit (deferred chain compression).
 func (e *enginePlan) Followup() bool { return e.p.Followup }
 
-// Weigh implements Weigher: a flush is kept at once when the prompt cache has expired at
-// job.Cache.At (lifetime from the request's cache_control markers); otherwise it renders the
-// whole request with the loaded and with the committed state (pruner.RenderView, flattened with
-// cost.FromRequest: nothing is serialized or re-read), replays the session's previous request into a cache model
-// (cost.Cache, the one condense replay bills with) at job.Cache.LastRequest, and asks
-// cachepolicy.Decide whether the flush pays for its cache rewrite at job.Cache.At.
+// Weigh implements Weigher: it keeps a flush at once when the prompt cache expired at
+// job.Cache.At, else bills the previous and the flushed request against a cache model
+// (cost.Cache) and asks cachepolicy.Decide whether the flush pays for its cache rewrite.
 func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64) (cachepolicy.Decision, error) {
 	chk := job.Cache
 	if e.next == nil || chk == nil {

@@ -1,14 +1,7 @@
-// Package flush runs flushes: for one session and the latest request, it takes the store's
-// flush lease (fencing token), loads the state, plans with the pruning engine, summarizes the
-// planned batches in parallel, commits with compare-and-set (re-planning on a conflict),
-// records stats and the flush outcome, and releases the lease. A job carrying a CacheCheck is
-// weighed against the provider's prompt cache first (internal/cachepolicy) and may end
-// deferred, with nothing committed.
-//
-// Flushes run either in-process (InProcess: the default, and the only mode with the embedded
-// store) or as jobs on a Redis stream (Queue) consumed by `condense pruner` workers (Worker),
-// with at-least-once delivery, reclaiming of stale jobs, retries with exponential backoff, a
-// dead-letter stream and idempotency by (session, request hash). See docs/summarizer.md.
+// Package flush runs flushes: under the session's flush lease it plans with the pruning
+// engine, summarizes and commits with compare-and-set; a job with a CacheCheck is weighed
+// against the prompt cache first. Flushes run in-process (InProcess) or as Redis jobs (Queue)
+// for `condense pruner` workers (Worker). See docs/summarizer.md.
 package flush
 
 import (

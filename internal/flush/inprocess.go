@@ -174,12 +174,8 @@ func (p *InProcess) flushLowered(job *Job, t *Ticket) {
 	<-done
 }
 
-// normalPriority makes each store call of a flush on a lowered-priority thread from another
-// goroutine, i.e. on a normal-priority thread (a goroutine locked to the flush thread runs
-// alone on it): a store lock — the embedded store's database mutex — held by a descheduled
-// low-priority thread would otherwise hold up the requests waiting for it (priority
-// inversion). The calls the orchestrator makes are wrapped; every other method is the
-// store's own.
+// normalPriority makes the orchestrator's store calls from another goroutine, on a
+// normal-priority thread, so no store lock is held by a lowered-priority flush thread.
 type normalPriority struct{ store.Store }
 
 // onNormal runs f on a new goroutine and returns its results.

@@ -34,14 +34,9 @@ type Status struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Queue is the Redis side of queued flushes. All its keys share one hash tag so its Lua
-// scripts and transactions also work on Redis Cluster:
-//
-//	{<prefix>:flush}:jobs        stream of jobs (field "job": the Job as JSON), consumer group Group
-//	{<prefix>:flush}:retry       sorted set of jobs waiting for their backoff (score: due, unix ms)
-//	{<prefix>:flush}:dead        dead-letter stream (fields job, error, attempts), capped near DeadMaxLen
-//	{<prefix>:flush}:dead-count  number of jobs ever dead-lettered
-//	{<prefix>:flush}:st:<session>:<hash>  the job's Status (JSON), expiring after StatusTTL
+// Queue is the Redis side of queued flushes: the jobs stream (consumer group Group), the
+// retry set, the dead-letter stream and its count, and each job's Status, all under one hash
+// tag {<prefix>:flush} (key schema: docs/summarizer.md).
 type Queue struct {
 	rdb redis.UniversalClient
 	// Group is the consumer group of the workers (default "condense-pruner").

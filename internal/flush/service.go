@@ -20,11 +20,8 @@ import (
 	"github.com/condense-dev/condense/internal/summarize"
 )
 
-// RedisFromURL opens a go-redis client for a Redis store URL (the forms store.Open accepts:
-// redis://, rediss://, unix://, redis+sentinel://, redis+cluster:// and their TLS variants)
-// and returns the key prefix the store uses. The client is tuned as the store's own
-// (store.RedisClient: no command retries — a retried MULTI could dead-letter a job twice —,
-// one dial attempt, a 2s dial timeout), so the queue fails as fast as the store.
+// RedisFromURL opens a go-redis client for a Redis store URL (any form store.Open accepts),
+// tuned as the store's own (store.RedisClient), and returns the store's key prefix.
 func RedisFromURL(rawURL string) (redis.UniversalClient, string, error) {
 	rdb, prefix, _, err := store.RedisClient(rawURL)
 	if err != nil {

@@ -16,15 +16,9 @@ import (
 	"github.com/condense-dev/condense/internal/logs"
 )
 
-// Worker consumes queued flush jobs (the `condense pruner` process). Delivery is
-// at-least-once: a job is acknowledged only after its outcome is recorded; a job left pending
-// by a dead worker is reclaimed (XAUTOCLAIM) once idle for ClaimIdle, and a worker keeps the
-// jobs it runs fresh with XCLAIM heartbeats as long as they are still its own. Failed jobs (a
-// flush that panicked included) are retried with exponential backoff up to MaxAttempts, then
-// dead-lettered; a reclaimed job counts each earlier delivery, which ended without an outcome,
-// as a failed attempt; a job whose summarizer calls the provider all rejected as invalid
-// (summarize.ErrRejected) is dead-lettered after its first attempt. A job whose (session,
-// hash) is already done is acknowledged without running again.
+// Worker consumes queued flush jobs (the `condense pruner` process) at least once: acknowledged
+// after their outcome is recorded, reclaimed from dead workers, retried with backoff up to
+// MaxAttempts, then dead-lettered (docs/summarizer.md).
 type Worker struct {
 	// Queue is the Redis queue consumed.
 	Queue *Queue

@@ -64,12 +64,9 @@ func (c *HashCache) Fingerprints(msgs []*wire.Message) []Fingerprint {
 	return out
 }
 
-// FingerprintsReusing returns Fingerprints(msgs) for a transcript whose leading messages
-// are the very *wire.Message values of the previous request's transcript prev (as
-// wire.ParseReusing shares them), given prevFps = Fingerprints(prev) (or the cached
-// equivalent). The fingerprints of the shared prefix are taken over — a fingerprint
-// depends only on the messages up to it — and only the messages after it are hashed. With
-// a nil or unrelated prev it is Fingerprints(msgs).
+// FingerprintsReusing returns Fingerprints(msgs), taking prevFps = Fingerprints(prev) over
+// for the leading messages msgs shares with prev (the same *wire.Message values, as
+// wire.ParseReusing shares them) and hashing only the rest.
 func FingerprintsReusing(msgs, prev []*wire.Message, prevFps []Fingerprint) []Fingerprint {
 	n := 0
 	for n < len(msgs) && n < len(prev) && n < len(prevFps) && msgs[n] == prev[n] {

@@ -1,13 +1,5 @@
-// Package identity names tool-call occurrences and messages without timestamps, which the
-// provider wire formats do not carry (see docs/identity.md).
-//
-// An occurrence key is the provider's bare tool-call id plus a short hash over the tool
-// name, the canonical input and the result content: identical triples are one occurrence
-// (their records would be identical), while a reused id with different content is a
-// different occurrence. A message fingerprint is a hash of the message's content plus its
-// ordinal among earlier messages with the same hash, so repeated prompts such as
-// "continue" stay distinct; fingerprints are stable while a transcript only grows, and a
-// fingerprint that matches no message makes Resolve fail closed.
+// Package identity names tool-call occurrences (occurrence keys) and messages (fingerprints)
+// without timestamps, which the provider wire formats do not carry. See docs/identity.md.
 package identity
 
 import (
@@ -47,28 +39,17 @@ func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
 	h.Write(b)
 }
 
-// OccurrenceKey returns "<id>#<8 hex>": the bare provider id and the first 32 bits of a
-// SHA-256 over the tool name, CanonicalJSON(input) and the result text (length-prefixed,
-// so field boundaries cannot shift). For OpenAI tool calls pass the decoded arguments
-// string as input (wire.Block.Input), which is canonicalised when it is JSON.
-//
-// Keys are memoised: an agent resends the same results on every request, and the pruner
-// keys them on every render. A repeat costs one xxhash pass over the input and the result
-// (about ten times faster than SHA-256; none at all through OccurrenceKeyOf, whose blocks
-// cache theirs) and a map lookup; the memo is bounded (keyMemoMax entries, then it starts
-// over) and safe for concurrent use. The key itself is always the SHA-256 definition above.
+// OccurrenceKey returns "<id>#<8 hex>": the bare provider id and 32 bits of a SHA-256 over the
+// tool name, CanonicalJSON(input) and the result text, length-prefixed (OpenAI: input is the
+// decoded arguments string). Keys are memoised (keyMemoMax entries), safe for concurrent use.
 func OccurrenceKey(id, toolName string, input []byte, resultText string) string {
 	mk := occMemoKey(toolName, xxhash.Sum64(input), xxhash.Sum64String(resultText), len(input), len(resultText))
 	return occurrenceKey(id, mk, func() [4]byte { return occurrenceSum(toolName, input, resultText) })
 }
 
-// OccurrenceKeyOf is OccurrenceKey(result.ID, call.Name, call.Input, result.ResultText())
-// for a tool call block and its result block, taking the blocks' cached fingerprints
-// (wire.Block.IdentitySum) for the memo, so a repeat does not read their bytes.
-//
-// The key is also remembered on the result block for its call (wire.Block.PairMemo): a
-// result that the parse reuse shares between requests, with the same call, gets it back
-// without the memo's lock, lookup and formatting.
+// OccurrenceKeyOf is OccurrenceKey(result.ID, call.Name, call.Input, result.ResultText()),
+// memoised by the blocks' cached fingerprints (wire.Block.IdentitySum) and remembered on the
+// result block for its call (wire.Block.PairMemo).
 func OccurrenceKeyOf(call, result *wire.Block) string {
 	if k, ok := result.PairMemo(call); ok {
 		return k
@@ -171,12 +152,9 @@ func BareID(key string) string {
 	return key[:i]
 }
 
-// CanonicalJSON returns raw with object keys sorted (byte order of the decoded keys),
-// insignificant whitespace removed and strings re-encoded in one spelling: escapes decoded,
-// only '"', '\\' and control characters escaped (\n, \r, \t, else \u00XX), invalid UTF-8
-// replaced by U+FFFD. Numbers keep their literal text. A duplicate key keeps its last value.
-// Input that is not exactly one JSON value is returned with surrounding whitespace trimmed,
-// unchanged otherwise.
+// CanonicalJSON returns raw with keys sorted (by decoded bytes), no insignificant whitespace,
+// strings re-encoded one way (only '"', '\\' and control characters escaped, invalid UTF-8 as
+// U+FFFD), numbers as written, a duplicate key's last value. Other input: trimmed, unchanged.
 func CanonicalJSON(raw []byte) []byte {
 	out, ok := canonicalAppend(nil, raw, "")
 	if !ok {
@@ -207,15 +185,9 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 	return Fingerprint{Hash: s[:i], Ordinal: n}, nil
 }
 
-// MessageHash returns 16 hex digits of a SHA-256 over the message's role and content:
-// each block in canonical JSON without its cache_control marker (markers move between
-// requests), with string content treated as one text block, so the same message hashes
-// the same whichever of the equivalent encodings an agent sends.
-//
-// Hashes are memoised on the message (wire.Message.HashMemo: a message the parse reuse shares
-// between requests is hashed once) and by an xxhash of the message's format and bytes
-// (bounded like the occurrence key memo, for equal messages parsed anew): the pruner resolves
-// the same messages on every render.
+// MessageHash returns 16 hex of a SHA-256 over the message's role and its blocks in canonical
+// JSON without cache_control (string content as one text block). It is memoised on the message
+// (wire.Message.HashMemo) and by its format and bytes (bounded).
 func MessageHash(m *wire.Message) string {
 	if h, ok := m.HashMemo(); ok {
 		return h
@@ -336,11 +308,8 @@ type Occurrence struct {
 	ResultBlock int    // block index of the result
 }
 
-// Occurrences pairs every tool result with its call and returns one Occurrence per
-// result, in transcript order. A result is paired with the call of the same id in the
-// nearest preceding assistant message (per-turn pairing: a transcript-wide id map would
-// mis-pair reused ids); a result whose id no preceding assistant message carries is
-// skipped. Calls without result are not listed.
+// Occurrences returns one Occurrence per tool result, in transcript order, paired with the
+// call of its id in the nearest preceding assistant message (a result without one is skipped).
 func Occurrences(msgs []*wire.Message) []Occurrence {
 	var out []Occurrence
 	lastAssistant := -1

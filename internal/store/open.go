@@ -10,25 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Open connects to the store named by rawURL:
-//
-//	redis://[user:pass@]host:port[/db][?opts]      standalone Redis (rediss:// for TLS, unix:///path.sock)
-//	redis+sentinel://[user:pass@]sentinel:port[?master_name=NAME&addr=sentinel2:port...]
-//	redis+cluster://host:port[?addr=host2:port&addr=host3:port...]   (rediss+cluster:// for TLS)
-//	bolt:PATH  or  bolt:  (the default path, DefaultBoltPath)
-//	memory:
-//
-// Every form accepts ttl=DURATION (idle expiry, Go duration syntax, 0 disables it; default
-// DefaultTTL); Redis forms also accept prefix=NAME (key prefix, default "condense") and the
-// go-redis option parameters (dial_timeout, pool_size, ...). Redis clients are created with
-// context deadlines honoured, command retries disabled (a retried commit could report a
-// conflict for its own success) and one dial attempt per command (dialer_retries=N overrides). A Redis server that cannot be reached yields an error
-// satisfying errors.Is(err, ErrUnavailable).
+// Open connects to the store named by rawURL: redis://, rediss://, unix://,
+// redis+sentinel://, redis+cluster:// (rediss+cluster://), bolt:PATH, bolt: or memory:, with
+// ttl= and (Redis) prefix= and go-redis options (docs/store.md). An unreachable Redis
+// yields an error satisfying errors.Is(err, ErrUnavailable).
 func Open(ctx context.Context, rawURL string) (Store, error) { return open(ctx, rawURL, false) }
 
 // OpenReadOnly opens the store named by rawURL (the forms of Open) for inspection: reads change
-// nothing (no last-seen refresh, no expiry sweep), writes fail with ErrReadOnly, and a bolt file
-// that does not exist is an error satisfying errors.Is(err, ErrNotFound), not created.
+// nothing, writes fail with ErrReadOnly, and a missing bolt file is ErrNotFound, not created.
 func OpenReadOnly(ctx context.Context, rawURL string) (Store, error) { return open(ctx, rawURL, true) }
 
 func open(ctx context.Context, rawURL string, readOnly bool) (Store, error) {
@@ -123,12 +112,9 @@ func openRedis(ctx context.Context, rawURL string, readOnly bool) (Store, error)
 	return s, nil
 }
 
-// RedisClient opens the go-redis client a Redis store URL (any Redis form Open accepts) names,
-// tuned as Open's: context deadlines honoured, command retries disabled (a retried commit
-// could report a conflict for its own success, a retried MULTI apply twice), one dial attempt
-// per command and a 2s dial timeout, unless the URL's go-redis options say otherwise. It also
-// returns the URL's key prefix ("" for the default) and idle TTL. Other packages that keep
-// their own keys next to the store's (the flush queue) use it to fail as fast as the store.
+// RedisClient opens the go-redis client a Redis store URL names, tuned as Open's (no command
+// retries, one dial attempt, a 2 s dial timeout unless the URL says otherwise), and returns
+// the URL's key prefix ("" for the default) and idle TTL.
 func RedisClient(rawURL string) (rdb redis.UniversalClient, prefix string, ttl time.Duration, err error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -27,10 +27,8 @@ end
 `
 
 // load: ARGV id, ttl, touch-after ms, known version ('0': none). Returns {} for an unknown
-// session, otherwise {version, state, seen, counters, diagnostics, kinds, lease, lease_pttl,
-// now}; state is empty when version is the known one (the caller holds it decoded). Last-seen and
-// the idle TTL are refreshed only when last-seen is older than touch-after, so most loads
-// write nothing (no AOF write, no replication traffic).
+// session, else {version, state (empty when version is the known one), seen, counters,
+// diagnostics, kinds, lease, lease_pttl, now}; it touches only a last-seen older than touch-after.
 var scriptLoad = redis.NewScript(luaPrelude + `
 local m = redis.call('HMGET', KEYS[1], 'id', 'v', 'seen')
 if not m[1] then return {} end
@@ -88,13 +86,9 @@ end
 return added
 `)
 
-// updatestats: ARGV id, ttl, number of increments, number of sets, then pairs (name, value):
-// the increments, the sets, then the maxima (set only when larger than the stored value).
-// Values are compared exactly as decimal integers (a Lua number holds only 53 bits). Every
-// increment is checked before anything is written — Redis does not roll a script back, and
-// HINCRBY fails on int64 overflow — so a call fails whole ('condense: counter overflow'):
-// the sum is computed exactly in two parts of at most 10 and 9 digits; only two values of one
-// sign can overflow.
+// updatestats: ARGV id, ttl, number of increments, number of sets, then (name, value) pairs:
+// increments, sets, maxima (set when larger). Values compare exactly as decimal integers, and
+// an increment past int64 fails the whole call before anything is written.
 var scriptUpdateStats = redis.NewScript(luaPrelude + `
 local e = check_id(ARGV[1]); if e then return e end
 local function lt(a, b)

@@ -40,10 +40,9 @@ func ValidateSessionID(id string) error {
 	return nil
 }
 
-// EncodeSessionID returns the form of a valid session id used inside backend keys: the id
-// itself when it is at most 128 bytes of [A-Za-z0-9._-], otherwise "~" followed by the hex
-// SHA-256 of the id. The two forms never collide (verbatim ids cannot contain '~'), and the
-// result never contains '{', '}' or ':' so it is safe inside a Redis Cluster hash tag.
+// EncodeSessionID returns a valid session id as backend keys hold it: the id when it is at
+// most 128 bytes of [A-Za-z0-9._-], else "~" and its hex SHA-256. The forms never collide and
+// never contain '{', '}' or ':' (safe in a Redis Cluster hash tag).
 func EncodeSessionID(id string) string {
 	if len(id) <= maxVerbatimIDLen && verbatimSafe(id) {
 		return id

@@ -1,16 +1,7 @@
-// Package store holds condense's per-session state: the pruning engine's serialized state
-// (opaque bytes, versioned by the store with compare-and-set), deduplicated diagnostics,
-// named counters, compressed blobs (original and spilled tool outputs), a per-session flush
-// lease with a fencing token, idle expiry and change notifications.
-//
-// Three implementations satisfy one contract (see package storetest): Redis (standalone,
-// Sentinel or Cluster, via go-redis UniversalClient and Lua scripts), an embedded bbolt file,
-// and an in-memory variant. Open picks one from a URL; docs/store.md documents the URL forms,
-// the key schema, round trips and memory per session.
-//
-// Errors are typed: errors.Is(err, ErrUnavailable) means the backend could not be reached or
-// answered in time (the proxy fails open on it); ErrConflict and ErrFenced report a lost
-// compare-and-set; ErrInvalidSession, ErrLeaseHeld, ErrLeaseLost and ErrNotFound cover the rest.
+// Package store holds condense's per-session state — the engine's versioned state, diagnostics,
+// counters, compressed blobs, a fenced flush lease, idle expiry, change notifications — in
+// Redis, a bbolt file or memory, behind one contract (package storetest) with typed errors
+// (ErrUnavailable: fail open). See docs/store.md.
 package store
 
 import (
@@ -19,25 +10,17 @@ import (
 	"time"
 )
 
-// Store is the session store used by the proxy, the flush orchestrator and the operator.
-// Every method is safe for concurrent use. Session ids are validated by ValidateSessionID;
-// an invalid id yields an error satisfying errors.Is(err, ErrInvalidSession) and touches nothing.
-//
-// Every successful write (Commit, AddDiagnostics, IncrStats, UpdateStats, PutBlob,
-// AcquireLease) refreshes the session's last-seen time and idle expiry; Load of an existing session refreshes them when
-// last-seen is older than a tenth of the TTL (at most one minute), so most loads write nothing.
-// A session untouched for the store's TTL disappears with everything it owns.
+// Store is the session store of the proxy, the flush orchestrator and the operator; every
+// method is safe for concurrent use and rejects an invalid id (ErrInvalidSession). Writes and
+// loads refresh the session's idle expiry (docs/store.md); an idle session disappears whole.
 type Store interface {
 	// Load returns the session's snapshot in one round trip. An unknown session yields an
 	// empty snapshot with Version 0 and a nil error.
 	Load(ctx context.Context, session string) (*Snapshot, error)
 
-	// Commit atomically replaces the session state when the stored version equals
-	// expectVersion (0 for a session never committed) and returns the new version
-	// (expectVersion+1). A mismatch returns a *ConflictError (errors.Is ErrConflict) and
-	// changes nothing. A non-zero fence must be the token of the latest lease issued for the
-	// session, otherwise a *FencedError (errors.Is ErrFenced) is returned and nothing changes;
-	// fence 0 commits without fencing. The state is opaque to the store.
+	// Commit replaces the session state when the stored version is expectVersion (0: never
+	// committed) and returns expectVersion+1; else a *ConflictError (ErrConflict). A non-zero
+	// fence must be the latest lease's token, else a *FencedError (ErrFenced). Either leaves it unchanged.
 	Commit(ctx context.Context, session string, expectVersion uint64, state []byte, fence uint64) (uint64, error)
 
 	// AddDiagnostics records diagnostics, deduplicated by Diagnostic.Key: a key already
@@ -51,13 +34,8 @@ type Store interface {
 	// whole call with ErrInvalidArgument and changes nothing.
 	IncrStats(ctx context.Context, session string, delta map[string]int64) error
 
-	// UpdateStats applies u in one atomic write (one round trip), without a commit and
-	// without changing the state version: it adds u.Incr, sets u.Set (for counters that hold
-	// a last value, which concurrent writers must set, not add to: an increment computed from
-	// an older snapshot would apply twice), and sets each counter of
-	// u.Max to its value only when that is larger than the stored one (a missing
-	// counter is created). A name may appear in only one of the three maps, and an
-	// increment may not take a counter out of the int64 range, else the call fails with
+	// UpdateStats applies u in one atomic write without changing the version: adds u.Incr, sets
+	// u.Set, raises to u.Max. A name in two maps, or an increment past int64, fails the call with
 	// ErrInvalidArgument and changes nothing.
 	UpdateStats(ctx context.Context, session string, u StatsUpdate) error
 
