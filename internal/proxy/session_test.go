@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/config"
@@ -336,5 +338,82 @@ func BenchmarkSessionIDFromBody(b *testing.B) {
 		if id, src := sessionID(wire.Anthropic, http.Header{}, body); src != SourceMetadata || id == "" {
 			b.Fatal(id, src)
 		}
+	}
+}
+
+func TestSessionTokens(t *testing.T) {
+	secret := []byte("policy-secret")
+	r := newRig(t, nil, nil, func(o *Options) { o.SessionSecret = secret })
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}
+	_, err := r.anthropic("alice").Messages.New(context.Background(), aParams(msgs))
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.RawJSON(), "authentication_error") {
+		t.Fatalf("no token: %v", err)
+	}
+	_, err = r.anthropic("alice", aoption.WithHeader(HeaderToken, config.SessionToken(secret, "bob"))).Messages.New(context.Background(), aParams(msgs))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("bob's token for alice: %v", err)
+	}
+	r.up.Enqueue(upstreamfake.Reply{Text: "hello"})
+	if _, err := r.anthropic("alice", aoption.WithHeader(HeaderToken, config.SessionToken(secret, "alice"))).Messages.New(context.Background(), aParams(msgs)); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := r.up.Last(); rec.Header.Get(HeaderToken) != "" {
+		t.Fatal("session token leaked upstream")
+	}
+	// admin: another session's token cannot read alice's records
+	admin := adminURL(t, r)
+	get := func(path, token string) int {
+		req, _ := http.NewRequest(http.MethodGet, admin+path, nil)
+		req.Header.Set(HeaderToken, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get("/admin/sessions/alice/records/t1", config.SessionToken(secret, "bob")); c != 401 {
+		t.Fatalf("cross-session record read: %d", c)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if c := get("/admin/sessions/alice", config.SessionToken(secret, "alice")); c != 200 {
+		t.Fatalf("own session: %d", c)
+	}
+}
+
+// TestOpenAISessionTokenErrorIsOpenAIShaped: the proxy's own 401 for an OpenAI client looks
+// like OpenAI's (type invalid_request_error, code invalid_api_key).
+func TestOpenAISessionTokenErrorIsOpenAIShaped(t *testing.T) {
+	r := newRig(t, nil, nil, func(o *Options) { o.SessionSecret = []byte("policy-secret") })
+	_, err := r.openai("alice").Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-4o",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	var oErr *openai.Error
+	if !errors.As(err, &oErr) || oErr.StatusCode != 401 || oErr.Type != "invalid_request_error" || oErr.Code != "invalid_api_key" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSessionIDDerivation(t *testing.T) {
+	h := http.Header{}
+	a := []byte(`{"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"first"}]}`)
+	b := []byte(`{"system":"sys","messages":[{"role":"user","content":[{"type":"text","text":"first"}]},{"role":"assistant","content":"x"}]}`)
+	ida, src := sessionID(wire.Anthropic, h, a)
+	idb, _ := sessionID(wire.Anthropic, h, b)
+	if src != SourceDerived || ida != idb {
+		t.Fatalf("derived ids differ: %s %s", ida, idb)
+	}
+	if id, src := sessionID(wire.Anthropic, h, []byte(`{"metadata":{"user_id":"u1"},"messages":[]}`)); !strings.HasPrefix(id, "u1:") || src != SourceMetadata {
+		t.Fatal(id, src)
+	}
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "pk:") {
+		t.Fatal(id)
+	}
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "u:") {
+		t.Fatal(id)
+	}
+	h.Set(HeaderSession, "hdr")
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"user":"u"}`)); id != "hdr" {
+		t.Fatal(id)
 	}
 }
