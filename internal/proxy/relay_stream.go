@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -126,4 +127,25 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 			return line, err
 		}
 	}
+}
+
+// readRound reads one upstream stream to its end: events without data are relayed as they
+// came, the others go to handle. It closes the body and returns when its last byte was read.
+func (s *Server) readRound(ctx context.Context, e emitter, t *turn, resp *http.Response, handle func(sseEvent)) (eof time.Time) {
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		ev, err := s.readEvent(ctx, e, t, br, resp.Body)
+		if len(ev.raw) > 0 && len(ev.data) == 0 {
+			e.emit(ev.raw) // comments, retry hints: as they came
+		}
+		if len(ev.raw) > 0 && len(ev.data) > 0 {
+			handle(ev)
+		}
+		if err != nil {
+			break
+		}
+	}
+	eof = time.Now()
+	resp.Body.Close()
+	return eof
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -74,64 +73,52 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 	clientIdx := 0
 	for round := 1; ; round++ {
 		r := &anthropicRound{blocks: map[int64]*blockAcc{}}
-		br := bufio.NewReaderSize(resp.Body, 64<<10)
-		for {
-			ev, err := s.readEvent(ctx, e, t, br, resp.Body)
-			if len(ev.raw) > 0 && len(ev.data) == 0 {
-				e.emit(ev.raw) // comments, retry hints: as they came
-			}
-			if len(ev.raw) > 0 && len(ev.data) > 0 {
-				d := gjson.ParseBytes(ev.data)
-				switch d.Get("type").Str {
-				case "message_start":
-					r.u = anthropicUsage(d.Get("message.usage"))
-					r.u.output = 0
-					if round == 1 {
-						e.emit(ev.raw)
-					}
-				case "content_block_start":
-					idx := d.Get("index").Int()
-					a := &blockAcc{start: d.Get("content_block")}
-					r.blocks[idx] = a
-					r.order = append(r.order, idx)
-					if a.start.Get("type").Str == "tool_use" && a.start.Get("name").Str == pruner.QueryToolName {
-						a.held = true
-						continue
-					}
-					a.client = clientIdx
-					clientIdx++
-					e.emit(reindex(ev, a.client, idx))
-				case "content_block_delta", "content_block_stop":
-					idx := d.Get("index").Int()
-					a := r.blocks[idx]
-					if a == nil {
-						e.emit(ev.raw)
-						continue
-					}
-					a.delta(d.Get("delta"))
-					if !a.held {
-						e.emit(reindex(ev, a.client, idx))
-					}
-				case "message_delta":
-					r.stop = d.Get("delta.stop_reason").Str
-					r.deltaData, r.deltaRaw = ev.data, ev.raw
-					u := d.Get("usage")
-					r.u.output = int(u.Get("output_tokens").Int())
-					if v := u.Get("input_tokens"); v.Exists() && int(v.Int()) > r.u.input {
-						r.u.input = int(v.Int())
-					}
-				case "message_stop":
-					r.stopRaw = ev.raw
-				default:
+		eof := s.readRound(ctx, e, t, resp, func(ev sseEvent) {
+			d := gjson.ParseBytes(ev.data)
+			switch d.Get("type").Str {
+			case "message_start":
+				r.u = anthropicUsage(d.Get("message.usage"))
+				r.u.output = 0
+				if round == 1 {
 					e.emit(ev.raw)
 				}
+			case "content_block_start":
+				idx := d.Get("index").Int()
+				a := &blockAcc{start: d.Get("content_block")}
+				r.blocks[idx] = a
+				r.order = append(r.order, idx)
+				if a.start.Get("type").Str == "tool_use" && a.start.Get("name").Str == pruner.QueryToolName {
+					a.held = true
+					return
+				}
+				a.client = clientIdx
+				clientIdx++
+				e.emit(reindex(ev, a.client, idx))
+			case "content_block_delta", "content_block_stop":
+				idx := d.Get("index").Int()
+				a := r.blocks[idx]
+				if a == nil {
+					e.emit(ev.raw)
+					return
+				}
+				a.delta(d.Get("delta"))
+				if !a.held {
+					e.emit(reindex(ev, a.client, idx))
+				}
+			case "message_delta":
+				r.stop = d.Get("delta.stop_reason").Str
+				r.deltaData, r.deltaRaw = ev.data, ev.raw
+				u := d.Get("usage")
+				r.u.output = int(u.Get("output_tokens").Int())
+				if v := u.Get("input_tokens"); v.Exists() && int(v.Int()) > r.u.input {
+					r.u.input = int(v.Int())
+				}
+			case "message_stop":
+				r.stopRaw = ev.raw
+			default:
+				e.emit(ev.raw)
 			}
-			if err != nil {
-				break
-			}
-		}
-		eof := time.Now()
-		resp.Body.Close()
+		})
 		out.usage.add(r.u)
 		var all []string
 		var calls []call

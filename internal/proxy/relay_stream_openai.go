@@ -44,21 +44,9 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 	firstID := ""
 	for round := 1; ; round++ {
 		r := &openAIRound{calls: map[int64]*oaCall{}}
-		br := bufio.NewReaderSize(resp.Body, 64<<10)
-		for {
-			ev, err := s.readEvent(ctx, e, t, br, resp.Body)
-			if len(ev.raw) > 0 && len(ev.data) == 0 {
-				e.emit(ev.raw) // comments, retry hints: as they came
-			}
-			if len(ev.raw) > 0 && len(ev.data) > 0 {
-				s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls, &firstID)
-			}
-			if err != nil {
-				break
-			}
-		}
-		eof := time.Now()
-		resp.Body.Close()
+		eof := s.readRound(ctx, e, t, resp, func(ev sseEvent) {
+			s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls, &firstID)
+		})
 		out.usage.add(r.u)
 		tcs, calls := r.toolCalls()
 		var roundVisible []string
