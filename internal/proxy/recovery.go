@@ -193,8 +193,8 @@ type ending struct {
 	stop             string // the stop the client sees
 	// replace are the model-view messages of all rounds (the hidden exchange's).
 	replace []json.RawMessage
-	dg      *digester              // what the client sees of the answer
-	visible func() json.RawMessage // the assistant message the client holds
+	dg      digester        // what the client sees of the answer
+	visible json.RawMessage // the assistant message the client holds
 }
 
 // endRecovery ends every relay of a response that may hide query calls: it answers the
@@ -214,7 +214,7 @@ func (s *Server) endRecovery(ctx context.Context, t *turn, out *outcome, e endin
 	if out.splice != nil && len(e.deferred) == 0 {
 		out.viewTail = e.replace
 	} else {
-		out.viewTail = []json.RawMessage{e.visible()}
+		out.viewTail = []json.RawMessage{e.visible}
 	}
 	s.onFinal(t, out)
 }

@@ -100,7 +100,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	replace = append(replace, stored)
 	body, visible, dg := fm.shown(rounds, stop, len(rounds) > 1 || len(query) > 0, out.usage)
 	s.endRecovery(ctx, t, out, ending{rounds: len(rounds), deferred: deferred, client: client, stop: stop,
-		replace: replace, dg: &dg, visible: func() json.RawMessage { return visible }})
+		replace: replace, dg: dg, visible: visible})
 	if out.splice == nil && len(query) == 0 {
 		body = data // nothing hidden: the provider's bytes as they came
 	}

@@ -161,10 +161,8 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			visible = append(visible, string(hiddenOnlyBlock))
 			dg.text(hiddenOnlyText)
 		}
-		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: &dg,
-			visible: func() json.RawMessage {
-				return json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)
-			}})
+		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: dg,
+			visible: json.RawMessage(`{"role":"assistant","content":[` + strings.Join(visible, ",") + `]}`)})
 		if round == 1 && len(deferred) == 0 { // nothing hidden: the provider's events as they came
 			e.emit(r.deltaRaw)
 			if r.stopRaw != nil {

@@ -79,15 +79,13 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		for _, c := range client {
 			dg.call(c.id)
 		}
-		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: &dg,
-			visible: func() json.RawMessage {
-				var vc []string
-				for _, c := range client {
-					raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
-					vc = append(vc, string(raw))
-				}
-				return openAIAssistant(visibleText.String(), vc)
-			}})
+		var vc []string
+		for _, c := range client {
+			raw, _ := json.Marshal(map[string]any{"id": c.id, "type": "function", "function": map[string]string{"name": c.name, "arguments": string(c.input)}})
+			vc = append(vc, string(raw))
+		}
+		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: dg,
+			visible: openAIAssistant(visibleText.String(), vc)})
 		if stop == r.finish {
 			e.emit(r.finishRaw)
 		} else {
