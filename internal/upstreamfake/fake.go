@@ -1,6 +1,7 @@
 // Package upstreamfake is a local stand-in for the paid LLM providers. It speaks the
-// Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens) and the OpenAI Chat
-// Completions API (POST /v1/chat/completions), streaming (SSE) and not, replies from a script
+// Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens), the OpenAI Chat
+// Completions API (POST /v1/chat/completions) and the OpenAI Responses API (POST
+// /v1/responses), streaming (SSE) and not, replies from a script
 // of scripted turns (text, thinking, tool calls — including context_tree_query calls —, usage,
 // provider-shaped errors, raw bodies) and records every request it receives so tests can assert
 // on exactly what a proxy forwarded. Like the real APIs it answers 400 to a body that is not
@@ -32,6 +33,8 @@ const (
 	Anthropic Format = "anthropic"
 	// OpenAI is the Chat Completions API (/v1/chat/completions).
 	OpenAI Format = "openai"
+	// Responses is the OpenAI Responses API (/v1/responses).
+	Responses Format = "responses"
 	// Other is any other path; it is answered with 404 unless a Reply says otherwise.
 	Other Format = "other"
 )
@@ -42,8 +45,12 @@ type ToolCall struct {
 	ID string
 	// Name is the tool name, for example "bash" or "context_tree_query".
 	Name string
-	// Input is the JSON object of arguments; empty means {}.
+	// Input is the JSON object of arguments; empty means {}. For a Custom call it is the
+	// freeform input text.
 	Input string
+	// Custom makes the call a Responses API custom_tool_call (freeform input, e.g. Codex's
+	// apply_patch); the other formats ignore it.
+	Custom bool
 }
 
 // Usage is the token usage the scripted model reports.
@@ -299,6 +306,8 @@ func formatOf(path string) Format {
 		return Anthropic
 	case strings.HasSuffix(path, "/v1/chat/completions"):
 		return OpenAI
+	case strings.HasSuffix(path, "/v1/responses"):
+		return Responses
 	}
 	return Other
 }
@@ -412,6 +421,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			s.streamAnthropic(w, model, rep, gen)
 		case rec.Format == Anthropic:
 			writeJSON(w, 200, string(AnthropicMessage(s.nextID("msg_"), model, rep)))
+		case rec.Format == Responses && stream:
+			s.streamResponses(w, model, rep, gen)
+		case rec.Format == Responses:
+			writeJSON(w, 200, string(s.ResponsesBody(s.nextID("resp_"), model, rep)))
 		case stream:
 			s.streamOpenAI(w, model, rep, gen, gjson.GetBytes(body, "stream_options.include_usage").Bool())
 		default:
@@ -538,7 +551,7 @@ func (s *Server) writeError(w http.ResponseWriter, f Format, rep Reply) {
 	if typ == "" {
 		typ = "api_error"
 	}
-	if f == OpenAI {
+	if f == OpenAI || f == Responses {
 		writeJSON(w, rep.Status, fmt.Sprintf(`{"error":{"message":%s,"type":%s,"param":null,"code":null}}`, jsonString(rep.ErrorMessage), jsonString(typ)))
 		return
 	}
