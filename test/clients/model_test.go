@@ -1,0 +1,226 @@
+package clients
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// step is one scripted model turn of a prompt: a tool call that reads a file or runs a
+// command, or a context_tree_query call for a ref the request shows.
+type step struct {
+	read  string // file of the scratch repository to read
+	shell string // command to run
+	query bool
+}
+
+// plan is the scripted session: prompt n (1-based, marked "[Pn]" in its text) makes the tool
+// calls of plan[n-1], then gives a final answer. 16 tool rounds over three prompts, one of
+// them a failing command and one a context_tree_query call.
+var plan = [][]step{
+	{{read: "alpha.go"}, {read: "beta.go"}, {shell: "ls -la"}, {read: "gamma.go"}, {shell: "grep -n func delta.go"}},
+	{{read: "delta.go"}, {shell: "cat no-such-file.txt"}, {read: "epsilon.go"}, {query: true}, {shell: "wc -l alpha.go beta.go"}},
+	{{read: "zeta.go"}, {read: "eta.go"}, {shell: "head -n 5 gamma.go"}, {read: "theta.go"}, {shell: "tail -n 3 beta.go"}, {read: "alpha.go"}},
+}
+
+// prompt returns the text of prompt n.
+func prompt(n int) string {
+	return fmt.Sprintf("[P%d] Look at the files of this repository with your tools and tell me what you find.", n)
+}
+
+// toolSet builds an agent's own tool calls.
+type toolSet struct {
+	read  func(path string) upstreamfake.ToolCall
+	shell func(cmd string) upstreamfake.ToolCall
+}
+
+func jsonArgs(kv ...string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// model is the scripted provider behind the fake upstream. It decides each reply from the
+// request alone (the prompt marker and the tool results after it), as a real model would.
+type model struct {
+	t     *testing.T
+	repo  string
+	tools toolSet
+	// holdAt is the prompt whose final answer is streamed with a pause after its first event,
+	// until the tap saw that event arrive (proof the proxy relays event by event).
+	holdAt int
+
+	mu       sync.Mutex
+	queried  []string // refs the model asked context_tree_query for
+	held     map[int]chan struct{}
+	released bool // a hold was released by the tap, not by its timeout
+	errs     []string
+}
+
+func newModel(t *testing.T, repo string, tools toolSet) *model {
+	return &model{t: t, repo: repo, tools: tools, holdAt: 2, held: map[int]chan struct{}{}}
+}
+
+// formatOfPath returns the wire format of a provider path, ok false for other paths.
+func formatOfPath(path string) (wire.Format, bool) {
+	switch {
+	case strings.HasSuffix(path, "/v1/messages"):
+		return wire.Anthropic, true
+	case strings.HasSuffix(path, "/v1/chat/completions"):
+		return wire.OpenAI, true
+	}
+	return 0, false
+}
+
+var (
+	markerRe = regexp.MustCompile(`\[P(\d+)\]`)
+	refRe    = regexp.MustCompile("ref `(t\\d+)`")
+)
+
+// position finds the prompt a request is in and how many tool results follow it.
+func position(req *wire.Request) (promptN, done int) {
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role != wire.RoleUser || hasResult(m) {
+			continue
+		}
+		for _, b := range m.Blocks {
+			if sm := markerRe.FindStringSubmatch(b.Text); sm != nil {
+				n, _ := strconv.Atoi(sm[1])
+				for _, later := range req.Messages[i+1:] {
+					for _, lb := range later.Blocks {
+						if lb.Kind == wire.KindToolResult {
+							done++
+						}
+					}
+				}
+				return n, done
+			}
+		}
+	}
+	return 0, 0
+}
+
+func hasResult(m *wire.Message) bool {
+	for _, b := range m.Blocks {
+		if b.Kind == wire.KindToolResult {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) fail(format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.errs = append(m.errs, fmt.Sprintf(format, args...))
+}
+
+// respond is the upstreamfake.Responder.
+func (m *model) respond(rec upstreamfake.Recorded) upstreamfake.Reply {
+	f, ok := formatOfPath(rec.Path)
+	if !ok {
+		return upstreamfake.Reply{Text: "ok"}
+	}
+	req, err := wire.Parse(f, rec.Body)
+	if err != nil {
+		m.fail("request %d does not parse: %v", rec.Seq, err)
+		return upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: err.Error()}
+	}
+	n, done := position(req)
+	if n == 0 || n > len(plan) || len(req.Tools) == 0 {
+		return upstreamfake.Reply{Text: "ok"} // a side request (title, summary, probe)
+	}
+	if done >= len(plan[n-1]) {
+		rep := upstreamfake.Reply{Text: fmt.Sprintf("Finished P%d: the files look fine.", n)}
+		if n == m.holdAt {
+			rep.Hold = m.hold(rec)
+		}
+		return rep
+	}
+	s := plan[n-1][done]
+	switch {
+	case s.read != "":
+		return upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{m.tools.read(filepath.Join(m.repo, s.read))}}
+	case s.shell != "":
+		return upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{m.tools.shell(s.shell)}}
+	}
+	refs := refRe.FindAllStringSubmatch(string(rec.Body), -1)
+	if len(refs) == 0 {
+		m.fail("P%d step %d: the request shows no ref to query", n, done+1)
+		return upstreamfake.Reply{Text: "no refs"}
+	}
+	ref := refs[0][1]
+	m.mu.Lock()
+	m.queried = append(m.queried, ref)
+	m.mu.Unlock()
+	return upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{{Name: "context_tree_query", Input: `{"toolCallIds":["` + ref + `"]}`}}}
+}
+
+// hold returns a channel that pauses the reply after its first event until the tap saw that
+// event (release), or 20 s passed (a relay that buffers the stream).
+func (m *model) hold(rec upstreamfake.Recorded) <-chan struct{} {
+	seq, _ := strconv.Atoi(rec.Header.Get(HeaderSeq))
+	ch := make(chan struct{})
+	m.mu.Lock()
+	m.held[seq] = ch
+	m.mu.Unlock()
+	go func() {
+		time.Sleep(20 * time.Second)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.held[seq] == ch {
+			delete(m.held, seq)
+			close(ch)
+		}
+	}()
+	return ch
+}
+
+// release is the tap's onFirst: the first bytes of seq's response arrived at the agent side.
+func (m *model) release(seq int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch, ok := m.held[seq]; ok {
+		delete(m.held, seq)
+		m.released = true
+		close(ch)
+	}
+}
+
+// scratchRepo writes the files the plan reads: Go sources of about 6 KB, each with a marker
+// line in its middle that no summary of its first and last lines shows.
+func scratchRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"} {
+		var b strings.Builder
+		fmt.Fprintf(&b, "package %s\n\n", name)
+		for i := range 120 {
+			if i == 60 {
+				fmt.Fprintf(&b, "// %s\n", marker(name))
+			}
+			fmt.Fprintf(&b, "func %s%03d(x int) int { return x*%d + %d }\n", name, i, i+3, i*7)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".go"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// marker is the unique line in the middle of file name.
+func marker(name string) string { return "MARKER-" + strings.ToUpper(name) + "-MIDDLE" }
