@@ -62,7 +62,9 @@ func verr(rule string, mi, bi int, format string, args ...any) error {
 // Tool-call ids must be unique in an Anthropic request; OpenAI only rejects an id used
 // twice in one assistant message (agents such as SWE-agent reuse ids across turns).
 //
-// Anthropic additionally: roles are only user and assistant and alternate; tool_result
+// Anthropic additionally: roles are user and assistant, alternating, plus mid-conversation
+// system messages (text only, directly after a user message; they do not count for the
+// alternation: docs/formats.md); tool_result
 // blocks come first in their user message; tool_use,
 // thinking and server tool blocks only in assistant messages, tool_result only in user
 // messages; tool_use ids match [a-zA-Z0-9_-]+ and inputs are JSON objects; a
@@ -144,6 +146,31 @@ func validCallID(id string) bool {
 
 func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 
+// validateMidSystem checks a mid-conversation system message (messages[mi], role system): it
+// directly follows a user message, or another system message that does, and holds text only.
+func validateMidSystem(r *Request, mi int) error {
+	prev := mi - 1
+	for prev >= 0 && r.Messages[prev].Role == RoleSystem {
+		prev--
+	}
+	if prev < 0 || r.Messages[prev].Role != RoleUser {
+		return verr(RuleRole, mi, -1, "a system message must directly follow a user message")
+	}
+	m := r.Messages[mi]
+	if len(m.Blocks) == 0 {
+		return verr(RuleEmptyContent, mi, -1, "message content is empty")
+	}
+	for bi, b := range m.Blocks {
+		if b.Kind != KindText {
+			return verr(RuleBlockPlacement, mi, bi, "%s block in a system message (text only)", b.Type)
+		}
+		if isBlank(b.Text) {
+			return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
+		}
+	}
+	return nil
+}
+
 func validateAnthropic(r *Request) error {
 	callIDs := make(map[string]int, len(r.Messages)/2)
 	last := len(r.Messages) - 1
@@ -152,13 +179,21 @@ func validateAnthropic(r *Request) error {
 	// stay in use): a request has hundreds of messages, and this runs on every render.
 	callSets := [2]map[string]bool{{}, {}}
 	answered, servers := map[string]bool{}, map[string]bool{}
+	var prevRole Role // of the last message other than a mid-conversation system message
 	for mi, m := range r.Messages {
+		if m.Role == RoleSystem {
+			if err := validateMidSystem(r, mi); err != nil {
+				return err
+			}
+			continue
+		}
 		if m.Role != RoleUser && m.Role != RoleAssistant {
 			return verr(RuleRole, mi, -1, "role %q is not allowed in Anthropic messages", m.Role)
 		}
-		if mi > 0 && r.Messages[mi-1].Role == m.Role {
+		if mi > 0 && prevRole == m.Role {
 			return verr(RuleRole, mi, -1, "two consecutive %s messages", m.Role)
 		}
+		prevRole = m.Role
 		finalAssistant := mi == last && m.Role == RoleAssistant
 		if len(m.Blocks) == 0 && !finalAssistant {
 			return verr(RuleEmptyContent, mi, -1, "message content is empty")
@@ -233,7 +268,8 @@ func validateAnthropic(r *Request) error {
 				return verr(RuleEmptyContent, mi, len(m.Blocks)-1, "final assistant content must not end with whitespace")
 			}
 		}
-		// Calls of the previous assistant message must all be answered here.
+		// Calls of the previous assistant message must all be answered here (a system message
+		// never follows an assistant message, so that is the message before).
 		if m.Role == RoleUser && len(prevCalls) > 0 {
 			for _, b := range r.Messages[mi-1].Blocks {
 				if b.Kind == KindToolUse && !answered[b.ID] {

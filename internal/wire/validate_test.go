@@ -26,7 +26,17 @@ func TestValidateAnthropic(t *testing.T) {
 		{"leading assistant then assistant", a(`"a"`) + "," + a(`"b"`), RuleRole, 1},
 		{"result answering nothing after leading assistant", a(`"a"`) + "," + u(`[`+res("t1")+`]`), RuleOrphanResult, 1},
 		{"no messages", ``, RuleNoMessages, -1},
-		{"system role", `{"role":"system","content":"x"}`, RuleRole, 0},
+		{"system role first", `{"role":"system","content":"x"}`, RuleRole, 0},
+		// Mid-conversation system messages (Claude Code 2.1 sends them after the first prompt
+		// and after tool results).
+		{"valid mid system after prompt", u(`"hi"`) + `,{"role":"system","content":"env"},` + a(`"ok"`), "", 0},
+		{"valid mid system after results, last", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + "," + u(`[`+res("t1")+`]`) + `,{"role":"system","content":[{"type":"text","text":"keep going"}]}`, "", 0},
+		{"valid two mid systems", u(`"hi"`) + `,{"role":"system","content":"a"},{"role":"system","content":"b"},` + a(`"ok"`), "", 0},
+		{"mid system after assistant", u(`"hi"`) + "," + a(`"ok"`) + `,{"role":"system","content":"x"}`, RuleRole, 2},
+		{"mid system between calls and results", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + `,{"role":"system","content":"x"},` + u(`[`+res("t1")+`]`), RuleRole, 2},
+		{"user system user", u(`"a"`) + `,{"role":"system","content":"x"},` + u(`"b"`), RuleRole, 2},
+		{"mid system with an image", u(`"hi"`) + `,{"role":"system","content":[{"type":"image","source":{}}]}`, RuleBlockPlacement, 1},
+		{"mid system blank", u(`"hi"`) + `,{"role":"system","content":" "}`, RuleEmptyContent, 1},
 		{"consecutive users", u(`"a"`) + "," + u(`"b"`), RuleRole, 1},
 		{"result in wrong message", u(`"hi"`) + "," + a(`[`+use("t1")+`]`) + "," + u(`[`+res("t1")+`]`) + "," + a(`"k"`) + "," + u(`[`+res("t1")+`]`), RuleOrphanResult, 4},
 		{"result without call", u(`[` + res("t9") + `]`), RuleOrphanResult, 0},
