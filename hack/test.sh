@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, runnable on a fresh machine that has only Go: installs redis-server
-# and Chromium from Debian when missing (as root, or through sudo), builds the Kubernetes test
+# and Chromium from Debian when missing (as root, or through sudo), the agent CLIs from npm
+# (hack/install-clients.sh), builds the Kubernetes test
 # binaries from Go modules (cached under $HOME/.cache/condense: the first run builds them,
 # later runs take seconds), then runs every Go test including the end-to-end test on a
 # simulated cluster. Each stage says when it starts and how long it took.
@@ -11,6 +12,7 @@ start=$SECONDS
 hack/install-redis.sh
 hack/install-chromium.sh
 bin=$(hack/install-k8s-tools.sh)
+export CONDENSE_CLIENTS_BIN=$(hack/install-clients.sh)
 export KUBEBUILDER_ASSETS="$bin"
 export KWOK_BIN="$bin/kwok" KWOK_STAGES="$bin/kwok-stages.yaml"
 export CONDENSE_TOOLS_BIN="$bin"
