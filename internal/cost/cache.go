@@ -246,10 +246,19 @@ func (c *Cache) longestHit(p *Prompt, price Price, t time.Time) int {
 // Send bills prompt p against the cache and updates it as the provider would: the longest
 // live prefix is read (and refreshed), then Anthropic writes each cacheable breakpoint after it
 // (billed as cache writes) and automatic caching every block boundary (docs/cost-model.md).
-func (c *Cache) Send(p *Prompt) Bill {
+func (c *Cache) Send(p *Prompt) Bill { return c.send(p, true) }
+
+// Quote returns the bill Send would make for p now, without changing the cache: the price of
+// a side request (such as a recovery round) that later requests do not build on.
+func (c *Cache) Quote(p *Prompt) Bill { return c.send(p, false) }
+
+// send bills p; commit applies the reads and writes to the cache.
+func (c *Cache) send(p *Prompt, commit bool) Bill {
 	price, known := c.prices.Lookup(p.Model)
 	t := c.clock(p.Time)
-	c.now = t
+	if commit {
+		c.now = t
+	}
 	c.prefix(p)
 	n := len(p.Segments)
 	var total int64
@@ -271,9 +280,11 @@ func (c *Cache) Send(p *Prompt) Bill {
 	best := c.longestHit(p, price, t)
 	if best >= 0 {
 		bill.CacheRead = c.cum[best]
-		e := c.entries[c.hashes[best]]
-		e.expiry = t.Add(e.ttl)
-		c.entries[c.hashes[best]] = e
+		if commit {
+			e := c.entries[c.hashes[best]]
+			e.expiry = t.Add(e.ttl)
+			c.entries[c.hashes[best]] = e
+		}
 	}
 	if prevAlive && bill.CacheRead < prev.tokens {
 		bill.LostTokens = prev.tokens - bill.CacheRead
@@ -311,13 +322,15 @@ func (c *Cache) Send(p *Prompt) Bill {
 			} else {
 				bill.CacheWrite5m += c.cum[i] - from
 			}
-			c.put(c.hashes[i], c.cum[i], t, ttl)
+			if commit {
+				c.put(c.hashes[i], c.cum[i], t, ttl)
+			}
 			from = c.cum[i]
 			deepest = i
 		}
 	case CacheAutomatic:
 		if total >= int64(price.MinCacheable) {
-			for i := best + 1; i < n; i++ {
+			for i := best + 1; commit && i < n; i++ {
 				c.put(c.hashes[i], c.cum[i], t, TTL5m)
 			}
 			if price.CacheWrite5m != 1 {
@@ -327,6 +340,9 @@ func (c *Cache) Send(p *Prompt) Bill {
 		}
 	}
 	bill.Input = total - bill.CacheRead - bill.CacheWrite5m - bill.CacheWrite1h
+	if !commit {
+		return bill
+	}
 	if deepest >= 0 {
 		c.last = c.hashes[deepest]
 		c.hasLast = true

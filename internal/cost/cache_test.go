@@ -268,3 +268,64 @@ func TestParsePricesErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQuoteLeavesCacheAlone: Quote bills a side request exactly as Send would, and the cache
+// afterwards behaves as if it had never been made (no write it did, no refresh of what it read).
+func TestQuoteLeavesCacheAlone(t *testing.T) {
+	const model = "claude-sonnet-4-5"
+	a := Prompt{Model: model, Time: t0, Segments: []Segment{seg(1, 2000, true)}}
+	// The side request extends a by 500 tokens with a breakpoint at its end.
+	side := Prompt{Model: model, Time: t0.Add(time.Minute), Segments: []Segment{seg(1, 2000, true), seg(2, 500, true)}}
+
+	withQuote, plain := NewCache(nil), NewCache(nil)
+	withQuote.Send(&a)
+	plain.Send(&a)
+	q := withQuote.Quote(&side)
+	// read 2000 (a's entry), write 500.
+	wantUsage(t, "quote", q, 0, 2000, 500, 0)
+	if s := NewCache(nil); true {
+		s.Send(&a)
+		approx(t, "quote = send", q.Cost(), s.Send(&side).Cost())
+	}
+	// Four minutes after the quote (five after a): a's entry expired in both caches, since
+	// the quote's read did not refresh it, and the quote's write at 2500 does not exist.
+	later := Prompt{Model: model, Time: t0.Add(5*time.Minute + time.Second), Segments: side.Segments}
+	got, want := withQuote.Send(&later), plain.Send(&later)
+	if got.Usage != want.Usage || !got.Expired {
+		t.Fatalf("after a quote: %+v, without: %+v", got.Usage, want.Usage)
+	}
+}
+
+// TestPriceFamilies: a model the table does not list is priced as the newest entry of its
+// family, else its vendor's fallback, and Resolve says so.
+func TestPriceFamilies(t *testing.T) {
+	p := DefaultPrices()
+	for _, tc := range []struct {
+		model, match string
+		how          Pricing
+	}{
+		{"claude-haiku-4-5-20251001", "claude-haiku-4-5", PricedExactly},
+		{"claude-opus-4-7", "claude-opus-4-6", PricedByFamily},
+		{"claude-haiku-5", "claude-haiku-4-5", PricedByFamily},
+		{"claude-3-9-haiku-2027", "claude-haiku-4-5", PricedByFamily},
+		{"anthropic/claude-sonnet-5", "claude-sonnet-4-6", PricedByFamily},
+		{"claude-next", "claude-sonnet-4-5", PricedByFamily},
+		{"claude-opus-4-20250514", "claude-opus-4", PricedExactly},
+		{"gpt-5.3-codex", "gpt-5.2", PricedByFamily},
+		{"gpt-5-mini-2025-08-07", "gpt-5-mini", PricedExactly},
+		{"claude-sonnet-4-5[1m]", "claude-sonnet-4-5", PricedExactly},
+		{"gpt-6-mini", "gpt-5-mini", PricedByFamily},
+		{"gpt-7", "gpt-5.2", PricedByFamily},
+		{"gemini-4-flash-preview", "gemini-2.5-flash", PricedByFamily},
+		{"llama-3-70b", "claude-sonnet-4-5", PricedAsFallback},
+		{"", "claude-sonnet-4-5", PricedAsFallback},
+	} {
+		pr, how := p.Resolve(tc.model)
+		if pr.Match != tc.match || how != tc.how {
+			t.Errorf("Resolve(%q) = %s, %d; want %s, %d", tc.model, pr.Match, how, tc.match, tc.how)
+		}
+		if _, known := p.Lookup(tc.model); known != (tc.how == PricedExactly) {
+			t.Errorf("Lookup(%q) known = %v", tc.model, known)
+		}
+	}
+}

@@ -45,6 +45,8 @@ type Price struct {
 	CacheWrite1h float64 `json:"cache_write_1h,omitempty"`
 	// MinCacheable is the shortest prefix, in tokens, the provider caches.
 	MinCacheable int `json:"min_cacheable,omitempty"`
+
+	order int // position in the table file, for family lookups
 }
 
 // Prices is a price table: look a model up with Lookup.
@@ -106,6 +108,7 @@ func ParsePrices(source string, data []byte) (*Prices, error) {
 			return nil, &PriceError{Source: source, Msg: fmt.Sprintf("models[%d]: duplicate match %q", i, m.Match)}
 		}
 		seen[m.Match] = true
+		m.order = i
 		if m.Cache == "" {
 			m.Cache = p.Defaults.Cache
 		}
@@ -144,27 +147,98 @@ func ParsePrices(source string, data []byte) (*Prices, error) {
 }
 
 // Lookup returns the price of a model id: the entry with the longest matching prefix, else
-// the fallback model's entry. known is false when the fallback was used.
+// the entry of its family, else the fallback model's entry (Resolve says which). known is false
+// when the model has no entry of its own.
 func (p *Prices) Lookup(model string) (price Price, known bool) {
-	if pr, ok := p.lookup(model); ok {
-		return pr, true
-	}
-	pr, _ := p.lookup(p.Fallback)
-	return pr, false
+	pr, how := p.Resolve(model)
+	return pr, how == PricedExactly
 }
 
-func (p *Prices) lookup(model string) (Price, bool) {
+// Pricing says how Resolve priced a model.
+type Pricing uint8
+
+const (
+	// PricedExactly: an entry's match is a prefix of the model id.
+	PricedExactly Pricing = iota
+	// PricedByFamily: no entry matches, so the first entry (in table order, which lists each
+	// family newest first) of the model's family was used.
+	PricedByFamily
+	// PricedAsFallback: not even the family is in the table: the fallback model was used.
+	PricedAsFallback
+)
+
+// Resolve returns the price of a model id and how it was found. The family of an id is its
+// '-'-separated words without digits ("claude-opus-4-7" → claude-opus, "gpt-5.3-codex" →
+// gpt-codex); an unknown id takes the first entry of its family, else of the family with its
+// last word dropped, down to the vendor word alone, where the fallback wins when it is of
+// that vendor ("claude-next" → the fallback claude-sonnet-4-5, "gemini-4-flash" → gemini-2.5-flash).
+func (p *Prices) Resolve(model string) (Price, Pricing) {
+	if pr, ok := p.lookup(model); ok {
+		return pr, PricedExactly
+	}
+	fb, _ := p.lookup(p.Fallback)
+	words := familyWords(normModel(model))
+	for n := len(words); n >= 1; n-- {
+		fam := strings.Join(words[:n], "-")
+		if n == 1 && fb.Match != "" && familyWords(strings.ToLower(fb.Match))[0] == fam {
+			return fb, PricedByFamily
+		}
+		best := -1
+		for i, pr := range p.Models {
+			if strings.Join(familyWords(strings.ToLower(pr.Match)), "-") == fam && (best < 0 || pr.order < p.Models[best].order) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			return p.Models[best], PricedByFamily
+		}
+	}
+	return fb, PricedAsFallback
+}
+
+// familyWords returns the '-'-separated words of a model id that hold no digit.
+func familyWords(m string) []string {
+	var out []string
+	for _, w := range strings.Split(m, "-") {
+		if w != "" && strings.IndexAny(w, "0123456789") < 0 {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// normModel lowercases a model id and drops a "provider/" prefix.
+func normModel(model string) string {
 	m := strings.ToLower(strings.TrimSpace(model))
 	if i := strings.LastIndexByte(m, '/'); i >= 0 {
 		m = m[i+1:]
 	}
+	return m
+}
+
+func (p *Prices) lookup(model string) (Price, bool) {
+	m := normModel(model)
 	if m == "" {
 		return Price{}, false
 	}
 	for _, pr := range p.Models {
-		if strings.HasPrefix(m, strings.ToLower(pr.Match)) {
+		if match := strings.ToLower(pr.Match); strings.HasPrefix(m, match) && !newerVersion(m[len(match):]) {
 			return pr, true
 		}
 	}
 	return Price{}, false
+}
+
+// newerVersion reports whether what follows a matched prefix starts another version number
+// ("-7" or ".3": claude-opus-4 does not price claude-opus-4-7, nor gpt-5 gpt-5.3), as opposed
+// to a date or suffix ("-20250514", "-mini", "[1m]").
+func newerVersion(rest string) bool {
+	if len(rest) < 2 || (rest[0] != '-' && rest[0] != '.') {
+		return false
+	}
+	n := 0
+	for n+1 < len(rest) && rest[n+1] >= '0' && rest[n+1] <= '9' {
+		n++
+	}
+	return n >= 1 && (rest[0] == '.' || n <= 2)
 }
