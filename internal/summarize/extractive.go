@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/condense-dev/condense/internal/fidelity"
 )
 
 // ExtractiveModel is the Result.Model of the built-in extractive summarizer.
@@ -74,105 +76,8 @@ func (x Extractive) maxErr() int {
 	return 3
 }
 
-// wordKind classifies a word for isErrorLine: an error word, a word of one of its phrases, or
-// any other word.
-type wordKind uint8
-
-const (
-	wordOther wordKind = iota
-	wordError
-	wordNot
-	wordFound
-	wordNo
-	wordSuch
-	wordSegmentation
-	wordFault
-	wordExit
-	wordCode
-	wordStatus
-)
-
-// longestWord is the length of the longest word classifyWord knows ("segmentation").
-const longestWord = 12
-
-// classifyWord returns the kind of a word already lowercased.
-func classifyWord(w []byte) wordKind {
-	switch string(w) {
-	case "error", "errors", "exception", "fatal", "panic", "fail", "failed", "failure", "fails",
-		"traceback", "denied", "cannot", "undefined":
-		return wordError
-	case "not":
-		return wordNot
-	case "found":
-		return wordFound
-	case "no":
-		return wordNo
-	case "such":
-		return wordSuch
-	case "segmentation":
-		return wordSegmentation
-	case "fault":
-		return wordFault
-	case "exit":
-		return wordExit
-	case "code":
-		return wordCode
-	case "status":
-		return wordStatus
-	}
-	return wordOther
-}
-
-// isErrorLine reports whether line holds error evidence: an error word (classifyWord) as a whole word,
-// or the phrases "not found", "no such (file)", "segmentation fault", "exit code|status N"
-// with N non-zero. Words are maximal runs of [A-Za-z0-9_], compared case-insensitively. Each
-// word is lowercased and classified once. It does not allocate.
-func isErrorLine(line string) bool {
-	var prev, prev2 wordKind
-	var buf [longestWord]byte
-	for w, rest := nextWord(line); w != ""; w, rest = nextWord(rest) {
-		k := wordOther
-		if len(w) <= longestWord {
-			lw := buf[:len(w)]
-			for n := 0; n < len(w); n++ {
-				c := w[n]
-				if c >= 'A' && c <= 'Z' {
-					c += 'a' - 'A'
-				}
-				lw[n] = c
-			}
-			k = classifyWord(lw)
-		}
-		switch {
-		case k == wordError,
-			prev == wordNot && k == wordFound,
-			prev == wordNo && k == wordSuch,
-			prev == wordSegmentation && k == wordFault,
-			prev2 == wordExit && (prev == wordCode || prev == wordStatus) && w[0] >= '1' && w[0] <= '9':
-			return true
-		}
-		prev2, prev = prev, k
-	}
-	return false
-}
-
-// nextWord returns the first word of s (a maximal run of [A-Za-z0-9_]; "" when there is none)
-// and what follows it.
-func nextWord(s string) (w, rest string) {
-	i := 0
-	for i < len(s) && !isWordByte(s[i]) {
-		i++
-	}
-	j := i
-	for j < len(s) && isWordByte(s[j]) {
-		j++
-	}
-	return s[i:j], s[j:]
-}
-
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
-}
+// isErrorLine reports whether line holds error evidence (fidelity.IsErrorLine).
+func isErrorLine(line string) bool { return fidelity.IsErrorLine(line) }
 
 func (x Extractive) batch(assistant string, calls []Call) string {
 	var b strings.Builder
