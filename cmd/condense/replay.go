@@ -35,6 +35,7 @@ type replayFlags struct {
 	perSession    bool
 	progress      string
 	maskWindow    int
+	llmModel      string
 	clear         strategies.ClearToolUses
 	clearExclude  []string
 	condense      condenseFlags
@@ -54,8 +55,10 @@ func replayCmd() (*cobra.Command, *replayFlags) {
 		Long: `Replay reads recorded coding-agent sessions (` + transcripts.FormatList() + `;
 directories file by file; malformed records are skipped, --strict fails instead) or request
 logs (JSONL of request bodies or ` + "`condense import`" + ` envelopes) and sends every request, in
-order, through each strategy (none, condense, reference, clear-tool-uses, observation-mask),
-validates each rewritten request and bills it with the prompt-cache cost model.
+order, through each strategy (none, condense, condense-llm, reference, clear-tool-uses,
+observation-mask); it validates each rewritten request, checks what the agent later used of
+earlier tool output (kept, recoverable, lost: docs/fidelity.md) and bills it with the
+prompt-cache cost model, recovery rounds included.
 
 The condense strategy takes its engine policy and flush trigger from --policy, else --config,
 and every flag given explicitly beats the file; the summarizer comes from --config only.
@@ -82,6 +85,7 @@ Docs: ` + docsURL + `replay.md`,
 	fl.BoolVar(&f.perSession, "per-session", false, "print one table per session before the totals")
 	fl.StringVar(&f.progress, "progress", "auto", "progress bar on standard error: auto (when a terminal), always, never")
 	fl.IntVar(&f.maskWindow, "mask-window", 10, "observation-mask: tool outputs kept")
+	fl.StringVar(&f.llmModel, "llm-model", strategies.DefaultLLMModel, "condense-llm: the summarizer `MODEL` its calls are billed at (a model the price table lacks is priced by family, with a warning)")
 	fl.IntVar(&f.clear.Trigger, "clear-trigger", f.clear.Trigger, "clear-tool-uses: input-token trigger")
 	fl.IntVar(&f.clear.Keep, "clear-keep", f.clear.Keep, "clear-tool-uses: tool uses kept")
 	fl.IntVar(&f.clear.ClearAtLeast, "clear-at-least", 0, "clear-tool-uses: minimum tokens cleared per activation")
@@ -92,11 +96,11 @@ Docs: ` + docsURL + `replay.md`,
 }
 
 // strategyNames lists the strategies in report order.
-var strategyNames = []string{"none", "condense", "reference", "clear-tool-uses", "observation-mask"}
+var strategyNames = []string{"none", "condense", "condense-llm", "reference", "clear-tool-uses", "observation-mask"}
 
 // buildStrategies turns --strategies into strategies; fl tells which flags were given
 // explicitly, warn receives settings that are read but not simulated.
-func buildStrategies(fl *pflag.FlagSet, f *replayFlags, prices *cost.Prices, warn io.Writer) ([]replay.Strategy, error) {
+func buildStrategies(fl *pflag.FlagSet, f *replayFlags, prices *cost.Prices, est cost.Estimator, warn io.Writer) ([]replay.Strategy, error) {
 	var out []replay.Strategy
 	seen := map[string]bool{}
 	for _, name := range strings.Split(f.strategies, ",") {
@@ -114,13 +118,18 @@ func buildStrategies(fl *pflag.FlagSet, f *replayFlags, prices *cost.Prices, war
 			out = append(out, c)
 		case "observation-mask":
 			out = append(out, strategies.ObservationMask{Window: f.maskWindow})
-		case "condense":
+		case "condense", "condense-llm":
 			o, warnings, err := condenseOptions(fl, &f.condense, prices)
 			if err != nil {
 				return nil, err
 			}
-			for _, w := range warnings {
-				fmt.Fprintln(warn, "condense replay:", w)
+			if name == "condense-llm" {
+				o.Name = name
+				o.Summarizer = strategies.ModeledLLM{Model: f.llmModel, Estimator: est, Prices: prices}
+			} else {
+				for _, w := range warnings {
+					fmt.Fprintln(warn, "condense replay:", w)
+				}
 			}
 			s, err := strategies.NewCondense(o)
 			if err != nil {
@@ -179,6 +188,8 @@ func replayFiles(args []string) ([]string, error) {
 }
 
 func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
+	// The arguments parsed: from here on an error is about the replay, not the usage.
+	cmd.SilenceUsage = true
 	var prices *cost.Prices
 	if f.pricesFile != "" {
 		var err error
@@ -186,14 +197,15 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 			return err
 		}
 	}
-	strats, err := buildStrategies(cmd.Flags(), f, prices, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	opts := replay.Options{Strategies: strats, Prices: prices, Estimator: cost.CharEstimator{CharsPerToken: f.charsPerToken}}
 	if f.charsPerToken <= 0 {
 		return fmt.Errorf("--chars-per-token must be positive")
 	}
+	est := cost.CharEstimator{CharsPerToken: f.charsPerToken}
+	strats, err := buildStrategies(cmd.Flags(), f, prices, est, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	opts := replay.Options{Strategies: strats, Prices: prices, Estimator: est}
 	switch f.breakpoints {
 	case "auto":
 		opts.Breakpoints = cost.BreakpointsAuto
@@ -266,9 +278,17 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 	}
 	sort.SliceStable(reports, func(i, j int) bool { return reports[i].File < reports[j].File })
 	report := replay.NewReport(reports)
+	if len(report.Totals) == 0 {
+		// Every file failed: name them all, and print no empty table.
+		_ = notReplayed(stderr, report, len(files))
+		return fmt.Errorf("none of the %s could be replayed", plural(len(files), "file"))
+	}
 	out := cmd.OutOrStdout()
 	if f.jsonOut {
 		err = replay.WriteJSON(out, report)
+		for _, w := range report.Warnings {
+			fmt.Fprintln(stderr, "condense replay: warning:", w)
+		}
 	} else {
 		err = replay.WriteTable(out, report, f.perSession)
 	}
@@ -279,6 +299,7 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		if err := writeFileWith(f.htmlFile, func(w io.Writer) error { return replay.WriteHTML(w, report, "condense replay") }); err != nil {
 			return err
 		}
+		fmt.Fprintln(stderr, "condense replay: wrote the HTML report to", f.htmlFile)
 	}
 	if f.markdownFile != "" {
 		if err := writeFileWith(f.markdownFile, func(w io.Writer) error {
@@ -286,8 +307,17 @@ func runReplay(cmd *cobra.Command, args []string, f *replayFlags) error {
 		}); err != nil {
 			return err
 		}
+		fmt.Fprintln(stderr, "condense replay: wrote the Markdown report to", f.markdownFile)
 	}
-	return notReplayed(cmd.ErrOrStderr(), report, len(files))
+	return notReplayed(stderr, report, len(files))
+}
+
+// plural writes "1 file", "2 files".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // notReplayed names on w every file the report could not replay, with its error, and returns
@@ -302,7 +332,7 @@ func notReplayed(w io.Writer, report *replay.Report, files int) error {
 		}
 	}
 	if n > 0 {
-		return fmt.Errorf("%d of %d files could not be replayed", n, files)
+		return fmt.Errorf("%d of %s could not be replayed", n, plural(files, "file"))
 	}
 	return nil
 }

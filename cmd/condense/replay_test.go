@@ -238,3 +238,61 @@ func TestReplayNamesUnreadableFiles(t *testing.T) {
 		t.Fatalf("the good file was not replayed:\n%s", out.String())
 	}
 }
+
+// TestReplayAllFilesFail: when no file can be replayed, the command names every one on
+// standard error and fails, and prints no (empty) table.
+func TestReplayAllFilesFail(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.jsonl", "b.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{not json\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd, _ := replayCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--progress", "never", dir})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "none of the 2 files could be replayed") {
+		t.Fatalf("error = %v", err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a table was printed:\n%s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "not replayed: a.jsonl: ") || !strings.Contains(errOut.String(), "not replayed: b.jsonl: ") {
+		t.Fatalf("standard error does not name both files: %q", errOut.String())
+	}
+}
+
+// TestReplayReportsWhereItWrote: --html and --markdown say on standard error where they wrote,
+// and the default strategies include condense-llm, billed at --llm-model.
+func TestReplayReportsWhereItWrote(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log.jsonl")
+	if err := os.WriteFile(log, []byte(`{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	html, md := filepath.Join(dir, "out", "r.html"), filepath.Join(dir, "r.md")
+	cmd, _ := replayCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs([]string{"--progress", "never", "--html", html, "--markdown", md, "--llm-model", "gpt-5-mini", log})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"wrote the HTML report to " + html, "wrote the Markdown report to " + md} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("standard error lacks %q: %q", want, errOut.String())
+		}
+	}
+	for _, p := range []string{html, md} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if !strings.Contains(out.String(), "condense-llm") {
+		t.Errorf("the table lacks condense-llm:\n%s", out.String())
+	}
+}

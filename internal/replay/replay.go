@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/fidelity"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -98,6 +100,9 @@ type Result struct {
 	Calls []Call
 	// Diagnostics are notable events.
 	Diagnostics []Diagnostic
+	// Recoverable reports whether the original result of a tool call id can be brought back
+	// with context_tree_query (nil: nothing the strategy removed can be).
+	Recoverable func(id string) bool
 }
 
 // Runner handles the requests of one session for one strategy, in order. It may keep state
@@ -170,9 +175,9 @@ type StrategyReport struct {
 	SummarizerCalls int `json:"summarizer_calls"`
 	// SummarizerCost is the USD cost of the summarizer calls.
 	SummarizerCost float64 `json:"summarizer_cost"`
-	// Cost is InputCost + SummarizerCost.
+	// Cost is InputCost + SummarizerCost + RecoveryCost: the charged cost.
 	Cost float64 `json:"cost"`
-	// Savings is the fraction of the baseline's cost saved (0.4 = 40% cheaper).
+	// Savings is the fraction of the baseline's (charged) cost saved (0.4 = 40% cheaper).
 	Savings float64 `json:"savings"`
 	// PeakContext is the largest prompt in tokens.
 	PeakContext int64 `json:"peak_context_tokens"`
@@ -188,6 +193,22 @@ type StrategyReport struct {
 	Invalid int `json:"invalid_requests"`
 	// Errors counts requests the strategy failed on (the original body was billed instead).
 	Errors int `json:"errors"`
+	// Fidelity counts the agent's uses of earlier tool output by what the strategy's requests
+	// did with them: kept visible, recoverable, lost (docs/fidelity.md).
+	Fidelity fidelity.Tally `json:"fidelity"`
+	// RecoveryRounds counts requests whose uses were not all kept: each costs one extra
+	// request (RecoveryQueries originals recovered, Reruns lost tool calls re-run).
+	RecoveryRounds  int `json:"recovery_rounds"`
+	RecoveryQueries int `json:"recovery_queries"`
+	Reruns          int `json:"reruns"`
+	// Recovery is the extra requests' usage (Output: the calls the agent writes); RecoveryCost
+	// its USD cost.
+	Recovery     cost.Usage `json:"recovery_usage"`
+	RecoveryCost float64    `json:"recovery_cost"`
+	// CostUncharged is InputCost + SummarizerCost: the cost without the recovery charges, and
+	// SavingsUncharged the baseline's cost saved on that basis.
+	CostUncharged    float64 `json:"cost_uncharged"`
+	SavingsUncharged float64 `json:"savings_uncharged"`
 	// DiagnosticCounts counts diagnostics by kind.
 	DiagnosticCounts map[string]int `json:"diagnostic_counts,omitempty"`
 	// Diagnostics are the first MaxDiagnostics diagnostics.
@@ -208,8 +229,11 @@ type SessionReport struct {
 	Requests int `json:"requests"`
 	// Models lists the models requested, in first-use order.
 	Models []string `json:"models"`
-	// UnknownModels lists models billed at the fallback price.
+	// UnknownModels lists models the price table has no entry for, billed as PricedAs says.
 	UnknownModels []string `json:"unknown_models,omitempty"`
+	// PricedAs maps each unknown model to the entry it was billed at (its family's, or the
+	// fallback's).
+	PricedAs map[string]string `json:"priced_as,omitempty"`
 	// OutputTokens and OutputCost are the agent's recorded (else 0) output, identical for
 	// every strategy.
 	OutputTokens int64   `json:"output_tokens"`
@@ -226,8 +250,12 @@ type Report struct {
 	Sessions []SessionReport `json:"sessions"`
 	// Totals sums every session per strategy (no series).
 	Totals []StrategyReport `json:"totals"`
+	// PerSession is the distribution of the per-session savings, per strategy (Totals order).
+	PerSession []Distribution `json:"per_session_savings"`
 	// Baseline names the strategy savings are measured against.
 	Baseline string `json:"baseline"`
+	// Warnings are notes the reader must see with the figures (models priced by family).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ErrNoStrategies is returned when Options has no strategies.
@@ -246,18 +274,30 @@ func Run(ctx context.Context, t Transcript, o Options) (SessionReport, error) {
 	seen := map[string]bool{}
 	for k := 0; k < t.Len(); k++ {
 		m := t.Meta(k)
-		pr, known := prices.Lookup(m.Model)
+		pr, how := prices.Resolve(m.Model)
 		if !seen[m.Model] {
 			seen[m.Model] = true
 			rep.Models = append(rep.Models, m.Model)
-			if !known {
+			if how != cost.PricedExactly {
 				rep.UnknownModels = append(rep.UnknownModels, m.Model)
+				if rep.PricedAs == nil {
+					rep.PricedAs = map[string]string{}
+				}
+				rep.PricedAs[m.Model] = pr.Match
 			}
 		}
 		if m.OutputTokens > 0 {
 			rep.OutputTokens += m.OutputTokens
 			rep.OutputCost += float64(m.OutputTokens) * pr.Output / 1e6
 		}
+	}
+	est := o.Estimator
+	if est == nil {
+		est = cost.DefaultEstimator
+	}
+	su, err := measureUses(ctx, t, est)
+	if err != nil {
+		return rep, fmt.Errorf("replay %s: %w", t.Name(), err)
 	}
 	rep.Strategies = make([]StrategyReport, len(o.Strategies))
 	par := o.Parallel
@@ -273,18 +313,23 @@ func Run(ctx context.Context, t Transcript, o Options) (SessionReport, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rep.Strategies[i], errs[i] = runStrategy(ctx, t, st, prices, o)
+			rep.Strategies[i], errs[i] = runStrategy(ctx, t, st, prices, su, o)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return rep, err
 	}
-	base := rep.Strategies[0].Cost
-	for i := range rep.Strategies {
-		rep.Strategies[i].Savings = savings(base, rep.Strategies[i].Cost)
-	}
+	setSavings(rep.Strategies)
 	return rep, nil
+}
+
+// setSavings sets every report's savings against the first's cost, charged and not.
+func setSavings(rs []StrategyReport) {
+	for i := range rs {
+		rs[i].Savings = savings(rs[0].Cost, rs[i].Cost)
+		rs[i].SavingsUncharged = savings(rs[0].CostUncharged, rs[i].CostUncharged)
+	}
 }
 
 func savings(base, c float64) float64 {
@@ -302,7 +347,7 @@ func formatName(f cost.WireFormat) string {
 	return "anthropic"
 }
 
-func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Prices, o Options) (StrategyReport, error) {
+func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Prices, su *sessionUses, o Options) (StrategyReport, error) {
 	rep := StrategyReport{Name: st.Name(), DiagnosticCounts: map[string]int{}}
 	maxDiag := o.MaxDiagnostics
 	if maxDiag <= 0 {
@@ -325,6 +370,7 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 	}
 	popts := cost.PromptOptions{Format: format, Estimator: o.Estimator, Breakpoints: o.Breakpoints}
 	cache := cost.NewCache(prices)
+	seen := fidelity.NewIndex(su.memo.Overlay())
 	runner, err := st.New(ctx, t)
 	if err != nil {
 		return rep, fmt.Errorf("replay %s: strategy %s: %w", t.Name(), st.Name(), err)
@@ -376,6 +422,7 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 		}
 		var p cost.Prompt
 		var perr error
+		billed := res.Body
 		if parsed != nil {
 			p = cost.FromRequest(parsed, popts, nil)
 		} else {
@@ -389,6 +436,7 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 				rep.Invalid++
 			}
 			diag(Diagnostic{Request: k, Kind: "unbillable-request", Detail: perr.Error()})
+			billed, parsed = body, nil
 			if p, perr = cost.FromBody(body, popts); perr != nil {
 				// The recorded request itself cannot be read: no strategy bills it.
 				if o.Progress != nil {
@@ -416,6 +464,7 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 			rep.SummarizerCost += sc
 			step += sc
 		}
+		step += rep.measure(k, billed, parsed, &p, res.Recoverable, seen, su, cache, format, est)
 		cum += step
 		ctxTokens := bill.Usage.Prompt()
 		if ctxTokens > rep.PeakContext {
@@ -435,7 +484,8 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 			o.Progress()
 		}
 	}
-	rep.Cost = rep.InputCost + rep.SummarizerCost
+	rep.CostUncharged = rep.InputCost + rep.SummarizerCost
+	rep.Cost = rep.CostUncharged + rep.RecoveryCost
 	if len(rep.DiagnosticCounts) == 0 {
 		rep.DiagnosticCounts = nil
 	}
@@ -470,6 +520,13 @@ func Total(reps []SessionReport) []StrategyReport {
 			t.Expired += s.Expired
 			t.Invalid += s.Invalid
 			t.Errors += s.Errors
+			t.Fidelity = t.Fidelity.Plus(s.Fidelity)
+			t.RecoveryRounds += s.RecoveryRounds
+			t.RecoveryQueries += s.RecoveryQueries
+			t.Reruns += s.Reruns
+			t.Recovery = t.Recovery.Add(s.Recovery)
+			t.RecoveryCost += s.RecoveryCost
+			t.CostUncharged += s.CostUncharged
 			for k, v := range s.DiagnosticCounts {
 				if t.DiagnosticCounts == nil {
 					t.DiagnosticCounts = map[string]int{}
@@ -479,9 +536,7 @@ func Total(reps []SessionReport) []StrategyReport {
 		}
 	}
 	if len(tot) > 0 {
-		for i := range tot {
-			tot[i].Savings = savings(tot[0].Cost, tot[i].Cost)
-		}
+		setSavings(tot)
 	}
 	return tot
 }
@@ -489,9 +544,27 @@ func Total(reps []SessionReport) []StrategyReport {
 // NewReport assembles a run's report from its session reports: totals per strategy, savings
 // against the first strategy, which is the baseline.
 func NewReport(sessions []SessionReport) *Report {
-	r := &Report{Sessions: sessions, Totals: Total(sessions)}
+	r := &Report{Sessions: sessions, Totals: Total(sessions), PerSession: Distributions(sessions)}
 	if len(r.Totals) > 0 {
 		r.Baseline = r.Totals[0].Name
+	}
+	priced := map[string]string{}
+	for _, s := range sessions {
+		for m, as := range s.PricedAs {
+			priced[m] = as
+		}
+	}
+	models := make([]string, 0, len(priced))
+	for m := range priced {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		label := m
+		if label == "" {
+			label = "(none recorded)"
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("model %s is not in the price table: billed at %s's prices", label, priced[m]))
 	}
 	return r
 }

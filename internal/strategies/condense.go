@@ -275,6 +275,8 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 		r.st, _ = r.st.WithDiagnostics(out.Diagnostics)
 	}
 	res.Body = out.Body
+	st := r.st
+	res.Recoverable = func(id string) bool { return len(st.KeysForID(id)) > 0 }
 	return res, nil
 }
 
