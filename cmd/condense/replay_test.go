@@ -234,7 +234,7 @@ func TestReplayNamesUnreadableFiles(t *testing.T) {
 	if !strings.Contains(errOut.String(), "not replayed: b-broken.jsonl: ") {
 		t.Fatalf("standard error does not name the broken file: %q", errOut.String())
 	}
-	if !strings.Contains(out.String(), "TOTAL: 1 sessions") {
+	if !strings.Contains(out.String(), "TOTAL: 1 session, 1 request") {
 		t.Fatalf("the good file was not replayed:\n%s", out.String())
 	}
 }

@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -132,6 +133,62 @@ func TestDistributions(t *testing.T) {
 	}
 	if d[0].Median != 0 || d[0].Cheaper != 0 {
 		t.Fatalf("baseline %+v", d[0])
+	}
+}
+
+// TestTableHygiene: counts agree in number, money has one precision, no line ends in
+// spaces, every diagnostic kind shown is explained, models priced by family are warned
+// about, and a report without a replayed session is an error rather than an empty table.
+func TestTableHygiene(t *testing.T) {
+	rep, err := replay.Run(context.Background(), used(), replay.Options{
+		Strategies: []replay.Strategy{strategies.None{}, strategies.ObservationMask{Window: 0}, brokenStrategy{}},
+		Estimator:  lenEst{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Models, rep.UnknownModels, rep.PricedAs = []string{"claude-haiku-9"}, []string{"claude-haiku-9"}, map[string]string{"claude-haiku-9": "claude-haiku-4-5"}
+	r := replay.NewReport([]replay.SessionReport{rep})
+	var tb, md bytes.Buffer
+	if err := replay.WriteTable(&tb, r, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := replay.WriteMarkdown(&md, r, "x"); err != nil {
+		t.Fatal(err)
+	}
+	out := tb.String()
+	for _, want := range []string{"TOTAL: 1 session, 3 requests", "used.jsonl (requests, anthropic, 3 requests,",
+		"strategy-error: the strategy failed on a request", "invalid-request: a rewritten request a provider would reject",
+		"warning: model claude-haiku-9 is not in the price table: billed at claude-haiku-4-5's prices",
+		"What the agent used from earlier tool output", "Cost change per session vs none (1 session)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out+md.String(), "\n") {
+		if strings.HasSuffix(l, " ") || strings.HasSuffix(l, "\t") {
+			t.Errorf("trailing space: %q", l)
+		}
+	}
+	// Every dollar amount has two decimals.
+	for _, f := range strings.Fields(out) {
+		if i := strings.IndexByte(f, '$'); i >= 0 {
+			amount := strings.TrimRight(f[i+1:], ",;)")
+			if dot := strings.IndexByte(amount, '.'); dot < 0 || len(amount)-dot-1 != 2 {
+				t.Errorf("amount %q does not have two decimals", f)
+			}
+		}
+	}
+	if !strings.Contains(md.String(), "**Warning**: model claude-haiku-9") || !strings.Contains(md.String(), "- `strategy-error`: ") {
+		t.Errorf("markdown lacks the warning or the legend:\n%s", md.String())
+	}
+	failed := replay.NewReport([]replay.SessionReport{{File: "a", Error: "x"}, {File: "b", Error: "y"}})
+	var empty bytes.Buffer
+	if err := replay.WriteTable(&empty, failed, false); !errors.Is(err, replay.ErrNothingReplayed) || empty.Len() != 0 {
+		t.Fatalf("all failed: %v, %q", err, empty.String())
+	}
+	if err := replay.WriteMarkdown(&empty, failed, "x"); !errors.Is(err, replay.ErrNothingReplayed) {
+		t.Fatalf("markdown, all failed: %v", err)
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,7 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + t.TempDir()}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	var stderr bytes.Buffer
@@ -45,13 +47,68 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 	return out
 }
 
-// TestHTMLRendersInChromium writes the HTML report of two sessions and three strategies, loads
-// it in headless Chromium, and checks the DOM Chromium built (every strategy in the totals
-// table and in every chart legend, one polyline per strategy per chart) and that the
-// screenshot is not blank.
+// renamed is a strategy under another name: its lines coincide with the original's.
+type renamed struct {
+	replay.Strategy
+	name string
+}
+
+func (r renamed) Name() string { return r.name }
+
+// chartTicks parses the tick labels of every line chart in dom ("15k", "$0.02", "1.5M", "0").
+func chartTicks(t *testing.T, dom string) [][]float64 {
+	t.Helper()
+	var out [][]float64
+	for _, svg := range regexp.MustCompile(`(?s)<svg[^>]*class="chart"[^>]*>.*?</svg>`).FindAllString(dom, -1) {
+		var ticks []float64
+		for _, m := range regexp.MustCompile(`class="tick"[^>]*>([^<]*)<`).FindAllStringSubmatch(svg, -1) {
+			s, mul := strings.TrimPrefix(m[1], "$"), 1.0
+			switch {
+			case strings.HasSuffix(s, "k"):
+				s, mul = strings.TrimSuffix(s, "k"), 1e3
+			case strings.HasSuffix(s, "M"):
+				s, mul = strings.TrimSuffix(s, "M"), 1e6
+			}
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				t.Fatalf("tick label %q: %v", m[1], err)
+			}
+			ticks = append(ticks, v*mul)
+		}
+		out = append(out, ticks)
+	}
+	return out
+}
+
+// roundSteps reports whether ticks are 0, s, 2s, ... with s = 1, 2 or 5 × 10^n.
+func roundSteps(ticks []float64) bool {
+	if len(ticks) < 2 || ticks[0] != 0 {
+		return false
+	}
+	s := ticks[1]
+	m := s / math.Pow(10, math.Floor(math.Log10(s)+1e-9))
+	if math.Abs(m-1) > 1e-6 && math.Abs(m-2) > 1e-6 && math.Abs(m-5) > 1e-6 {
+		return false
+	}
+	for i, v := range ticks {
+		if math.Abs(v-float64(i)*s) > 1e-9*math.Max(1, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestHTMLRendersInChromium writes the HTML report of two sessions and four strategies (one
+// a renamed copy of none, so its lines coincide with none's), loads it in headless Chromium,
+// and checks the DOM Chromium built — every strategy in the totals table and in every chart
+// legend, the copy drawn once and labelled "same as none", distinct dash patterns and
+// markers for the lines drawn, round tick values — and a screenshot: the charts fill the
+// right half of the page beside each other, the lower half is not blank, and every
+// strategy's colour shows.
 func TestHTMLRendersInChromium(t *testing.T) {
 	bin := chromium(t)
-	strats := []replay.Strategy{strategies.None{}, strategies.ObservationMask{Window: 0}, strategies.ClearToolUses{Trigger: 100, Keep: 0}}
+	strats := []replay.Strategy{strategies.None{}, strategies.ObservationMask{Window: 0}, strategies.ClearToolUses{Trigger: 100, Keep: 0},
+		renamed{strategies.None{}, "copy"}}
 	var sess []replay.SessionReport
 	for _, name := range []string{"first.jsonl", "second <&> .jsonl"} {
 		tr := synthetic()
@@ -77,24 +134,52 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	if !strings.Contains(dom, "<h1>Replay test</h1>") || !strings.Contains(dom, "second &lt;&amp;&gt; .jsonl") {
 		t.Fatalf("DOM lacks the title or the escaped session name:\n%.2000s", dom)
 	}
+	if n := len(regexp.MustCompile(`<svg[^>]*class="chart"`).FindAllString(dom, -1)); n != 4 {
+		t.Errorf("line charts in DOM: %d, want 4", n)
+	}
+	if n := strings.Count(dom, `class="legend"`); n != 4*len(strats) {
+		t.Errorf("legend entries: %d, want %d", n, 4*len(strats))
+	}
+	dashOf := map[string]string{}
 	for _, st := range strats {
 		name := st.Name()
-		// Totals table row, bar, and one polyline per chart (2 sessions × 2 charts).
 		if n := strings.Count(dom, `<tr class="strategy"><td>`+name+`</td>`); n != 1 {
 			t.Errorf("totals row for %s: %d", name, n)
-		}
-		if n := strings.Count(dom, `class="series" data-strategy="`+name+`"`); n != 4 {
-			t.Errorf("polylines for %s: %d, want 4", name, n)
-		}
-		if n := strings.Count(dom, `class="legend"`); n != 4*len(strats) {
-			t.Errorf("legend entries: %d", n)
 		}
 		if !strings.Contains(dom, `class="bar" data-strategy="`+name+`"`) {
 			t.Errorf("no cost bar for %s", name)
 		}
+		lines := regexp.MustCompile(`<polyline class="series" data-strategy="`+regexp.QuoteMeta(name)+`"[^>]*>`).FindAllString(dom, -1)
+		if name == "copy" {
+			if len(lines) != 0 || strings.Count(dom, ">copy (same as none)<") != 4 {
+				t.Errorf("the copy of none: %d lines, %d \"same as none\" legends; want 0 and 4", len(lines), strings.Count(dom, ">copy (same as none)<"))
+			}
+			continue
+		}
+		if len(lines) != 4 {
+			t.Errorf("polylines for %s: %d, want 4", name, len(lines))
+		}
+		if n := strings.Count(dom, `<g class="markers" data-strategy="`+name+`">`); n != 4 {
+			t.Errorf("marker groups for %s: %d, want 4", name, n)
+		}
+		if len(lines) > 0 {
+			m := regexp.MustCompile(`stroke-dasharray="([^"]*)"`).FindStringSubmatch(lines[0])
+			dash := "solid"
+			if m != nil {
+				dash = m[1]
+			}
+			for other, d := range dashOf {
+				if d == dash {
+					t.Errorf("%s and %s share the dash pattern %q", name, other, dash)
+				}
+			}
+			dashOf[name] = dash
+		}
 	}
-	if n := len(regexp.MustCompile(`<svg[^>]*class="chart"`).FindAllString(dom, -1)); n != 4 {
-		t.Errorf("line charts in DOM: %d, want 4", n)
+	for i, ticks := range chartTicks(t, dom) {
+		if !roundSteps(ticks) {
+			t.Errorf("chart %d ticks %v are not round steps", i, ticks)
+		}
 	}
 
 	shot := filepath.Join(dir, "shot.png")
@@ -108,19 +193,47 @@ func TestHTMLRendersInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Count strongly coloured pixels (the strategy colours are saturated; text is grey/black).
-	colored := 0
+	// Strongly coloured pixels: the strategy colours are saturated; text is grey or black.
 	b := img.Bounds()
-	for y := b.Min.Y; y < b.Max.Y; y += 2 {
-		for x := b.Min.X; x < b.Max.X; x += 2 {
+	var lower, right int
+	perColor := map[string]int{}
+	palette := map[string][3]uint32{"none": {0x6b, 0x72, 0x80}, "observation-mask": {0x16, 0xa3, 0x4a}, "clear-tool-uses": {0x25, 0x63, 0xeb}, "copy": {0xdc, 0x26, 0x26}}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
 			r, g, bl, _ := img.At(x, y).RGBA()
-			mx, mn := max(r, g, bl), min(r, g, bl)
-			if mx-mn > 0x6000 {
-				colored++
+			r, g, bl = r>>8, g>>8, bl>>8
+			for name, c := range palette {
+				if absDiff(r, c[0]) < 24 && absDiff(g, c[1]) < 24 && absDiff(bl, c[2]) < 24 {
+					perColor[name]++
+				}
+			}
+			if max(r, g, bl)-min(r, g, bl) > 0x60 {
+				if y >= b.Max.Y/2 {
+					lower++
+				}
+				if x >= b.Max.X*53/100 {
+					right++
+				}
 			}
 		}
 	}
-	if colored < 200 {
-		t.Fatalf("screenshot %v has only %d coloured pixels: charts not drawn", b, colored)
+	if lower < 400 {
+		t.Errorf("screenshot %v: the lower half has %d coloured pixels: blank", b, lower)
 	}
+	if right < 400 {
+		t.Errorf("screenshot %v: the right half has %d coloured pixels: the charts do not sit side by side", b, right)
+	}
+	for name, n := range perColor {
+		if n < 40 {
+			t.Errorf("%s's colour shows on %d pixels only", name, n)
+		}
+	}
+	t.Logf("coloured pixels: lower half %d, right half %d; per strategy %v", lower, right, perColor)
+}
+
+func absDiff(a, b uint32) uint32 {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }

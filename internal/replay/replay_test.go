@@ -262,7 +262,7 @@ func TestOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, out := range []string{tb.String(), md.String()} {
-		for _, want := range []string{"observation-mask", "none", "syn.jsonl", "vs none", "$0.0159", "-58.4%"} {
+		for _, want := range []string{"observation-mask", "none", "syn.jsonl", "vs none", "$0.02", "-58.4%"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
