@@ -204,6 +204,7 @@ const SummarizerSystemPrompt = `You condense the tool activity of an AI coding a
 The batch below lists tool calls in order. For each call worth keeping, write one to three short bullets:
 what the call did (tool and purpose in one sentence), what came out of it, and anything the agent must remember.
 Reproduce file paths, symbols, identifiers, commands, signatures, version numbers and error messages exactly as they appear.
+For a file the call read or a listing or search it ran, name the functions, types, constants and paths it showed that the agent may refer to again, most used first.
 Leave out calls that succeeded without producing anything worth remembering, and calls whose arguments were empty.
 Keep it short.
 

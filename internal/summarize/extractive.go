@@ -31,7 +31,13 @@ type Extractive struct {
 	MaxLine int
 	// MaxErrorLines caps the error lines quoted per call (0 means 3).
 	MaxErrorLines int
+	// MaxNames caps the "names:" line of a call in bytes (0 means DefaultMaxNames, negative
+	// omits it); it never exceeds an eighth of the result.
+	MaxNames int
 }
+
+// DefaultMaxNames is the default budget of a call's "names:" line, in bytes.
+const DefaultMaxNames = 240
 
 // Summarize implements Summarizer. Usage is zero (Calls is 0: no provider call was made).
 func (x Extractive) Summarize(ctx context.Context, req *Request) (*Result, error) {
@@ -67,6 +73,13 @@ func (x Extractive) maxLine() int {
 		return x.MaxLine
 	}
 	return 200
+}
+
+func (x Extractive) maxNames() int {
+	if x.MaxNames == 0 {
+		return DefaultMaxNames
+	}
+	return max(x.MaxNames, 0)
 }
 
 func (x Extractive) maxErr() int {
@@ -114,8 +127,52 @@ func (x Extractive) batch(assistant string, calls []Call) string {
 				n++
 			}
 		}
+		if names := x.names(c.Result, b.String()); names != "" {
+			fmt.Fprintf(&b, "  - names: %s\n", names)
+		}
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// names lists the salient names of a result that the batch's summary so far (shown) lacks:
+// the words fidelity.Mentions finds (paths, code identifiers, dotted and hyphenated names,
+// flags, hashes, versions, locations), most frequent first, ties by first occurrence, joined
+// by ", " within min(maxNames, len(result)/8) bytes (docs/summarizer.md).
+func (x Extractive) names(result, shown string) string {
+	budget := min(x.maxNames(), len(result)/8)
+	if budget <= 0 {
+		return ""
+	}
+	type name struct {
+		s     string
+		count int
+	}
+	var list []*name
+	byText := map[string]*name{}
+	fidelity.Mentions(result, func(s string) {
+		if strings.IndexByte(s, ' ') >= 0 || len(s) > budget || strings.Contains(s, "[[") {
+			return
+		}
+		if n := byText[s]; n != nil {
+			n.count++
+			return
+		}
+		n := &name{s: strings.Clone(s), count: 1}
+		byText[n.s] = n
+		list = append(list, n)
+	})
+	sort.SliceStable(list, func(i, j int) bool { return list[i].count > list[j].count })
+	var b strings.Builder
+	for _, n := range list {
+		if strings.Contains(shown, n.s) || b.Len()+len(n.s)+2 > budget {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(n.s)
+	}
+	return b.String()
 }
 
 // args renders the scalar top-level arguments as key=value in key order; other values and

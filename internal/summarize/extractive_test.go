@@ -320,3 +320,41 @@ func TestParsesEnginePrompts(t *testing.T) {
 		t.Fatalf("fused %+v err %v", fused, err)
 	}
 }
+
+// TestExtractiveNames: a call's "names:" line lists the result's salient names the batch's
+// summary does not show yet, most frequent first, within min(MaxNames, result/8) bytes.
+func TestExtractiveNames(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("package store\n")
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&b, "func (c *Client) helper%02d() bool { return c.conn.Ping() }\n", i)
+	}
+	b.WriteString("// see internal/store/redis_conn.go and openRedisClient\nfunc openRedisClient() {}\n// end\n")
+	calls := []Call{{Tool: "read", Args: []byte(`{"path":"internal/store/redis.go"}`), Result: b.String()}}
+	res, err := Extractive{}.Summarize(context.Background(), &Request{Calls: calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names string
+	for _, l := range strings.Split(res.Text, "\n") {
+		if v, ok := strings.CutPrefix(l, "  - names: "); ok {
+			names = v
+		}
+	}
+	// c.conn.Ping (40 times) and openRedisClient (twice) lead, then the names seen once in
+	// order of appearance; internal/store/redis.go is in the header already.
+	if !strings.HasPrefix(names, "c.conn.Ping, openRedisClient, helper00, helper01") {
+		t.Fatalf("names = %q\n%s", names, res.Text)
+	}
+	if len(names) > DefaultMaxNames || strings.Contains(names, "internal/store/redis.go,") {
+		t.Fatalf("names over budget or repeating the header: %d bytes %q", len(names), names)
+	}
+	small, _ := Extractive{MaxNames: 1000}.Summarize(context.Background(), &Request{Calls: []Call{{Tool: "bash", Result: "see handleFlush"}}})
+	if strings.Contains(small.Text, "names:") {
+		t.Fatalf("a 15-byte result got a names line: %q", small.Text)
+	}
+	off, _ := Extractive{MaxNames: -1}.Summarize(context.Background(), &Request{Calls: calls})
+	if strings.Contains(off.Text, "names:") {
+		t.Fatalf("MaxNames -1 still lists names")
+	}
+}
