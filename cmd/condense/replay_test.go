@@ -210,6 +210,17 @@ func TestReplayConfigChangesResult(t *testing.T) {
 	}
 }
 
+// execReplay runs `condense replay` with args and returns its standard output and error.
+func execReplay(t *testing.T, args ...string) (stdout, stderr *bytes.Buffer, err error) {
+	t.Helper()
+	cmd, _ := replayCmd()
+	stdout, stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SetArgs(args)
+	return stdout, stderr, cmd.ExecuteContext(context.Background())
+}
+
 // TestReplayNamesUnreadableFiles: a directory with one good request log and one broken file
 // replays the good one, names the broken one with its error on standard error (the table's
 // totals leave it out) and ends with an error, so the command exits with status 1.
@@ -222,12 +233,7 @@ func TestReplayNamesUnreadableFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "b-broken.jsonl"), []byte("{not json\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd, _ := replayCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"--progress", "never", dir})
-	err := cmd.ExecuteContext(context.Background())
+	out, errOut, err := execReplay(t, "--progress", "never", dir)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 files could not be replayed") {
 		t.Fatalf("error = %v", err)
 	}
@@ -248,12 +254,7 @@ func TestReplayAllFilesFail(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd, _ := replayCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"--progress", "never", dir})
-	err := cmd.ExecuteContext(context.Background())
+	out, errOut, err := execReplay(t, "--progress", "never", dir)
 	if err == nil || !strings.Contains(err.Error(), "none of the 2 files could be replayed") {
 		t.Fatalf("error = %v", err)
 	}
@@ -274,12 +275,8 @@ func TestReplayReportsWhereItWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	html, md := filepath.Join(dir, "out", "r.html"), filepath.Join(dir, "r.md")
-	cmd, _ := replayCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs([]string{"--progress", "never", "--html", html, "--markdown", md, "--llm-model", "gpt-5-mini", log})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
+	out, errOut, err := execReplay(t, "--progress", "never", "--html", html, "--markdown", md, "--llm-model", "gpt-5-mini", log)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"wrote the HTML report to " + html, "wrote the Markdown report to " + md} {

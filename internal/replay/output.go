@@ -77,16 +77,22 @@ func diagSummary(m map[string]int) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s×%d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // diagnosticMeaning explains the diagnostic kinds a report can show.
@@ -115,11 +121,7 @@ func diagnosticLegend(rows []StrategyReport) []string {
 			seen[k] = true
 		}
 	}
-	kinds := make([]string, 0, len(seen))
-	for k := range seen {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
+	kinds := sortedKeys(seen)
 	out := make([]string, len(kinds))
 	for i, k := range kinds {
 		m := diagnosticMeaning[k]
