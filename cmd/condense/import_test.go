@@ -106,7 +106,7 @@ func TestOpencodeStorageDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, err := run(mustReplayCmd(), "--progress", "never", "--strategies", "none", parent)
-	if err != nil || !strings.Contains(out, "TOTAL: 1 sessions") {
+	if err != nil || !strings.Contains(out, "TOTAL: 1 session, ") {
 		t.Fatalf("replay: %v\n%s\n%s", err, out, errOut)
 	}
 }

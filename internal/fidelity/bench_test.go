@@ -3,7 +3,7 @@ package fidelity
 import (
 	"testing"
 
-	"github.com/condense-dev/condense/internal/sessions"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -12,7 +12,7 @@ import (
 // pass does: parse, find the uses of the previous response, update the index. Bytes are the
 // request bodies read.
 func BenchmarkFollowSession(b *testing.B) {
-	s, err := sessions.ImportFile(corpus.File(b, "cccodemie_session-624a4a58.jsonl"), sessions.FormatAuto)
+	s, err := transcripts.ImportFile(corpus.File(b, "cccodemie_session-624a4a58.jsonl"), transcripts.FormatAuto)
 	if err != nil {
 		b.Fatal(err)
 	}
