@@ -3,8 +3,8 @@ package fidelity
 import (
 	"testing"
 
-	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/transcripts"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
