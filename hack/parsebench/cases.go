@@ -1,0 +1,190 @@
+// Package parsebench compares wire.Parse with general Go JSON libraries on the work the
+// proxy needs from a request body: every message and content block located (its raw byte
+// span, so unknown members pass through byte for byte) with its type, id, name and decoded
+// text. It is its own module so that the product's go.mod carries no benchmark-only
+// dependencies.
+package parsebench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/condense-dev/condense/internal/wire"
+)
+
+// Case is one request body of one wire format.
+type Case struct {
+	Name   string
+	Format wire.Format
+	Body   []byte
+}
+
+// Cases returns the bodies every parser is measured on: the pruner's reference workload in
+// both formats (byte for byte the body of internal/pruner's workloadTx) and the wire
+// benchmarks' corpus requests, when the corpus directory (../shared/corpus/raw of the
+// worktree) exists. extra cases (another format's bodies) are appended as given.
+func Cases(corpusDir string, extra ...Case) ([]Case, error) {
+	cs := []Case{
+		{"workload/anthropic", wire.Anthropic, workloadBody(wire.Anthropic)},
+		{"workload/openai", wire.OpenAI, workloadBody(wire.OpenAI)},
+	}
+	if _, err := os.Stat(corpusDir); err == nil {
+		a, err := corpusAnthropic(corpusDir)
+		if err != nil {
+			return nil, err
+		}
+		o, err := corpusOpenAI(corpusDir)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, Case{"corpus/anthropic", wire.Anthropic, a}, Case{"corpus/openai", wire.OpenAI, o})
+	}
+	return append(cs, extra...), nil
+}
+
+// workloadBody is the reference workload of internal/pruner (bench_test.go, workloadTx):
+// 20 tasks, each a user prompt, 9 turns of an assistant with 600 characters of thinking and
+// one tool call plus a 10,000-character result, and a final reply; 400 messages.
+func workloadBody(f wire.Format) []byte {
+	var msgs []map[string]any
+	thinking := strings.Repeat("I should look at the next file carefully. ", 15)[:600]
+	asst := func(thinking, text, id, input string) {
+		if f == wire.OpenAI {
+			m := map[string]any{"role": "assistant", "content": nil}
+			if text != "" {
+				m["content"] = text
+			}
+			if id != "" {
+				m["tool_calls"] = []any{map[string]any{"id": id, "type": "function",
+					"function": map[string]any{"name": "read", "arguments": input}}}
+			}
+			msgs = append(msgs, m)
+			return
+		}
+		var content []any
+		if thinking != "" {
+			content = append(content, map[string]any{"type": "thinking", "thinking": thinking, "signature": "sig-" + fmt.Sprint(len(msgs))})
+		}
+		if text != "" {
+			content = append(content, map[string]any{"type": "text", "text": text})
+		}
+		if id != "" {
+			content = append(content, map[string]any{"type": "tool_use", "id": id, "name": "read", "input": json.RawMessage(input)})
+		}
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": content})
+	}
+	for task := 0; task < 20; task++ {
+		msgs = append(msgs, map[string]any{"role": "user", "content": fmt.Sprintf("Task %d: fix the failing test in package p%d.", task, task)})
+		for turn := 0; turn < 9; turn++ {
+			id := fmt.Sprintf("toolu_%02d_%d", task, turn)
+			asst(thinking, "", id, fmt.Sprintf(`{"path":"pkg/p%d/file%d.go"}`, task, turn))
+			var b strings.Builder
+			for b.Len() < 10000 {
+				fmt.Fprintf(&b, "%d:%d line of source code in file %d of task %d\n", task, b.Len(), turn, task)
+			}
+			text := b.String()[:10000]
+			if f == wire.OpenAI {
+				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": id, "content": text})
+			} else {
+				msgs = append(msgs, map[string]any{"role": "user", "content": []any{
+					map[string]any{"type": "tool_result", "tool_use_id": id, "content": text}}})
+			}
+		}
+		asst("Done with the task.", fmt.Sprintf("Task %d is fixed.", task), "", "")
+	}
+	m := map[string]any{"model": "test-model", "max_tokens": 1024, "messages": msgs}
+	if f == wire.OpenAI {
+		m = map[string]any{"model": "test-model", "messages": msgs}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// corpusAnthropic is internal/wire's BenchmarkParseAnthropic body: the user and assistant
+// message objects of the Claude Code corpus files, in name order, until 2 MB.
+func corpusAnthropic(dir string) ([]byte, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var msgs []json.RawMessage
+	size := 0
+	for _, p := range files {
+		base := filepath.Base(p)
+		if !strings.HasPrefix(base, "ccspot_") && !strings.HasPrefix(base, "cccodemie_") {
+			continue
+		}
+		ms, err := claudeCodeMessages(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			msgs = append(msgs, m)
+			if size += len(m) + 1; size >= 2<<20 {
+				var buf bytes.Buffer
+				buf.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":32000,"system":[{"type":"text","text":"You are a coding agent.","cache_control":{"type":"ephemeral"}}],"messages":[`)
+				for i, m := range msgs {
+					if i > 0 {
+						buf.WriteByte(',')
+					}
+					buf.Write(m)
+				}
+				buf.WriteString(`],"stream":true,"metadata":{"user_id":"u1"}}`)
+				return buf.Bytes(), nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("Claude Code corpus in %s is smaller than 2 MB", dir)
+}
+
+func claudeCodeMessages(path string) ([]json.RawMessage, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var msgs []json.RawMessage
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		var rec struct {
+			Type    string          `json:"type"`
+			Message json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) != nil || (rec.Type != "user" && rec.Type != "assistant") || len(rec.Message) == 0 {
+			continue
+		}
+		var probe struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(rec.Message, &probe) == nil && probe.Role != "" && len(probe.Content) > 0 {
+			msgs = append(msgs, rec.Message)
+		}
+	}
+	return msgs, sc.Err()
+}
+
+// corpusOpenAI is internal/wire's BenchmarkParseOpenAI body: the mini-SWE-agent
+// psf__requests-1142 messages as a Chat Completions request.
+func corpusOpenAI(dir string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "msa_psf__requests-1142.traj.json"))
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	return append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}'), nil
+}
