@@ -5,12 +5,33 @@ import "golang.org/x/sys/cpu"
 // hasSIMD reports whether the AVX2 string kernels can run on this CPU.
 var hasSIMD = cpu.X86.HasAVX2
 
+// hasVBMI2 reports whether decodeRunVBMI2 can run too.
+var hasVBMI2 = hasSIMD && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI && cpu.X86.HasAVX512VBMI2 && cpu.X86.HasBMI1 && cpu.X86.HasBMI2 && cpu.X86.HasPOPCNT
+
 func init() {
 	if hasSIMD {
 		decodeRun = decodeRunAVX2
 		scanRun = scanRunAVX2
 	}
+	if hasVBMI2 {
+		decodeRun = decodeRunFast
+	}
 }
+
+// decodeRunFast is decodeRunVBMI2, continued by decodeRunAVX2 where it stops before a quote.
+func decodeRunFast(dst, src []byte) (n, m int) {
+	n, m = decodeRunVBMI2(dst, src)
+	if n < len(src) && src[n] != '"' {
+		n2, m2 := decodeRunAVX2(dst[m:], src[n:])
+		n, m = n+n2, m+m2
+	}
+	return n, m
+}
+
+// decodeRunVBMI2 is decodeRun for ASCII text with AVX-512, 64 bytes per step.
+//
+//go:noescape
+func decodeRunVBMI2(dst, src []byte) (n, m int)
 
 // decodeRunAVX2 is decodeRun with AVX2, 32 bytes per step (see kernel_amd64.s).
 //

@@ -528,3 +528,97 @@ stailutf8:
 	UTF8SEQ(sdone)
 	ADDQ BX, R8
 	JMP  stail
+
+// func decodeRunVBMI2(dst, src []byte) (n, m int)
+// decodeRun for plain ASCII and two-byte escapes with AVX-512 (BW, VBMI, VBMI2), 64 bytes
+// per step: the escaped bytes are looked up in escDecode (VPERMI2B over its first 128
+// bytes) and the backslashes dropped by VPCOMPRESSB. It stops at a quote, a control or
+// non-ASCII byte, a \u or invalid escape, two backslashes in a row and the last 63 bytes
+// of src; decodeRunFast hands what it stops at to decodeRunAVX2. Registers as in
+// decodeRunAVX2; Z1/Z2/Z3 = '"', '\\', 0x1f; Z4:Z5 = escDecode[:128].
+TEXT ·decodeRunVBMI2(SB), NOSPLIT, $0-64
+	MOVQ         dst_base+0(FP), DI
+	MOVQ         dst_len+8(FP), BX
+	MOVQ         src_base+24(FP), SI
+	MOVQ         src_len+32(FP), DX
+	CMPQ         BX, DX
+	CMOVQLT      BX, DX
+	XORQ         R8, R8
+	XORQ         R9, R9
+	VPBROADCASTB vecs<>+QUOTE(SB), Z1
+	VPBROADCASTB vecs<>+BSLASH(SB), Z2
+	VPBROADCASTB vecs<>+CTL(SB), Z3
+	VMOVDQU64    ·escDecode+0(SB), Z4
+	VMOVDQU64    ·escDecode+64(SB), Z5
+
+vloop:
+	MOVQ      DX, CX
+	SUBQ      R8, CX
+	CMPQ      CX, $64
+	JB        vdone
+	VMOVDQU64 (SI)(R8*1), Z0
+	VPCMPUB   $2, Z3, Z0, K1
+	VPMOVB2M  Z0, K2
+	KORQ      K1, K2, K1
+	KMOVQ     K1, AX
+	VPCMPEQB  Z1, Z0, K2
+	KMOVQ     K2, CX
+	VPCMPEQB  Z2, Z0, K3
+	KMOVQ     K3, BX
+	MOVQ      AX, R12
+	ORQ       CX, R12
+	ORQ       BX, R12
+	JNZ       vspecial
+	VMOVDQU64 Z0, (DI)(R9*1)
+	ADDQ      $64, R8
+	ADDQ      $64, R9
+	JMP       vloop
+
+vspecial:
+	// R13 = the escaped bytes; a backslash that is itself escaped is left to AVX2.
+	LEAQ   (BX)(BX*1), R13
+	TESTQ  R13, BX
+	JNZ    vdone
+	// The region ends at the first unescaped quote, control or non-ASCII byte (R12 =
+	// its length e), less a backslash at its end (its escape continues past it).
+	ANDNQ  CX, R13, CX
+	ORQ    CX, AX
+	TZCNTQ AX, R12
+	TESTQ  R12, R12
+	JZ     vdone
+	LEAQ   -1(R12), R14
+	BTQ    R14, BX
+	SBBQ   $0, R12
+	JZ     vdone
+	MOVQ   $-1, R14
+	BZHIQ  R12, R14, R14
+	ANDQ   R14, BX
+	LEAQ   (BX)(BX*1), R13
+	// Every escaped byte must decode (escDecode != 0).
+	VMOVDQA64 Z0, Z6
+	VPERMI2B  Z5, Z4, Z6
+	VPTESTNMB Z6, Z6, K4
+	KMOVQ     K4, CX
+	TESTQ     CX, R13
+	JNZ       vdone
+	KMOVQ     R13, K5
+	VMOVDQU8  Z6, K5, Z0
+	ANDNQ     R14, BX, R14
+	KMOVQ     R14, K6
+	VPCOMPRESSB Z0, K6, Z7
+	VMOVDQU64 Z7, (DI)(R9*1)
+	POPCNTQ   R14, R14
+	ADDQ      R12, R8
+	ADDQ      R14, R9
+	// Go on after a block taken whole or cut before a backslash; stop at anything else.
+	CMPQ      R12, $64
+	JEQ       vloop
+	MOVBLZX   (SI)(R8*1), CX
+	CMPL      CX, $0x5c
+	JEQ       vloop
+
+vdone:
+	VZEROUPPER
+	MOVQ R8, n+48(FP)
+	MOVQ R9, m+56(FP)
+	RET

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -52,5 +53,26 @@ func TestEscapeTables(t *testing.T) {
 		if want := escDecode[c] != 0; valid != want {
 			t.Fatalf("%q: valid %v, want %v", rune(c), valid, want)
 		}
+	}
+}
+
+func init() {
+	if hasSIMD {
+		moreDecodeKernels["avx2"] = decodeRunAVX2
+	}
+}
+
+// TestVBMI2Kernel checks that decodeRunVBMI2, where it runs, takes ASCII text with
+// two-byte escapes (no escaped backslash) whole up to the closing quote.
+func TestVBMI2Kernel(t *testing.T) {
+	if !hasVBMI2 {
+		t.Skip("no AVX-512 VBMI2")
+	}
+	src := []byte(strings.Repeat(`line of text\n\t\"quoted\" back\/slash\r\b\f `, 20) + `"` + strings.Repeat(" ", 64))
+	dst := make([]byte, len(src))
+	n, m := decodeRunVBMI2(dst, src)
+	rn, rm := decodeRunGo(make([]byte, len(src)), src)
+	if n != rn || m != rm || src[n] != '"' {
+		t.Fatalf("VBMI2 kernel stopped at %d (wrote %d), portable at %d (%d)", n, m, rn, rm)
 	}
 }

@@ -119,7 +119,11 @@ func checkKernels(t *testing.T, src []byte) {
 		decode func(dst, src []byte) (int, int)
 		scan   func(src []byte, plain bool) (int, bool)
 	}
-	for _, k := range []kernel{{"portable", decodeRunGo, scanRunGo}, {"fast", fastDecodeRun, fastScanRun}} {
+	kernels := []kernel{{"portable", decodeRunGo, scanRunGo}, {"fast", fastDecodeRun, fastScanRun}}
+	for name, d := range moreDecodeKernels {
+		kernels = append(kernels, kernel{name, d, fastScanRun})
+	}
+	for _, k := range kernels {
 		// dst exactly len(src) long inside a larger buffer whose tail must stay intact.
 		buf := bytes.Repeat([]byte{0xAA}, len(src)+64)
 		n, m := k.decode(buf[:len(src)], src)
@@ -315,3 +319,7 @@ func TestKernelsCorpus(t *testing.T) {
 		}
 	}
 }
+
+// moreDecodeKernels are further decodeRun implementations this CPU runs (the kernels the
+// fast one is built from), checked like the fast one.
+var moreDecodeKernels = map[string]func(dst, src []byte) (int, int){}

@@ -374,9 +374,12 @@ func decodeU(s, dst []byte) ([]byte, int) {
 	return utf8.AppendRune(dst, r), 6
 }
 
-func (p *parser) stringBlock(lit []byte) *Block {
-	p.keep(int(unsafe.Sizeof(Block{})))
-	return &Block{f: p.f, Kind: KindText, Type: "text", Text: p.text(lit), str: lit}
+// textBlock returns the string-form text block of the string literal lit, which decodes
+// to text.
+func (p *parser) textBlock(lit []byte, text string) *Block {
+	c := p.newBlock()
+	c.Kind, c.Type, c.Text, c.str = KindText, "text", text, lit
+	return c
 }
 
 func (p *parser) schemaErr(off int, path jpath, format string, args ...any) error {
@@ -569,11 +572,11 @@ func (p *parser) request() (*Request, error) {
 			}
 			switch {
 			case vs < len(d) && d[vs] == '"':
-				e, _, err := scanString(d, vs)
+				e, txt, err := p.scanText(vs)
 				if err != nil {
 					return 0, err
 				}
-				r.System = []*Block{p.stringBlock(d[vs:e:e])}
+				r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], txt)})
 				r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
 				return e, nil
 			case vs < len(d) && d[vs] == '[':
@@ -1039,9 +1042,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 			switch v[0] {
 			case '"':
 				txt, _, _ := str(bfContent)
-				c := p.newBlock()
-				c.Kind, c.Type, c.Text, c.str = KindText, "text", txt, v
-				b.Content = p.blockSlice([]*Block{c})
+				b.Content = p.blockSlice([]*Block{p.textBlock(v, txt)})
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
@@ -1087,9 +1088,7 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 				if err != nil {
 					return 0, err
 				}
-				c := p.newBlock()
-				c.Kind, c.Type, c.Text, c.str = KindText, "text", txt, d[vs:e:e]
-				m.Blocks = p.blockSlice([]*Block{c})
+				m.Blocks = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], txt)})
 				m.StringContent = true
 				m.contentArr = nil
 				return e, nil
@@ -1119,9 +1118,11 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 	d := p.d
 	m := p.newMessage()
 	var roleSeen bool
-	var parts, calls []*Block
-	var contentStr []byte
+	var parts []*Block
+	var content *Block // string content
 	var toolCallID string
+	base := len(p.blkStack) // the tool calls are collected on blkStack
+	defer func() { p.blkStack = p.blkStack[:base] }()
 	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
@@ -1129,14 +1130,14 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 			return p.role(m, vs, depth, path)
 		case keyIs(d, ks, ke, "content"):
 			m.hasContent = true
-			parts, contentStr, m.StringContent, m.contentArr = nil, nil, false, nil
+			parts, content, m.StringContent, m.contentArr = nil, nil, false, nil
 			switch d[vs] {
 			case '"':
-				e, _, err := scanString(d, vs)
+				e, txt, err := p.scanText(vs)
 				if err != nil {
 					return 0, err
 				}
-				contentStr = d[vs:e:e]
+				content = p.textBlock(d[vs:e:e], txt)
 				m.StringContent = true
 				return e, nil
 			case '[':
@@ -1151,7 +1152,7 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 			}
 			return 0, p.wrongType(vs, depth, path.key("content"), "string, array or null")
 		case keyIs(d, ks, ke, "tool_calls"):
-			calls = nil
+			p.blkStack = p.blkStack[:base]
 			switch d[vs] {
 			case '[':
 				arr, e, err := p.list(vs, depth+1, func(idx, es int) (int, error) {
@@ -1163,7 +1164,7 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 					if err != nil {
 						return 0, err
 					}
-					calls = append(calls, b)
+					p.blkStack = append(p.blkStack, b)
 					return e, nil
 				})
 				if err != nil {
@@ -1195,19 +1196,22 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 		return nil, 0, p.schemaErr(i, path, "message has no \"role\"")
 	}
 	m.obj = obj
-	if contentStr != nil {
-		parts = []*Block{p.stringBlock(contentStr)}
+	if content != nil {
+		parts = p.blockSlice([]*Block{content})
 	}
 	if m.Role == RoleTool {
-		b := &Block{f: p.f, Kind: KindToolResult, Type: "tool", ID: toolCallID, obj: obj,
-			Content: parts, ContentString: contentStr != nil, contentArr: m.contentArr}
+		b := p.newBlock()
+		b.Kind, b.Type, b.ID, b.obj, b.Content, b.ContentString, b.contentArr = KindToolResult, "tool", toolCallID, obj, parts, content != nil, m.contentArr
 		if cc, ok := obj.get("cache_control"); ok {
 			b.CacheControl = cc
 		}
-		m.Blocks = []*Block{b}
+		m.Blocks = p.blockSlice([]*Block{b})
 		return m, end, nil
 	}
-	m.Blocks = append(parts, calls...)
+	m.Blocks = parts
+	if calls := p.blkStack[base:]; len(calls) > 0 {
+		m.Blocks = p.blockSlice(append(append(make([]*Block, 0, 8), parts...), calls...))
+	}
 	return m, end, nil
 }
 
@@ -1259,7 +1263,8 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 		}
 		if v, ok := b.fn.get("arguments"); ok {
 			if v[0] == '"' {
-				b.Input = unquoteBytes(v)
+				s := p.text(v)
+				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
 			} else {
 				b.Input = v
 			}

@@ -356,15 +356,6 @@ func unquote(lit []byte) string {
 	return string(unescape(make([]byte, 0, len(s)), s))
 }
 
-// unquoteBytes is unquote returning bytes.
-func unquoteBytes(lit []byte) []byte {
-	s := lit[1 : len(lit)-1]
-	if !hasBackslash(s) {
-		return append([]byte(nil), s...)
-	}
-	return unescape(make([]byte, 0, len(s)), s)
-}
-
 func hasBackslash(s []byte) bool { return indexBackslash(s) < len(s) }
 
 // unescape appends the decoded form of the validated string body s to dst, in place when dst
