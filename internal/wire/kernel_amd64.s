@@ -580,9 +580,31 @@ vspecial:
 	TESTQ  R13, BX
 	JNZ    vdone
 	// The region ends at the first unescaped quote, control or non-ASCII byte (R12 =
-	// its length e), less a backslash at its end (its escape continues past it).
+	// its length e), less a backslash at its end (its escape continues past it). A whole
+	// block with escapes only takes the short way, which does not wait for e.
 	ANDNQ  CX, R13, CX
 	ORQ    CX, AX
+	JNZ    vregion
+	BTQ    $63, BX
+	JCS    vregion
+	VMOVDQA64 Z0, Z6
+	VPERMI2B  Z5, Z4, Z6
+	VPTESTNMB Z6, Z6, K4
+	KMOVQ     K4, CX
+	TESTQ     CX, R13
+	JNZ       vdone
+	KMOVQ     R13, K5
+	VMOVDQU8  Z6, K5, Z0
+	KNOTQ     K3, K6
+	VPCOMPRESSB Z0, K6, Z7
+	VMOVDQU64 Z7, (DI)(R9*1)
+	POPCNTQ   BX, BX
+	ADDQ      $64, R9
+	SUBQ      BX, R9
+	ADDQ      $64, R8
+	JMP       vloop
+
+vregion:
 	TZCNTQ AX, R12
 	TESTQ  R12, R12
 	JZ     vdone

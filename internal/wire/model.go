@@ -165,8 +165,13 @@ type Message struct {
 // (OpenAI).
 type Block struct {
 	idSum uint64 // see idSumSet; first, so 64-bit aligned for atomic access on 32-bit platforms
+	// idSumSet is 1 once idSum holds IdentitySum's value; both are read and written
+	// atomically (a parsed block is shared by the requests that reuse it and their flushes).
+	idSumSet uint32
+	f        Format
 
 	Kind      Kind
+	IsError   bool
 	Type      string // the raw "type" value
 	Text      string // text / thinking text
 	Signature string // thinking signature
@@ -177,21 +182,16 @@ type Block struct {
 	// preceding tool call with the same id in the same request ("" when there is none).
 	Name string
 	// Input is the tool_use input JSON as sent (OpenAI: the decoded arguments string).
-	Input   []byte
-	IsError bool
+	Input []byte
 	// Content is the tool_result content (string form = one text block, ContentString).
 	Content       []*Block
 	ContentString bool
 	CacheControl  []byte // raw cache_control JSON, nil when absent
 
-	f          Format
 	obj        *object // nil for string-form blocks
 	str        []byte  // JSON string literal of a string-form text block
 	fn         *object // OpenAI tool call: the "function" object
 	contentArr *array  // tool_result content array separators
-	// idSumSet is 1 once idSum holds IdentitySum's value; both are read and written
-	// atomically (a parsed block is shared by the requests that reuse it and their flushes).
-	idSumSet uint32
 	// resultMemo is the *textMemo of the last WithResultText call (nil before one), read and
 	// written atomically.
 	resultMemo unsafe.Pointer

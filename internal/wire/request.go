@@ -27,7 +27,8 @@ func (r *Request) Bytes() []byte {
 	if !r.Modified() {
 		return r.body
 	}
-	return r.AppendTo(make([]byte, 0, r.sizeHint()))
+	b := r.AppendTo(noZeroBytes(r.sizeHint())) // every byte below len is written
+	return b[:len(b):len(b)]
 }
 
 // Segments returns the serialized request as segments that reference the bytes it keeps
