@@ -28,7 +28,7 @@ lint:
 bench:
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count 6 $(PKGS) | tee bench.out
 
-## fuzz: every fuzz target for FUZZTIME (default 60s) each
+## fuzz: every fuzz target for FUZZTIME (default 60s) each, the wire/encoding-json oracle for ORACLE_FUZZTIME (10m)
 fuzz:
 	hack/fuzz.sh
 
