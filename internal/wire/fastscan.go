@@ -5,8 +5,8 @@ import (
 	"unsafe"
 )
 
-// bodyString returns b as a string sharing its memory. Only for bytes of the parsed body,
-// which Parse's contract forbids the caller to modify while the request is in use.
+// bodyString returns b as a string sharing its memory: only for bytes never written again,
+// the parsed body's (Parse's contract) and the arena's below its length.
 func bodyString(b []byte) string {
 	if len(b) == 0 {
 		return ""

@@ -6,17 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// String kernels. The bulk of a cold parse is walking the contents of JSON strings:
-// decoding the ones with escapes into the arena, validating the others. A kernel does the
-// common part of that walk in one call and stops at anything it does not handle, which
-// its caller (decodeText, scanString, plainRun) then handles byte by byte with the full
-// checks and error messages. Kernels never report errors: they only stop early.
-//
-// Handled by every kernel: printable ASCII other than '"' and '\\', the two-byte escapes
-// \" \\ \/ \b \f \n \r \t (not by plain scans, which stop at the backslash), and
-// complete, valid UTF-8 sequences of two to four bytes. A kernel may stop before any
-// byte, even one it handles (near the end of its input, say); it never stops after a
-// byte it does not handle.
+// String kernels walk JSON string contents many bytes per step and stop at anything they
+// do not handle (the string's end, \u escapes, errors), which their callers check byte by
+// byte; they never report errors (docs/design/wire.md, "String kernels").
 var (
 	// decodeRun decodes the longest handled prefix it chooses of src into dst and
 	// returns the number of bytes of src consumed and of dst written. It requires
@@ -164,9 +156,7 @@ func skipShort(d []byte, i int) int {
 }
 
 // skipPlain returns the offset of the first byte at or after d[i] that strPlain does not
-// accept (a quote, a backslash, a control character or a non-ASCII byte), or len(d). It
-// tests eight bytes per step with word arithmetic (specialMask) and locates the byte
-// within the word without a byte loop.
+// accept, or len(d), eight bytes per step (specialMask).
 func skipPlain(d []byte, i int) int {
 	for i+8 <= len(d) {
 		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {

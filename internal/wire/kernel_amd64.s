@@ -1,29 +1,11 @@
 #include "textflag.h"
 
-// AVX2 string kernels (see kernel.go for the contract; kernel_amd64.go for the tables).
-// Registers shared by both: SI = src, DX = len(src), R8 = i (bytes of src consumed),
-// R10 = &escDecode, R11 = &utf8Lead; Y1/Y2/Y3 = 32 copies of '"', '\\' and 0x1f;
-// Y10/Y11/Y12 = the UTF-8 nibble tables and Y13/Y14 the escape nibble tables while they
-// are in use.
-//
-// Each step loads the 64 bytes at src[i] (Y0 and Y9), always at a character boundary (not inside a
-// UTF-8 sequence or an escape), and finds the region that can be taken whole (REGION):
-// up to the first unescaped quote or control character, without a trailing backslash
-// or a UTF-8 sequence that continues past the block. The region is taken with vector
-// checks only: its UTF-8 by the lookup validation of Keiser and Lemire (the bytes before
-// the block count as ASCII, which they are as far as validation goes since i is at a
-// boundary), its escapes by a nibble lookup; decoding then moves the text after each
-// escape down over its backslash and decodes the escaped byte from a table. A block
-// the vector checks do not clear (a \u escape, an invalid escape or UTF-8, two
-// backslashes in a row, a region of zero bytes) goes the scalar way: its special bytes
-// one by one from the mask (SLOW: R14 = the block's offset, AX = its special bytes not
-// consumed yet), which stops exactly where the caller must look. The last 31 bytes of
-// src go one byte at a time (TAILBYTE). Masks are 64-bit, one bit per byte of the block.
+// AVX2 and AVX-512 string kernels (contract: kernel.go; how they work: docs/design/wire.md,
+// "String kernels"). SI = src, DX = len(src), R8 = i, R10 = &escDecode, R11 = &utf8Lead;
+// Y1/Y2/Y3 = '"', '\\', 0x1f; each step takes the 64 bytes at src[i] (Y0, Y9).
 
-// SETUP loads the tables and the comparison vectors (from memory: moving a general
-// register to a vector register here measured ~100x slower per call on this machine).
-// The nibble tables are loaded where they are used, so a call for a short string loads
-// three vectors only.
+// SETUP loads the tables and the comparison vectors (from memory); the nibble tables are
+// loaded where they are used, so a call for a short string loads three vectors only.
 #define SETUP \
 	LEAQ    ·escDecode(SB), R10;     \
 	LEAQ    ·utf8Lead(SB), R11;      \
@@ -91,12 +73,9 @@ GLOBL vecs<>(SB), RODATA|NOPTR, $224
 	ORQ  CX, AX;                          \
 	ORQ  BX, AX
 
-// REGION analyses the block Y0:Y9 at src[i] with special bytes AX (not 0), quotes CX
-// and backslashes BX from SPECIAL. It jumps to slow unless the vector checks clear the
-// region, and otherwise falls through with CX = its length e (1..64), BX = the
-// backslashes in it and R13 = its mask. In plain mode (the register plain is not zero)
-// backslashes end the region like quotes. Expanded once per function (its labels are
-// the function's).
+// REGION analyses the block Y0:Y9 with special bytes AX (not 0), quotes CX and backslashes
+// BX: it jumps to slow unless vector checks clear the region, else leaves CX = its length
+// (1..64), BX = its backslashes, R13 = its mask; plain (a register) ends it at backslashes.
 #define REGION(plain, slow) \
 	VPMOVMSKB Y0, R12;                 \
 	VPMOVMSKB Y9, R13;                 \
@@ -175,9 +154,8 @@ rgdone:                                \
 	VPAND   tmp, dst, dst
 
 // UTF8ERR sets r to the bytes of cur where the vector UTF-8 validation finds an error;
-// VPERM2I128 with perm puts the 16 bytes before cur's lanes into Y8's (the block's
-// first half: zeros, taken as ASCII; its second: the end of Y0). Clobbers Y6, Y7, Y8,
-// Y15.
+// VPERM2I128 with perm puts the 16 bytes before cur's lanes into Y8's (first half: zeros,
+// taken as ASCII; second: the end of Y0). Clobbers Y6, Y7, Y8, Y15.
 #define UTF8ERR(cur, perm, prev, r) \
 	VPERM2I128 perm, cur, prev, Y8;   \
 	VPALIGNR   $15, Y8, cur, Y15;     \
@@ -255,10 +233,8 @@ rgdone:                                \
 	TESTL   CX, CX;            \
 	JZ      fail
 
-// UTF8SEQ checks the sequence led by CX = src[i]. It sets BX to its size and R13 to the
-// four bytes at src[i], or jumps to fail when CX is ASCII (a quote or a control
-// character), the sequence is invalid, or fewer than four bytes of src remain (the caller
-// then decides byte by byte).
+// UTF8SEQ checks the sequence led by CX = src[i], setting BX to its size and R13 to the four
+// bytes at src[i]; it jumps to fail for ASCII, an invalid sequence, or under four bytes left.
 #define UTF8SEQ(fail) \
 	CMPL  CX, $0x80;           \
 	JB    fail;                \
@@ -299,10 +275,9 @@ rgdone:                                \
 	VMOVDQU (SI)(R8*1), Y0;   \
 	VMOVDQU 32(SI)(R8*1), Y9
 
-// CLEAR drops from the mask AX the bits of the bytes before src[i] (i - R14 is at most
-// 67: all of them from 64 on) and jumps to next when special bytes remain in the block;
-// otherwise it moves i (and the register delta, which tracks it) to the block's end,
-// unless a sequence that crossed the end already took i past it, and jumps to loop.
+// CLEAR drops from the mask AX the bits before src[i] (all from i - R14 >= 64 on) and jumps
+// to next when special bytes remain; else it moves i (and delta) to the block's end, unless
+// a sequence took i past it, and jumps to loop.
 #define CLEAR(delta, next, loop) \
 	MOVQ    R8, CX;      \
 	SUBQ    R14, CX;     \
@@ -332,11 +307,8 @@ rgdone:                                \
 	MOVBLZX (SI)(R8*1), CX
 
 // func decodeRunAVX2(dst, src []byte) (n, m int)
-// DI = dst, R9 = j (bytes of dst written). j <= i always, and stores of up to 64 bytes
-// happen only while 64 bytes of src remain (the escape moves, which end up to 127 bytes
-// after i, while 128 remain; 4-byte stores while 4 remain), so with len(src) clamped to
-// len(dst) every store stays inside dst[:len(src)].
-// Each block is stored to dst as it is loaded.
+// DI = dst, R9 = j <= i. A store of k bytes happens only while k bytes of src remain (an
+// escape move's, up to 127 bytes on, while 128 do), so all stay inside dst[:len(src)].
 TEXT ·decodeRunAVX2(SB), NOSPLIT, $0-64
 	MOVQ    dst_base+0(FP), DI
 	MOVQ    dst_len+8(FP), BX
@@ -530,12 +502,8 @@ stailutf8:
 	JMP  stail
 
 // func decodeRunVBMI2(dst, src []byte) (n, m int)
-// decodeRun for plain ASCII and two-byte escapes with AVX-512 (BW, VBMI, VBMI2), 64 bytes
-// per step: the escaped bytes are looked up in escDecode (VPERMI2B over its first 128
-// bytes) and the backslashes dropped by VPCOMPRESSB. It stops at a quote, a control or
-// non-ASCII byte, a \u or invalid escape, two backslashes in a row and the last 63 bytes
-// of src; decodeRunFast hands what it stops at to decodeRunAVX2. Registers as in
-// decodeRunAVX2; Z1/Z2/Z3 = '"', '\\', 0x1f; Z4:Z5 = escDecode[:128].
+// Plain ASCII and two-byte escapes, 64 bytes per step; registers as in decodeRunAVX2,
+// Z1/Z2/Z3 = '"', '\\', 0x1f and Z4:Z5 = escDecode[:128].
 TEXT ·decodeRunVBMI2(SB), NOSPLIT, $0-64
 	MOVQ         dst_base+0(FP), DI
 	MOVQ         dst_len+8(FP), BX

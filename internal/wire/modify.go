@@ -64,7 +64,7 @@ func NewTool(f Format, raw []byte) (*Tool, error) {
 		}
 		return nil, &SchemaError{Offset: int64(i), Path: "tool", Msg: "expected object, found " + jsonType(raw[i])}
 	}
-	obj, end, err := parseObjectAt(raw, i, 1, nil)
+	obj, end, err := parseObjectAt(raw, i, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -141,30 +141,8 @@ type array struct {
 	spans []span
 }
 
-// parseObjectAt indexes the object at d[i] == '{' (validating nested values with scanValue
-// unless fn handles them). fn may be nil; it receives the member's index.
-func parseObjectAt(d []byte, i, depth int, fn func(o *object, idx int, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
-	o := &object{}
-	start := i
-	var ms [4]member
-	o.members = ms[:0]
-	end, err := scanObject(d, i, depth, func(ks, ke, vs int) (int, error) {
-		var ve int
-		var err error
-		if fn != nil {
-			ve, err = fn(o, len(o.members), ks, ke, vs)
-		} else {
-			ve, err = scanValue(d, vs, depth)
-		}
-		if err != nil {
-			return 0, err
-		}
-		o.members = append(o.members, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
-		return ve, nil
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	o.raw = d[start:end:end]
-	return o, end, nil
+// parseObjectAt indexes the object at d[i] == '{', validating its values.
+func parseObjectAt(d []byte, i, depth int) (*object, int, error) {
+	p := parser{d: d}
+	return p.objectAt(i, depth, nil)
 }

@@ -26,22 +26,9 @@ func Parse(f Format, body []byte) (*Request, error) {
 }
 
 // ParseReusing is Parse for the next request of a conversation whose previous request prev
-// was already parsed (prev may be nil). Agents resend the whole transcript every turn, so
-// the leading messages of body are usually byte-for-byte those of prev: they are not
-// parsed again but shared — the result's Messages hold prev's *Message values for the
-// longest prefix of messages whose raw bytes are identical at the same index, and parsing
-// starts after it. Tools entries and the Anthropic system value identical to prev's are
-// shared the same way. Sharing is safe because parsed values are immutable.
-//
-// The result is indistinguishable from Parse(f, body): the same typed fields and values
-// (reflect.DeepEqual), the same errors for malformed input, the same serialization, and
-// Raw and an unmodified Bytes return body. Where values live differs: shared values refer
-// to the earlier bodies they were parsed from (with identical bytes), so those must stay
-// unmodified too; values parsed anew (when prev is non-nil) are moved onto a private copy
-// of just their bytes, so that keeping each request as the next one's prev does not keep
-// every body of the session alive — memory stays proportional to the transcript, not to
-// the sum of its requests. ReusedMessages reports how many messages were shared. A prev of
-// another format is ignored.
+// (may be nil; ignored when of another format) was parsed: leading messages, tools and the
+// system value with prev's bytes are shared, not parsed; the result equals Parse's, and the
+// earlier bodies must stay unmodified too (docs/design/wire.md, "Reusing parses").
 func ParseReusing(f Format, body []byte, prev *Request) (*Request, error) {
 	if prev != nil && prev.Format != f {
 		prev = nil
@@ -100,12 +87,9 @@ type parser struct {
 	msgChunks   [][]Message
 }
 
-// chunk is the slab chunk size for n values in a full parse of a large body. A small body
-// gets no more than it could hold (every value takes a few of its bytes; a slab that runs
-// out takes another chunk): a response's assistant message parsed on its own must not pay
-// for a transcript's slabs. A reusing parse usually parses a few messages only, and its
-// chunks stay alive as long as later requests share those messages, so its chunks start at a
-// sixteenth of n and grow back to full size (doubling every eight chunks) when it parses more.
+// chunk is the slab chunk size for n values in a full parse of a large body: no more than a
+// small body could hold, and for a reusing parse from n/16 up, doubling every eight chunks
+// (docs/design/wire.md, "Parse memory").
 func (p *parser) chunk(n int) int {
 	if p.prev == nil {
 		return max(8, min(n, len(p.d)/8))
@@ -165,7 +149,8 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 	return out
 }
 
-// objectAt is parseObjectAt with slab-allocated objects and members.
+// objectAt indexes the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
+// to parse each member's value.
 func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	if len(p.objSlab) == 0 {
 		p.objSlab = newChunk(p, p.chunk(128), &p.objChunks)
@@ -209,10 +194,8 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 	return o, end, nil
 }
 
-// text decodes a validated JSON string literal into the parser's arena, so that thousands
-// of strings cost a few allocations. Bytes already in the arena are never written again
-// (the arena only appends, and a new chunk leaves the old one to the strings using it),
-// so the strings are immutable.
+// text decodes a validated JSON string literal: the body's own bytes without escapes, else
+// a string in the parser's arena (which only appends, so its strings never change).
 func (p *parser) text(lit []byte) string {
 	s := lit[1 : len(lit)-1]
 	j := indexBackslash(s)
@@ -222,14 +205,11 @@ func (p *parser) text(lit []byte) string {
 	p.reserve(len(s), p.offset(lit))
 	start := len(p.arena)
 	p.arena = unescape(p.arena, s)
-	return arenaString(p.arena[start:])
+	return bodyString(p.arena[start:])
 }
 
-// reserve makes room for n more bytes in the arena, for a string at body offset pos. A new
-// chunk (earlier strings keep the old one) holds everything from pos to the end of the
-// body, which bounds the decoded text of the strings still to come, so the arena normally
-// has one chunk — sized by what is left to parse, which after a ParseReusing prefix is
-// little.
+// reserve makes room for n more bytes in the arena, for a string at body offset pos: a new
+// chunk holds the rest of the body, which bounds the text still to decode.
 func (p *parser) reserve(n, pos int) {
 	if cap(p.arena)-len(p.arena) < n {
 		if p.prev != nil && len(p.arena) > 0 {
@@ -241,9 +221,8 @@ func (p *parser) reserve(n, pos int) {
 }
 
 // noZeroBytes returns an empty slice with room for at least n bytes whose memory is not
-// cleared first: strings.Builder.Grow is the standard library's non-zeroing allocation,
-// and clearing a 2 MB arena (fresh pages) cost as much as decoding into it. Only bytes
-// the arena has written are ever read.
+// cleared (strings.Builder.Grow's allocation): for buffers of which only the bytes written
+// are read.
 func noZeroBytes(n int) []byte {
 	var b strings.Builder
 	b.Grow(n)
@@ -251,19 +230,9 @@ func noZeroBytes(n int) []byte {
 	return unsafe.Slice(unsafe.StringData(b.String()), b.Cap())[:0]
 }
 
-// arenaString returns arena bytes as a string sharing their memory: bytes below the
-// arena's length are never written again.
-func arenaString(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
-
-// scanText validates the JSON string at d[i] == '"' and decodes it, returning the offset
-// past its closing quote and the decoded string. A string without escapes (most ids,
-// names and many texts) is the body's own bytes, not a copy; one with escapes is decoded
-// into the arena in the same pass that validates it.
+// scanText validates and decodes the JSON string at d[i] == '"', returning the offset past
+// its closing quote and the text: the body's own bytes without escapes, else decoded into
+// the arena in the pass that validates it.
 func (p *parser) scanText(i int) (int, string, error) {
 	j, err := plainRun(p.d, i)
 	if err != nil {
@@ -275,12 +244,9 @@ func (p *parser) scanText(i int) (int, string, error) {
 	return p.decodeText(i, j)
 }
 
-// decodeText validates and decodes the string at d[start] == '"' whose bytes before
-// d[i] (a backslash) are already validated. Validating, finding the next special byte and
-// copying the text before it are one pass: the string kernel (decodeRun) stores each
-// word or vector of the body to the arena's spare room as it checks it and decodes the
-// two-byte escapes itself, so only the string's end, \u escapes, bytes near the end of
-// the body and errors come back here.
+// decodeText validates and decodes the string at d[start] == '"' whose bytes before d[i] (a
+// backslash) are validated, in one pass with the string kernel, which leaves the string's
+// end, \u escapes and errors to this loop.
 func (p *parser) decodeText(start, i int) (int, string, error) {
 	d := p.d
 	// Room for the rest of the body, which bounds this string's decoded text (never
@@ -308,7 +274,7 @@ func (p *parser) decodeText(start, i int) (int, string, error) {
 		switch {
 		case c == '"':
 			p.arena = buf[:j]
-			return i + 1, arenaString(buf[base:j]), nil
+			return i + 1, bodyString(buf[base:j]), nil
 		case c == '\\':
 			if i+1 >= len(d) {
 				return 0, "", synErr(start, "unterminated string")
@@ -1309,7 +1275,7 @@ func toolName(f Format, obj *object) (string, error) {
 	}
 	if f == OpenAI {
 		if v, ok := obj.get("function"); ok && v[0] == '{' {
-			fn, _, err := parseObjectAt(v, 0, 1, nil)
+			fn, _, err := parseObjectAt(v, 0, 1)
 			if err != nil {
 				return "", err
 			}

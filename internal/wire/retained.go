@@ -5,16 +5,7 @@ import (
 	"unsafe"
 )
 
-// Memory a parsed request keeps alive.
-//
-// A request keeps its own body. Its messages, tools and system value live in the memory of
-// the parse that made them: a whole parse's body, with its arena and slab chunks; or what a
-// reusing parse allocated for the values it parsed anew (the copies detach made, the arena
-// and slab chunks; see reuse.go). ParseReusing shares values with the previous request, so a
-// request also keeps the memory of every earlier parse whose values it still shares — above
-// all the body of the session's last whole parse, whose messages every later request shares.
-// Each parse records its memory in one backing, and the request records, beside its values,
-// which backing each lives in (the values themselves stay as a fresh parse makes them).
+// Where each parsed value lives, for RetainedBytes (docs/design/wire.md, "Memory").
 
 // backing is the memory one parse allocated that its values keep alive, in bytes.
 type backing struct{ n int }
@@ -25,15 +16,9 @@ type homeRun struct {
 	b   *backing
 }
 
-// RetainedBytes returns about how many bytes of memory r keeps alive: its body and the
-// memory of every parse whose messages, tools or system value it holds (bodies, copies of
-// values, decoded strings, parsed values), computed when r was parsed. Requests of one
-// conversation share memory, so a sum over several of them counts shared memory more than
-// once; over requests of different conversations it is their total. A parse's memory is
-// counted whole while any of its values is shared, though some of it may be free already (a
-// request that keeps an earlier request's tools but none of its messages). Not counted: what
-// callers attach to its values (memos) and small fixed-size parts. A request made from r
-// (WithMessages, WithTools, WithSystem, WithField, SetField) reports r's figure.
+// RetainedBytes returns about how many bytes of memory r keeps alive: its body and the memory
+// of every parse whose values it holds, computed when r was parsed; requests of one
+// conversation share memory (docs/design/wire.md, "Memory").
 func (r *Request) RetainedBytes() int { return r.retained }
 
 // messageHomes returns the runs of a request whose first reused messages (of n) are the

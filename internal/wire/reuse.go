@@ -2,25 +2,8 @@ package wire
 
 import "unsafe"
 
-// Values parsed by ParseReusing must not keep the whole body alive: the next request
-// shares them, the one after that too, and a session of hundreds of requests would
-// otherwise pin every body it ever sent (quadratic memory). So the messages, tools and
-// system blocks a reusing parse parses anew are moved onto a private copy of just their
-// bytes (rebased: every slice and string that points into the body is re-pointed at the
-// same bytes in the copy). A request then pins its own body only through its top-level
-// object and lists, and a shared message pins only the bytes of the messages parsed with it.
-//
-// The garbage collector keeps an allocation alive as a whole, and the parser allocates values
-// from slab chunks (a chunk of objects, one of arrays, ...) that the messages parsed anew
-// share with everything else the parse allocated, and the next requests share those
-// messages. So after detach no slot of a reusing parse's chunks may point into the body: the
-// request's own top-level object and its messages and tools arrays are moved out of the
-// chunks (unslab), and the slots of values the parse read and dropped (an OpenAI tool's
-// object, a content list of a block kind that keeps none, the earlier value of a repeated
-// member) are cleared (sweep). Otherwise a chunk kept alive by a shared message would pin
-// the body of a request long gone. Strings with escapes are decoded into arena chunks, not
-// the body; a chunk reserved much larger than the strings it holds gives up its strings to a
-// copy of just those bytes (compactArenas), so that it is not kept alive either.
+// A reusing parse moves the values it parsed anew onto private copies of their bytes, so
+// that a session's requests do not pin every body it sent (docs/design/wire.md, "Memory").
 
 // rebaser re-points slices and strings inside body[lo:lo+len(c)] at the same bytes of c.
 type rebaser struct {
@@ -197,14 +180,9 @@ func (fv *freshValues) rebaseSystem(rb *rebaser) {
 	rb.array(fv.sysArr)
 }
 
-// compactArenas moves the decoded strings (those with escapes) that a reusing parse's request
-// keeps out of its arena chunks that are mostly unused: the strings of the messages and the
-// system value parsed anew, and the model name (tool names are never in the arena). A chunk
-// is reserved up to the end of the body from the first string it decodes (parser.reserve),
-// so when large members follow "messages" (a client may send "system" and "tools" after
-// them) it is as large as they are, and each request's new messages would keep one such
-// chunk alive for the whole session. It returns the chunks it moved strings out of, for
-// sweep.
+// compactArenas moves the decoded strings a reusing parse's request keeps (of the messages
+// and system value parsed anew, and the model name) out of its mostly unused arena chunks,
+// and returns those chunks, for sweep (docs/design/wire.md, "Memory").
 func (p *parser) compactArenas(r *Request, fv *freshValues) [][]byte {
 	var moved [][]byte
 	for _, a := range append(p.arenas, p.arena) {
@@ -224,11 +202,9 @@ func (p *parser) compactArenas(r *Request, fv *freshValues) [][]byte {
 // minArenaWaste is the least unused room for which compactArenas copies a chunk's strings.
 const minArenaWaste = 4 << 10
 
-// unslab moves the request's own top-level object and its messages and tools arrays, which
-// point into its body and which nothing but r references, out of the parser's slab chunks
-// and clears their slots there (see the comment at the top of this file); so is the system
-// array when this parse made it (an empty one points into the body: detach copies only
-// system values with blocks). A shared system array is prev's, not this parse's to move.
+// unslab moves the request's own top-level object, its messages and tools arrays and the
+// system array this parse made (which point into its body and only r references) out of
+// the parser's slab chunks and clears their slots there.
 func (r *Request) unslab(prev *Request) {
 	if o := r.obj; o != nil {
 		c := *o
@@ -252,13 +228,9 @@ func unslabArray(a *array) *array {
 	return &c
 }
 
-// sweep clears every slot of a reusing parse's slab chunks that still points into the body,
-// or into an arena chunk compactArenas moved strings out of, after detach, compactArenas and
-// unslab. Nothing the request keeps in the slabs still does (detach and
-// compactArenas moved it onto private copies, unslab out of the chunks), so such a slot
-// holds a value the parse read and dropped, which would pin the body (or the chunk) for as
-// long as its slab chunk lives. A slot is cleared whole: its other pointers lead to slab
-// slots of this parse, which are swept too.
+// sweep clears, after detach, compactArenas and unslab, every slot of a reusing parse's slab
+// chunks that still points into the body or a chunk in arenas: a value the parse read and
+// dropped, which would pin them (docs/design/wire.md, "Memory").
 func (p *parser) sweep(arenas [][]byte) {
 	in := func(b []byte) bool {
 		if _, _, ok := bodySpan(p.d, b); ok {
