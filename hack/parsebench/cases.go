@@ -6,15 +6,13 @@
 package parsebench
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
+	"testing"
 
+	"github.com/condense-dev/condense/internal/testutil/corpus"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -26,26 +24,19 @@ type Case struct {
 }
 
 // Cases returns the bodies every parser is measured on: the pruner's reference workload in
-// both formats (byte for byte the body of internal/pruner's workloadTx) and the wire
-// benchmarks' corpus requests, when the corpus directory (../shared/corpus/raw of the
-// worktree) exists. extra cases (another format's bodies) are appended as given.
-func Cases(corpusDir string, extra ...Case) ([]Case, error) {
+// both formats (byte for byte the body of internal/pruner's workloadTx) and, when the shared
+// corpus is there, the wire benchmarks' corpus requests; then the extra cases as given
+// (bodies of another format).
+func Cases(tb testing.TB, extra ...Case) []Case {
 	cs := []Case{
 		{"workload/anthropic", wire.Anthropic, workloadBody(wire.Anthropic)},
 		{"workload/openai", wire.OpenAI, workloadBody(wire.OpenAI)},
 	}
-	if _, err := os.Stat(corpusDir); err == nil {
-		a, err := corpusAnthropic(corpusDir)
-		if err != nil {
-			return nil, err
-		}
-		o, err := corpusOpenAI(corpusDir)
-		if err != nil {
-			return nil, err
-		}
-		cs = append(cs, Case{"corpus/anthropic", wire.Anthropic, a}, Case{"corpus/openai", wire.OpenAI, o})
+	if corpus.Dir() != "" {
+		cs = append(cs, Case{"corpus/anthropic", wire.Anthropic, corpus.TwoMBAnthropicRequest(tb)},
+			Case{"corpus/openai", wire.OpenAI, corpusOpenAI(tb)})
 	}
-	return append(cs, extra...), nil
+	return append(cs, extra...)
 }
 
 // workloadBody is the reference workload of internal/pruner (bench_test.go, workloadTx):
@@ -109,82 +100,16 @@ func workloadBody(f wire.Format) []byte {
 	return b
 }
 
-// corpusAnthropic is internal/wire's BenchmarkParseAnthropic body: the user and assistant
-// message objects of the Claude Code corpus files, in name order, until 2 MB.
-func corpusAnthropic(dir string) ([]byte, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
-	var msgs []json.RawMessage
-	size := 0
-	for _, p := range files {
-		base := filepath.Base(p)
-		if !strings.HasPrefix(base, "ccspot_") && !strings.HasPrefix(base, "cccodemie_") {
-			continue
-		}
-		ms, err := claudeCodeMessages(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range ms {
-			msgs = append(msgs, m)
-			if size += len(m) + 1; size >= 2<<20 {
-				var buf bytes.Buffer
-				buf.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":32000,"system":[{"type":"text","text":"You are a coding agent.","cache_control":{"type":"ephemeral"}}],"messages":[`)
-				for i, m := range msgs {
-					if i > 0 {
-						buf.WriteByte(',')
-					}
-					buf.Write(m)
-				}
-				buf.WriteString(`],"stream":true,"metadata":{"user_id":"u1"}}`)
-				return buf.Bytes(), nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("Claude Code corpus in %s is smaller than 2 MB", dir)
-}
-
-func claudeCodeMessages(path string) ([]json.RawMessage, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var msgs []json.RawMessage
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	for sc.Scan() {
-		var rec struct {
-			Type    string          `json:"type"`
-			Message json.RawMessage `json:"message"`
-		}
-		if json.Unmarshal(sc.Bytes(), &rec) != nil || (rec.Type != "user" && rec.Type != "assistant") || len(rec.Message) == 0 {
-			continue
-		}
-		var probe struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		if json.Unmarshal(rec.Message, &probe) == nil && probe.Role != "" && len(probe.Content) > 0 {
-			msgs = append(msgs, rec.Message)
-		}
-	}
-	return msgs, sc.Err()
-}
-
 // corpusOpenAI is internal/wire's BenchmarkParseOpenAI body: the mini-SWE-agent
 // psf__requests-1142 messages as a Chat Completions request.
-func corpusOpenAI(dir string) ([]byte, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "msa_psf__requests-1142.traj.json"))
+func corpusOpenAI(tb testing.TB) []byte {
+	data, err := os.ReadFile(corpus.File(tb, "msa_psf__requests-1142.traj.json"))
 	if err != nil {
-		return nil, err
+		tb.Fatal(err)
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, err
+		tb.Fatal(err)
 	}
-	return append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}'), nil
+	return append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}')
 }

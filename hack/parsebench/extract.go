@@ -66,9 +66,15 @@ func offset(body []byte, s string) int {
 // consulted for each field the block's type reads.
 type fields map[string]string
 
-// blockOf fills the id, name, text and signature of an Anthropic block of type typ from
-// its string members (m) and, for a tool result with array content, texts.
-func anthropicBlock(b *Blk, m fields, texts []string, contentIsString bool) {
+// finishBlock fills the id, name, text and signature of a block of type b.Type from its
+// string members (m) and, for an Anthropic tool result with array content, texts.
+func finishBlock(f wire.Format, b *Blk, m fields, texts []string, contentIsString bool) {
+	if f == wire.OpenAI {
+		if b.Type == "text" {
+			b.Text = m["text"]
+		}
+		return
+	}
 	switch b.Type {
 	case "text":
 		b.Text = m["text"]
@@ -86,6 +92,22 @@ func anthropicBlock(b *Blk, m fields, texts []string, contentIsString bool) {
 	case "web_search_tool_result":
 		b.ID = m["tool_use_id"]
 	}
+}
+
+// assemble sets msg's blocks from its content parts and tool calls as the wire model does:
+// an OpenAI tool message is one block spanning the message, with its parts' texts.
+func assemble(f wire.Format, msg *Msg, parts, calls []Blk, callID string) {
+	if f == wire.OpenAI && msg.Role == "tool" {
+		var texts []string
+		for _, p := range parts {
+			if p.Type == "text" {
+				texts = append(texts, p.Text)
+			}
+		}
+		msg.Blocks = []Blk{{Start: msg.Start, End: msg.End, Type: "tool", ID: callID, Text: strings.Join(texts, "\n")}}
+		return
+	}
+	msg.Blocks = append(parts, calls...)
 }
 
 // wireMsgs is wire.Parse, its request read back as messages.
@@ -171,13 +193,7 @@ func gjsonMsgs(f wire.Format, body []byte) ([]Msg, error) {
 				}
 				return true
 			})
-			if f == wire.OpenAI {
-				if b.Type == "text" {
-					b.Text = m["text"]
-				}
-				return b
-			}
-			anthropicBlock(&b, m, texts, contentIsString)
+			finishBlock(f, &b, m, texts, contentIsString)
 			return b
 		}
 		var parts []Blk
@@ -187,23 +203,14 @@ func gjsonMsgs(f wire.Format, body []byte) ([]Msg, error) {
 		} else if content.IsArray() {
 			content.ForEach(func(_, v gjson.Result) bool { parts = append(parts, block(v)); return true })
 		}
-		if f == wire.OpenAI && msg.Role == "tool" {
-			var texts []string
-			for _, p := range parts {
-				if p.Type == "text" {
-					texts = append(texts, p.Text)
-				}
-			}
-			msg.Blocks = []Blk{{Start: msg.Start, End: msg.End, Type: "tool", ID: callID, Text: strings.Join(texts, "\n")}}
-		} else {
-			msg.Blocks = parts
-			calls.ForEach(func(_, v gjson.Result) bool {
-				o := offset(body, v.Raw)
-				msg.Blocks = append(msg.Blocks, Blk{Start: o, End: o + len(v.Raw), Type: v.Get("type").Str, ID: v.Get("id").Str,
-					Name: v.Get("function.name").Str, Text: v.Get("function.arguments").Str})
-				return true
-			})
-		}
+		var tcs []Blk
+		calls.ForEach(func(_, v gjson.Result) bool {
+			o := offset(body, v.Raw)
+			tcs = append(tcs, Blk{Start: o, End: o + len(v.Raw), Type: v.Get("type").Str, ID: v.Get("id").Str,
+				Name: v.Get("function.name").Str, Text: v.Get("function.arguments").Str})
+			return true
+		})
+		assemble(f, &msg, parts, tcs, callID)
 		out = append(out, msg)
 		return true
 	})
@@ -255,13 +262,7 @@ func sonicMsgs(f wire.Format, body []byte) ([]Msg, error) {
 				}
 			}
 		}
-		if f == wire.OpenAI {
-			if b.Type == "text" {
-				b.Text = m["text"]
-			}
-			return b
-		}
-		anthropicBlock(&b, m, texts, contentIsString)
+		finishBlock(f, &b, m, texts, contentIsString)
 		return b
 	}
 	var out []Msg
@@ -301,29 +302,20 @@ func sonicMsgs(f wire.Format, body []byte) ([]Msg, error) {
 				}
 			}
 		}
-		if f == wire.OpenAI && msg.Role == "tool" {
-			var texts []string
-			for _, p := range parts {
-				if p.Type == "text" {
-					texts = append(texts, p.Text)
-				}
-			}
-			msg.Blocks = []Blk{{Start: msg.Start, End: msg.End, Type: "tool", ID: callID, Text: strings.Join(texts, "\n")}}
-		} else {
-			msg.Blocks = parts
-			if calls != nil && calls.TypeSafe() == ast.V_ARRAY {
-				ci, _ := calls.Values()
-				var c ast.Node
-				for ci.Next(&c) {
-					var b Blk
-					b.Start, b.End = span(&c)
-					b.Type, b.ID = text(c.Get("type")), text(c.Get("id"))
-					fn := c.Get("function")
-					b.Name, b.Text = text(fn.Get("name")), text(fn.Get("arguments"))
-					msg.Blocks = append(msg.Blocks, b)
-				}
+		var tcs []Blk
+		if calls != nil && calls.TypeSafe() == ast.V_ARRAY {
+			ci, _ := calls.Values()
+			var c ast.Node
+			for ci.Next(&c) {
+				var b Blk
+				b.Start, b.End = span(&c)
+				b.Type, b.ID = text(c.Get("type")), text(c.Get("id"))
+				fn := c.Get("function")
+				b.Name, b.Text = text(fn.Get("name")), text(fn.Get("arguments"))
+				tcs = append(tcs, b)
 			}
 		}
+		assemble(f, &msg, parts, tcs, callID)
 		out = append(out, msg)
 	}
 	return out, nil
@@ -415,13 +407,7 @@ func simdMsgs(f wire.Format, body []byte) ([]Msg, error) {
 				}
 			}
 		})
-		if f == wire.OpenAI {
-			if b.Type == "text" {
-				b.Text = m["text"]
-			}
-			return b
-		}
-		anthropicBlock(&b, m, texts, contentIsString)
+		finishBlock(f, &b, m, texts, contentIsString)
 		return b
 	}
 	var out []Msg
@@ -467,17 +453,7 @@ func simdMsgs(f wire.Format, body []byte) ([]Msg, error) {
 				})
 			}
 		})
-		if f == wire.OpenAI && msg.Role == "tool" {
-			var texts []string
-			for _, p := range parts {
-				if p.Type == "text" {
-					texts = append(texts, p.Text)
-				}
-			}
-			msg.Blocks = []Blk{{Start: -1, End: -1, Type: "tool", ID: callID, Text: strings.Join(texts, "\n")}}
-		} else {
-			msg.Blocks = append(parts, calls...)
-		}
+		assemble(f, &msg, parts, calls, callID)
 		out = append(out, msg)
 	}
 	return out, nil
@@ -575,13 +551,7 @@ func jsontextMsgs(f wire.Format, body []byte) ([]Msg, error) {
 			}
 		})
 		b.Type = m["type"]
-		if f == wire.OpenAI {
-			if b.Type == "text" {
-				b.Text = m["text"]
-			}
-			return b
-		}
-		anthropicBlock(&b, m, texts, contentIsString)
+		finishBlock(f, &b, m, texts, contentIsString)
 		return b
 	}
 	var out []Msg
@@ -644,17 +614,7 @@ func jsontextMsgs(f wire.Format, body []byte) ([]Msg, error) {
 					skip()
 				}
 			})
-			if f == wire.OpenAI && msg.Role == "tool" {
-				var texts []string
-				for _, p := range parts {
-					if p.Type == "text" {
-						texts = append(texts, p.Text)
-					}
-				}
-				msg.Blocks = []Blk{{Start: msg.Start, End: msg.End, Type: "tool", ID: callID, Text: strings.Join(texts, "\n")}}
-			} else {
-				msg.Blocks = append(parts, calls...)
-			}
+			assemble(f, &msg, parts, calls, callID)
 			out = append(out, msg)
 		})
 	})

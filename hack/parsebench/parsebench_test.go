@@ -7,16 +7,7 @@ import (
 	"testing"
 )
 
-// corpusDir is the shared corpus, relative to this directory of the worktree.
-const corpusDir = "../../../shared/corpus/raw"
-
-func cases(tb testing.TB) []Case {
-	cs, err := Cases(corpusDir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return cs
-}
+func cases(tb testing.TB) []Case { return Cases(tb) }
 
 // TestParsersAgree checks that every parser finds the same messages, blocks, spans and
 // decoded strings as wire.Parse on every case, and rejects a malformed body.

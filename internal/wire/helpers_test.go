@@ -1,10 +1,8 @@
 package wire
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"testing"
 	"unsafe"
 
@@ -17,57 +15,11 @@ import (
 // not care about.
 func claudeCodeRequest(tb testing.TB, path string) []byte {
 	tb.Helper()
-	return wrapMessages(claudeCodeMessages(tb, path))
-}
-
-// claudeCodeMessages returns the "message" objects of a Claude Code transcript.
-func claudeCodeMessages(tb testing.TB, path string) []json.RawMessage {
-	tb.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var msgs []json.RawMessage
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	for sc.Scan() {
-		var rec struct {
-			Type    string          `json:"type"`
-			Message json.RawMessage `json:"message"`
-		}
-		if json.Unmarshal(sc.Bytes(), &rec) != nil {
-			continue
-		}
-		if (rec.Type == "user" || rec.Type == "assistant") && len(rec.Message) > 0 {
-			var probe struct {
-				Role    string          `json:"role"`
-				Content json.RawMessage `json:"content"`
-			}
-			if json.Unmarshal(rec.Message, &probe) == nil && probe.Role != "" && len(probe.Content) > 0 {
-				msgs = append(msgs, rec.Message)
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	return msgs
+	return wrapMessages(corpus.ClaudeCodeMessages(tb, path))
 }
 
 // wrapMessages builds a request body around message objects.
-func wrapMessages(msgs []json.RawMessage) []byte {
-	var buf bytes.Buffer
-	buf.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":32000,"system":[{"type":"text","text":"You are a coding agent.","cache_control":{"type":"ephemeral"}}],"messages":[`)
-	for i, m := range msgs {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(m)
-	}
-	buf.WriteString(`],"stream":true,"metadata":{"user_id":"u1"}}`)
-	return buf.Bytes()
-}
+func wrapMessages(msgs []json.RawMessage) []byte { return corpus.AnthropicRequest(msgs) }
 
 // largestClaudeCodeRequest returns the biggest request built from the Claude Code corpus
 // files, and its name.
@@ -91,28 +43,8 @@ func largestClaudeCodeRequest(tb testing.TB) ([]byte, string) {
 	return best, name
 }
 
-// twoMBRequest concatenates the messages of the Claude Code corpus files (in name order)
-// until the request reaches 2 MB: a deterministic, realistic ~2 MB Anthropic request.
-func twoMBRequest(tb testing.TB) []byte {
-	tb.Helper()
-	var msgs []json.RawMessage
-	size := 0
-	for _, p := range corpus.Files(tb) {
-		base := p[bytes.LastIndexByte([]byte(p), '/')+1:]
-		if !(bytes.HasPrefix([]byte(base), []byte("ccspot_")) || bytes.HasPrefix([]byte(base), []byte("cccodemie_"))) {
-			continue
-		}
-		for _, m := range claudeCodeMessages(tb, p) {
-			msgs = append(msgs, m)
-			size += len(m) + 1
-			if size >= 2<<20 {
-				return wrapMessages(msgs)
-			}
-		}
-	}
-	tb.Fatal("Claude Code corpus smaller than 2 MB")
-	return nil
-}
+// twoMBRequest is a deterministic, realistic ~2 MB Anthropic request from the corpus.
+func twoMBRequest(tb testing.TB) []byte { return corpus.TwoMBAnthropicRequest(tb) }
 
 // offsetIn returns the offset of sub inside body when sub is a subslice of body (by
 // address, so identical bytes elsewhere cannot be mistaken for it), or -1.

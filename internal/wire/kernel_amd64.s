@@ -306,18 +306,40 @@ rgdone:                                \
 	MOVQ    BX, R8;         \
 	MOVBLZX (SI)(R8*1), CX
 
+// DECODEARGS loads dst (DI), src (SI) and len(src) clamped to len(dst) (DX) and sets i
+// (R8) and j (R9) to 0.
+#define DECODEARGS \
+	MOVQ    dst_base+0(FP), DI; \
+	MOVQ    dst_len+8(FP), BX;  \
+	MOVQ    src_base+24(FP), SI; \
+	MOVQ    src_len+32(FP), DX; \
+	CMPQ    BX, DX;             \
+	CMOVQLT BX, DX;             \
+	XORQ    R8, R8;             \
+	XORQ    R9, R9
+
+// VDECODE writes the decoded byte (escDecode) over each escaped byte R13 of Z0, or jumps
+// to fail when one does not decode.
+#define VDECODE(fail) \
+	VMOVDQA64 Z0, Z6;     \
+	VPERMI2B  Z5, Z4, Z6; \
+	VPTESTNMB Z6, Z6, K4; \
+	KMOVQ     K4, CX;     \
+	TESTQ     CX, R13;    \
+	JNZ       fail;       \
+	KMOVQ     R13, K5;    \
+	VMOVDQU8  Z6, K5, Z0
+
+// VSTORE stores the bytes of Z0 that K6 selects, in order, at dst[j].
+#define VSTORE \
+	VPCOMPRESSB Z0, K6, Z7; \
+	VMOVDQU64   Z7, (DI)(R9*1)
+
 // func decodeRunAVX2(dst, src []byte) (n, m int)
 // DI = dst, R9 = j <= i. A store of k bytes happens only while k bytes of src remain (an
 // escape move's, up to 127 bytes on, while 128 do), so all stay inside dst[:len(src)].
 TEXT ·decodeRunAVX2(SB), NOSPLIT, $0-64
-	MOVQ    dst_base+0(FP), DI
-	MOVQ    dst_len+8(FP), BX
-	MOVQ    src_base+24(FP), SI
-	MOVQ    src_len+32(FP), DX
-	CMPQ    BX, DX
-	CMOVQLT BX, DX
-	XORQ    R8, R8
-	XORQ    R9, R9
+	DECODEARGS
 	SETUP
 
 dloop:
@@ -505,14 +527,7 @@ stailutf8:
 // Plain ASCII and two-byte escapes, 64 bytes per step; registers as in decodeRunAVX2,
 // Z1/Z2/Z3 = '"', '\\', 0x1f and Z4:Z5 = escDecode[:128].
 TEXT ·decodeRunVBMI2(SB), NOSPLIT, $0-64
-	MOVQ         dst_base+0(FP), DI
-	MOVQ         dst_len+8(FP), BX
-	MOVQ         src_base+24(FP), SI
-	MOVQ         src_len+32(FP), DX
-	CMPQ         BX, DX
-	CMOVQLT      BX, DX
-	XORQ         R8, R8
-	XORQ         R9, R9
+	DECODEARGS
 	VPBROADCASTB vecs<>+QUOTE(SB), Z1
 	VPBROADCASTB vecs<>+BSLASH(SB), Z2
 	VPBROADCASTB vecs<>+CTL(SB), Z3
@@ -555,17 +570,9 @@ vspecial:
 	JNZ    vregion
 	BTQ    $63, BX
 	JCS    vregion
-	VMOVDQA64 Z0, Z6
-	VPERMI2B  Z5, Z4, Z6
-	VPTESTNMB Z6, Z6, K4
-	KMOVQ     K4, CX
-	TESTQ     CX, R13
-	JNZ       vdone
-	KMOVQ     R13, K5
-	VMOVDQU8  Z6, K5, Z0
+	VDECODE(vdone)
 	KNOTQ     K3, K6
-	VPCOMPRESSB Z0, K6, Z7
-	VMOVDQU64 Z7, (DI)(R9*1)
+	VSTORE
 	POPCNTQ   BX, BX
 	ADDQ      $64, R9
 	SUBQ      BX, R9
@@ -584,19 +591,10 @@ vregion:
 	BZHIQ  R12, R14, R14
 	ANDQ   R14, BX
 	LEAQ   (BX)(BX*1), R13
-	// Every escaped byte must decode (escDecode != 0).
-	VMOVDQA64 Z0, Z6
-	VPERMI2B  Z5, Z4, Z6
-	VPTESTNMB Z6, Z6, K4
-	KMOVQ     K4, CX
-	TESTQ     CX, R13
-	JNZ       vdone
-	KMOVQ     R13, K5
-	VMOVDQU8  Z6, K5, Z0
+	VDECODE(vdone)
 	ANDNQ     R14, BX, R14
 	KMOVQ     R14, K6
-	VPCOMPRESSB Z0, K6, Z7
-	VMOVDQU64 Z7, (DI)(R9*1)
+	VSTORE
 	POPCNTQ   R14, R14
 	ADDQ      R12, R8
 	ADDQ      R14, R9

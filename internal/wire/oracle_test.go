@@ -86,6 +86,14 @@ func refStr(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
+// mustStr decodes the string raw, which must be one.
+func mustStr(raw json.RawMessage) (string, error) {
+	if s, ok := refStr(raw); ok {
+		return s, nil
+	}
+	return "", errRef
+}
+
 // last returns the value of the last member named key (nil when there is none).
 func last(ms []refMember, key string) json.RawMessage {
 	for i := len(ms) - 1; i >= 0; i-- {
@@ -102,11 +110,7 @@ func optStr(ms []refMember, key string) (string, error) {
 	if v == nil {
 		return "", nil
 	}
-	s, ok := refStr(v)
-	if !ok {
-		return "", errRef
-	}
-	return s, nil
+	return mustStr(v)
 }
 
 // refBlockOf reads a content block object by the rules of Parse.
@@ -203,11 +207,10 @@ func refAnthropicMessage(raw json.RawMessage) (refMessage, error) {
 	for _, x := range ms {
 		switch x.key {
 		case "role":
-			s, ok := refStr(x.val)
-			if !ok {
-				return m, errRef
+			if m.Role, err = mustStr(x.val); err != nil {
+				return m, err
 			}
-			m.Role, role = s, true
+			role = true
 		case "content":
 			switch x.val[0] {
 			case '"':
@@ -273,11 +276,10 @@ func refOpenAIMessage(raw json.RawMessage) (refMessage, error) {
 	for _, x := range ms {
 		switch x.key {
 		case "role":
-			s, ok := refStr(x.val)
-			if !ok {
-				return m, errRef
+			if m.Role, err = mustStr(x.val); err != nil {
+				return m, err
 			}
-			m.Role, role = s, true
+			role = true
 		case "content":
 			parts, contentString = nil, false
 			switch x.val[0] {
@@ -309,11 +311,9 @@ func refOpenAIMessage(raw json.RawMessage) (refMessage, error) {
 				return m, errRef
 			}
 		case "tool_call_id":
-			s, ok := refStr(x.val)
-			if !ok {
-				return m, errRef
+			if toolCallID, err = mustStr(x.val); err != nil {
+				return m, err
 			}
-			toolCallID = s
 		}
 	}
 	if !role {
@@ -375,11 +375,9 @@ func refParse(f Format, body []byte) (*refRequest, error) {
 	for _, x := range ms {
 		switch {
 		case x.key == "model":
-			s, ok := refStr(x.val)
-			if !ok {
-				return nil, errRef
+			if r.Model, err = mustStr(x.val); err != nil {
+				return nil, err
 			}
-			r.Model = s
 		case x.key == "stream":
 			switch string(x.val) {
 			case "true", "false":

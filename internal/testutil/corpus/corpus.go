@@ -4,9 +4,13 @@
 package corpus
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/condense-dev/condense/internal/testutil/needs"
@@ -83,4 +87,75 @@ func File(tb testing.TB, name string) string {
 		needs.Missing(tb, "corpus file %s not found", name)
 	}
 	return p
+}
+
+// ClaudeCodeMessages returns the user and assistant "message" objects (with a role and
+// content) of the Claude Code JSONL transcript at path, in file order.
+func ClaudeCodeMessages(tb testing.TB, path string) []json.RawMessage {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var msgs []json.RawMessage
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		var rec struct {
+			Type    string          `json:"type"`
+			Message json.RawMessage `json:"message"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) != nil || (rec.Type != "user" && rec.Type != "assistant") || len(rec.Message) == 0 {
+			continue
+		}
+		var probe struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(rec.Message, &probe) == nil && probe.Role != "" && len(probe.Content) > 0 {
+			msgs = append(msgs, rec.Message)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return msgs
+}
+
+// AnthropicRequest builds an Anthropic request body (a fixed model, system block and
+// metadata) around message objects.
+func AnthropicRequest(msgs []json.RawMessage) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":32000,"system":[{"type":"text","text":"You are a coding agent.","cache_control":{"type":"ephemeral"}}],"messages":[`)
+	for i, m := range msgs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(m)
+	}
+	buf.WriteString(`],"stream":true,"metadata":{"user_id":"u1"}}`)
+	return buf.Bytes()
+}
+
+// TwoMBAnthropicRequest concatenates the messages of the Claude Code corpus files (in name
+// order) until the request reaches 2 MB: a deterministic, realistic ~2 MB request.
+func TwoMBAnthropicRequest(tb testing.TB) []byte {
+	tb.Helper()
+	var msgs []json.RawMessage
+	size := 0
+	for _, p := range Files(tb) {
+		base := filepath.Base(p)
+		if !strings.HasPrefix(base, "ccspot_") && !strings.HasPrefix(base, "cccodemie_") {
+			continue
+		}
+		for _, m := range ClaudeCodeMessages(tb, p) {
+			msgs = append(msgs, m)
+			if size += len(m) + 1; size >= 2<<20 {
+				return AnthropicRequest(msgs)
+			}
+		}
+	}
+	tb.Fatal("Claude Code corpus smaller than 2 MB")
+	return nil
 }
