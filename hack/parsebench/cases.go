@@ -8,7 +8,6 @@ package parsebench
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -34,7 +33,7 @@ func Cases(tb testing.TB, extra ...Case) []Case {
 	}
 	if corpus.Dir() != "" {
 		cs = append(cs, Case{"corpus/anthropic", wire.Anthropic, corpus.TwoMBAnthropicRequest(tb)},
-			Case{"corpus/openai", wire.OpenAI, corpusOpenAI(tb)})
+			Case{"corpus/openai", wire.OpenAI, corpus.TrajectoryChatRequest(tb, "msa_psf__requests-1142.traj.json")})
 	}
 	return append(cs, extra...)
 }
@@ -98,18 +97,4 @@ func workloadBody(f wire.Format) []byte {
 		panic(err)
 	}
 	return b
-}
-
-// corpusOpenAI is internal/wire's BenchmarkParseOpenAI body: the mini-SWE-agent
-// psf__requests-1142 messages as a Chat Completions request.
-func corpusOpenAI(tb testing.TB) []byte {
-	data, err := os.ReadFile(corpus.File(tb, "msa_psf__requests-1142.traj.json"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(data, &doc); err != nil {
-		tb.Fatal(err)
-	}
-	return append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}')
 }

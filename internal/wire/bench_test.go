@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/json"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -120,15 +119,7 @@ func BenchmarkSerializeOneBlockChanged(b *testing.B) {
 // BenchmarkParseOpenAI parses the largest OpenAI-native corpus conversation (the
 // mini-SWE-agent psf__requests-1142 messages, about 2 MB) as a Chat Completions request.
 func BenchmarkParseOpenAI(b *testing.B) {
-	data, err := os.ReadFile(corpus.File(b, "msa_psf__requests-1142.traj.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(data, &doc); err != nil {
-		b.Fatal(err)
-	}
-	body := append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}')
+	body := corpus.TrajectoryChatRequest(b, "msa_psf__requests-1142.traj.json")
 	benchLoop(b, len(body), func() {
 		if _, err := Parse(OpenAI, body); err != nil {
 			b.Fatal(err)

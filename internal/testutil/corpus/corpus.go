@@ -159,3 +159,18 @@ func TwoMBAnthropicRequest(tb testing.TB) []byte {
 	tb.Fatal("Claude Code corpus smaller than 2 MB")
 	return nil
 }
+
+// TrajectoryChatRequest returns the "messages" of the mini-SWE-agent trajectory file name
+// as a Chat Completions request body (model gpt-4o).
+func TrajectoryChatRequest(tb testing.TB, name string) []byte {
+	tb.Helper()
+	data, err := os.ReadFile(File(tb, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		tb.Fatal(err)
+	}
+	return append(append([]byte(`{"model":"gpt-4o","messages":`), doc["messages"]...), '}')
+}
