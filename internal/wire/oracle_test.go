@@ -197,20 +197,31 @@ func refBlocks(f Format, raw json.RawMessage) ([]refBlock, error) {
 	return out, nil
 }
 
-func refAnthropicMessage(raw json.RawMessage) (refMessage, error) {
+// refMessageMembers reads a message object's members and its role: every "role" member
+// must be a string, and there must be one.
+func refMessageMembers(raw json.RawMessage) (refMessage, []refMember, error) {
 	var m refMessage
 	ms, err := refMembers(raw)
+	if err != nil || last(ms, "role") == nil {
+		return m, nil, errRef
+	}
+	for _, x := range ms {
+		if x.key == "role" {
+			if m.Role, err = mustStr(x.val); err != nil {
+				return m, nil, err
+			}
+		}
+	}
+	return m, ms, nil
+}
+
+func refAnthropicMessage(raw json.RawMessage) (refMessage, error) {
+	m, ms, err := refMessageMembers(raw)
 	if err != nil {
 		return m, err
 	}
-	role := false
 	for _, x := range ms {
 		switch x.key {
-		case "role":
-			if m.Role, err = mustStr(x.val); err != nil {
-				return m, err
-			}
-			role = true
 		case "content":
 			switch x.val[0] {
 			case '"':
@@ -224,9 +235,6 @@ func refAnthropicMessage(raw json.RawMessage) (refMessage, error) {
 				return m, errRef
 			}
 		}
-	}
-	if !role {
-		return m, errRef
 	}
 	return m, nil
 }
@@ -264,22 +272,15 @@ func refToolCall(raw json.RawMessage) (refBlock, error) {
 }
 
 func refOpenAIMessage(raw json.RawMessage) (refMessage, error) {
-	var m refMessage
-	ms, err := refMembers(raw)
+	m, ms, err := refMessageMembers(raw)
 	if err != nil {
 		return m, err
 	}
-	role := false
 	var parts, calls []refBlock
 	var toolCallID string
 	contentString := false
 	for _, x := range ms {
 		switch x.key {
-		case "role":
-			if m.Role, err = mustStr(x.val); err != nil {
-				return m, err
-			}
-			role = true
 		case "content":
 			parts, contentString = nil, false
 			switch x.val[0] {
@@ -315,9 +316,6 @@ func refOpenAIMessage(raw json.RawMessage) (refMessage, error) {
 				return m, err
 			}
 		}
-	}
-	if !role {
-		return m, errRef
 	}
 	if m.Role == string(RoleTool) {
 		m.Blocks = []refBlock{{Kind: KindToolResult, Type: "tool", ID: toolCallID, Content: parts, ContentString: contentString, resultOf: true}}
