@@ -400,7 +400,8 @@ func (p *parser) modelItem(obj *object, i, depth int, path jpath, typ string) (*
 		}
 		if v, _ := itemValue(obj, i, key); v != nil {
 			if v[0] == '"' {
-				b.Input = unquoteBytes(v)
+				s := p.text(v)
+				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
 			} else {
 				b.Input = v
 			}
