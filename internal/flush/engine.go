@@ -56,6 +56,8 @@ func wireFormat(f string) (wire.Format, error) {
 		return wire.Anthropic, nil
 	case summarize.OpenAI:
 		return wire.OpenAI, nil
+	case summarize.Responses:
+		return wire.Responses, nil
 	}
 	return 0, &JobError{Msg: fmt.Sprintf("unknown format %q", f)}
 }

@@ -2,6 +2,9 @@ package flush
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +153,58 @@ func TestWeighUsesHandedRender(t *testing.T) {
 	d2, err2 := ep.Weigh(&fresh, defaultPrices(), 0)
 	if err1 != nil || err2 != nil || d1 != d2 {
 		t.Fatalf("decisions differ: %+v (%v) vs %+v (%v)", d1, err1, d2, err2)
+	}
+}
+
+// responsesTranscript is transcript as a Responses API request: function calls with large
+// outputs (a reasoning item before each call), a final answer and a next prompt.
+func responsesTranscript(tag string, n int) []byte {
+	items := []any{map[string]any{"type": "message", "role": "user", "content": "task " + tag}}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("call_%s_%d", tag, i)
+		items = append(items,
+			map[string]any{"type": "reasoning", "summary": []any{}, "encrypted_content": "enc-" + id},
+			map[string]any{"type": "function_call", "call_id": id, "name": "exec_command", "arguments": fmt.Sprintf(`{"cmd":"step %d"}`, i)},
+			map[string]any{"type": "function_call_output", "call_id": id,
+				"output": fmt.Sprintf("Chunk ID: 1\nWall time: 1 seconds\nProcess exited with code 0\nOutput:\noutput %s %d\n", tag, i) + strings.Repeat("line of output\n", 200)})
+	}
+	items = append(items, map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": "done " + tag}}},
+		map[string]any{"type": "message", "role": "user", "content": "next"})
+	b, _ := json.Marshal(map[string]any{"model": "gpt-5.2-codex", "store": false, "input": items})
+	return b
+}
+
+// TestFlushResponsesJob: a flush job of format "responses" is accepted and planned over the
+// Responses request; the committed state renders the request with its outputs stub-replaced,
+// valid, the reasoning items unchanged.
+func TestFlushResponsesJob(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory(0)
+	t.Cleanup(func() { st.Close() })
+	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
+	body := responsesTranscript("r", 3)
+	res, err := o.Flush(ctx, &Job{Session: "s", Format: "responses", Body: body})
+	if err != nil || res.Outcome != OutcomeFlushed {
+		t.Fatalf("flush: %+v %v", res, err)
+	}
+	snap, _ := st.Load(ctx, "s")
+	state := pruner.NewState()
+	if err := state.UnmarshalBinary(snap.State); err != nil {
+		t.Fatal(err)
+	}
+	req, err := wire.Parse(wire.Responses, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := pruner.RenderView(req, state, testPolicy()).Request
+	if err := wire.Validate(out); err != nil {
+		t.Fatalf("rendered request invalid: %v", err)
+	}
+	rendered := string(out.Bytes())
+	if strings.Contains(rendered, strings.Repeat("line of output\n", 20)) || !strings.Contains(rendered, `"encrypted_content":"enc-call_r_2"`) {
+		t.Fatalf("not pruned, or the reasoning changed:\n%s", rendered)
+	}
+	if err := (&Job{Session: "s", Format: "chat", Body: body}).Normalize(); err == nil {
+		t.Fatal("a job of an unknown format was accepted")
 	}
 }

@@ -36,7 +36,7 @@ import (
 type Job struct {
 	// Session is the session id.
 	Session string `json:"session"`
-	// Format is the wire format of Body: "anthropic" or "openai".
+	// Format is the wire format of Body: "anthropic", "openai" or "responses".
 	Format string `json:"format"`
 	// Body is the latest request body, exactly as the client sent it. An in-process job that
 	// carries Request may leave it empty (Queue.Enqueue serializes Request into it): nothing
@@ -112,8 +112,8 @@ func (j *Job) Normalize() error {
 	if len(j.Body) == 0 && (j.Request == nil || len(j.Request.Raw()) == 0) {
 		return &JobError{Msg: "empty request body"}
 	}
-	if j.Format != string(summarize.Anthropic) && j.Format != string(summarize.OpenAI) {
-		return &JobError{Msg: fmt.Sprintf("unknown format %q", j.Format)}
+	if _, err := wireFormat(j.Format); err != nil {
+		return err
 	}
 	var h string
 	if len(j.Body) > 0 {

@@ -24,7 +24,13 @@ const (
 	Anthropic Format = "anthropic"
 	// OpenAI is the OpenAI Chat Completions API (POST {base}/chat/completions, base with /v1).
 	OpenAI Format = "openai"
+	// Responses is the OpenAI Responses API (POST {base}/responses, base with /v1).
+	Responses Format = "responses"
 )
+
+// bearer reports whether the format authenticates with "Authorization: Bearer" (the OpenAI
+// APIs, which share their keys).
+func (f Format) bearer() bool { return f == OpenAI || f == Responses }
 
 // Endpoint is one model on one provider.
 type Endpoint struct {
@@ -34,7 +40,7 @@ type Endpoint struct {
 	// (https://api.openai.com/v1, calls go to {base}/chat/completions).
 	BaseURL string `json:"baseURL"`
 	Model   string `json:"model"`
-	// APIKey is sent as x-api-key (Anthropic) or "Authorization: Bearer" (OpenAI).
+	// APIKey is sent as x-api-key (Anthropic) or "Authorization: Bearer" (OpenAI, Responses).
 	APIKey string `json:"-"`
 	// Header holds extra headers sent with every call (e.g. anthropic-beta). Never serialized.
 	Header http.Header `json:"-"`
@@ -109,7 +115,7 @@ type LLM struct {
 
 // NewLLM validates opt and returns an LLM summarizer.
 func NewLLM(opt LLMOptions) (*LLM, error) {
-	if opt.Endpoint.Format != Anthropic && opt.Endpoint.Format != OpenAI {
+	if opt.Endpoint.Format != Anthropic && !opt.Endpoint.Format.bearer() {
 		return nil, &Error{Kind: KindInvalid, Msg: fmt.Sprintf("unknown provider format %q", opt.Endpoint.Format)}
 	}
 	if opt.Endpoint.Model == "" || opt.Endpoint.BaseURL == "" {
@@ -138,10 +144,10 @@ func (l *LLM) Endpoint() Endpoint { return l.opt.Endpoint }
 
 // WithEndpoint returns a summarizer with the same settings calling another endpoint (used for
 // the fallback to the session's own model). An empty APIKey inherits this one's when the
-// format matches.
+// provider matches (Anthropic, or either OpenAI API).
 func (l *LLM) WithEndpoint(ep Endpoint) *LLM {
 	o := l.opt
-	if ep.APIKey == "" && ep.Format == o.Endpoint.Format {
+	if ep.APIKey == "" && (ep.Format == o.Endpoint.Format || ep.Format.bearer() && o.Endpoint.Format.bearer()) {
 		ep.APIKey = o.Endpoint.APIKey
 	}
 	o.Endpoint = ep
@@ -153,8 +159,11 @@ func (l *LLM) Body(req *Request) ([]byte, error) {
 	if req == nil || strings.TrimSpace(req.Prompt) == "" {
 		return nil, &Error{Kind: KindInvalid, Model: l.opt.Endpoint.Label(), Msg: "empty prompt"}
 	}
-	if l.opt.Endpoint.Format == Anthropic {
+	switch l.opt.Endpoint.Format {
+	case Anthropic:
 		return l.anthropicBody(req)
+	case Responses:
+		return l.responsesBody(req)
 	}
 	return l.openAIBody(req)
 }
@@ -219,9 +228,12 @@ func (l *LLM) Summarize(ctx context.Context, req *Request) (*Result, error) {
 		return nil, &Error{Kind: k, Model: ep.Label(), Status: res.StatusCode, Msg: providerMessage(msg)}
 	}
 	var sr streamResult
-	if ep.Format == Anthropic {
+	switch ep.Format {
+	case Anthropic:
 		err = readSSE(res.Body, idle.reset, func(event string, data []byte) error { return parseAnthropicEvent(&sr, event, data) })
-	} else {
+	case Responses:
+		err = readSSE(res.Body, idle.reset, func(event string, data []byte) error { return parseResponsesEvent(&sr, event, data) })
+	default:
 		err = readSSE(res.Body, idle.reset, func(_ string, data []byte) error { return parseOpenAIChunk(&sr, data) })
 	}
 	if err != nil {
@@ -278,8 +290,11 @@ func (l *LLM) classify(parent, call context.Context, err error) error {
 
 func (l *LLM) url() string {
 	base := strings.TrimRight(l.opt.Endpoint.BaseURL, "/")
-	if l.opt.Endpoint.Format == Anthropic {
+	switch l.opt.Endpoint.Format {
+	case Anthropic:
 		return base + "/v1/messages"
+	case Responses:
+		return base + "/responses"
 	}
 	return base + "/chat/completions"
 }

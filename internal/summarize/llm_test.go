@@ -17,7 +17,7 @@ import (
 
 func newLLM(t *testing.T, f Format, base string, th Thinking, idle, total time.Duration) *LLM {
 	t.Helper()
-	if f == OpenAI {
+	if f.bearer() {
 		base += "/v1"
 	}
 	l, err := NewLLM(LLMOptions{
@@ -94,23 +94,26 @@ func TestAnthropicRequestShapePerThinking(t *testing.T) {
 	}
 }
 
+// effortCases are the reasoning effort and output token allowance each thinking level asks
+// of the OpenAI APIs.
+var effortCases = []struct {
+	th     Thinking
+	effort string
+	max    int64
+}{
+	{ThinkingDefault, "", 4096},
+	{ThinkingOff, "", 4096},
+	{ThinkingMinimal, "minimal", 4096 + 1024},
+	{ThinkingLow, "low", 4096 + 2048},
+	{ThinkingMedium, "medium", 4096 + 8192},
+	{ThinkingHigh, "high", 4096 + 16384},
+	{ThinkingXHigh, "xhigh", 4096 + 32768},
+}
+
 func TestOpenAIRequestShapePerThinking(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	cases := []struct {
-		th     Thinking
-		effort string
-		max    int64
-	}{
-		{ThinkingDefault, "", 4096},
-		{ThinkingOff, "", 4096},
-		{ThinkingMinimal, "minimal", 4096 + 1024},
-		{ThinkingLow, "low", 4096 + 2048},
-		{ThinkingMedium, "medium", 4096 + 8192},
-		{ThinkingHigh, "high", 4096 + 16384},
-		{ThinkingXHigh, "xhigh", 4096 + 32768},
-	}
-	for _, c := range cases {
+	for _, c := range effortCases {
 		t.Run(string(c.th)+"_", func(t *testing.T) {
 			up.Reset()
 			up.Enqueue(upstreamfake.Reply{Text: "- [[1:bash]] listed files", Usage: upstreamfake.Usage{InputTokens: 700, OutputTokens: 30, CacheReadTokens: 300}})

@@ -223,3 +223,101 @@ func parseOpenAIChunk(sr *streamResult, data []byte) error {
 	}
 	return nil
 }
+
+// responsesBody builds a streaming Responses API request: the prompt as input, the system
+// prompt as instructions, nothing stored; thinking maps to reasoning.effort and the token
+// allowance as openAIBody's (max_output_tokens counts reasoning tokens too).
+func (l *LLM) responsesBody(req *Request) ([]byte, error) {
+	type reasoning struct {
+		Effort string `json:"effort"`
+	}
+	body := struct {
+		Model           string     `json:"model"`
+		Instructions    string     `json:"instructions,omitempty"`
+		Input           string     `json:"input"`
+		Stream          bool       `json:"stream"`
+		Store           bool       `json:"store"`
+		MaxOutputTokens int64      `json:"max_output_tokens"`
+		Reasoning       *reasoning `json:"reasoning,omitempty"`
+	}{
+		Model:           l.opt.Endpoint.Model,
+		Instructions:    req.System,
+		Input:           req.Prompt,
+		Stream:          true,
+		MaxOutputTokens: l.opt.MaxOutputTokens,
+	}
+	switch l.opt.Thinking {
+	case ThinkingDefault, ThinkingOff:
+	default:
+		body.Reasoning = &reasoning{Effort: string(l.opt.Thinking)}
+		body.MaxOutputTokens += anthropicBudget[l.opt.Thinking]
+	}
+	return json.Marshal(body)
+}
+
+// parseResponsesEvent folds one Responses API stream event into sr: output_text deltas build
+// the text (parts joined with "\n"), the terminal event sets the stop reason (an answer
+// incomplete for max_output_tokens is "length") and the usage (input_tokens includes the
+// cached tokens, moved to CacheReadTokens as in parseOpenAIChunk).
+func parseResponsesEvent(sr *streamResult, event string, data []byte) error {
+	var ev struct {
+		Type    string `json:"type"`
+		Delta   string `json:"delta"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Part    struct {
+			Type string `json:"type"`
+		} `json:"part"`
+		Response struct {
+			Status            string `json:"status"`
+			IncompleteDetails *struct {
+				Reason string `json:"reason"`
+			} `json:"incomplete_details"`
+			Error *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+			Usage *struct {
+				InputTokens        int64 `json:"input_tokens"`
+				OutputTokens       int64 `json:"output_tokens"`
+				InputTokensDetails *struct {
+					CachedTokens int64 `json:"cached_tokens"`
+				} `json:"input_tokens_details"`
+			} `json:"usage"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return &protocolError{msg: "responses stream: bad JSON in " + event + " event: " + err.Error()}
+	}
+	if ev.Type == "" {
+		ev.Type = event
+	}
+	switch ev.Type {
+	case "response.content_part.added":
+		if ev.Part.Type == "output_text" && sr.text.Len() > 0 {
+			sr.text.WriteByte('\n')
+		}
+	case "response.output_text.delta":
+		sr.text.WriteString(ev.Delta)
+	case "response.completed", "response.incomplete":
+		sr.stopReason = "end"
+		if d := ev.Response.IncompleteDetails; ev.Type == "response.incomplete" && d != nil && d.Reason == "max_output_tokens" {
+			sr.stopReason = "length"
+		}
+		if u := ev.Response.Usage; u != nil {
+			cached := int64(0)
+			if u.InputTokensDetails != nil {
+				cached = u.InputTokensDetails.CachedTokens
+			}
+			sr.usage.InputTokens, sr.usage.CacheReadTokens, sr.usage.OutputTokens = u.InputTokens-cached, cached, u.OutputTokens
+		}
+	case "response.failed":
+		sr.streamErr = "response failed"
+		if e := ev.Response.Error; e != nil {
+			sr.streamErr = e.Code + ": " + e.Message
+		}
+	case "error":
+		sr.streamErr = ev.Code + ": " + ev.Message
+	}
+	return nil
+}

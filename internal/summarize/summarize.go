@@ -6,8 +6,8 @@
 //
 //   - Extractive: no LLM; deterministic bullets built from the tool name, arguments, first and
 //     last result lines and error lines. The default when no summarizer model is configured.
-//   - LLM: one streaming call to the Anthropic Messages API or the OpenAI Chat Completions API
-//     over plain net/http, with a thinking budget, idle and total timeouts and cost accounting.
+//   - LLM: one streaming call to the Anthropic Messages API, the OpenAI Chat Completions API or
+//     the OpenAI Responses API over plain net/http, with a thinking budget, idle and total timeouts and cost accounting.
 //   - Fallback: wraps an LLM and retries on the session's own model while the summarizer model
 //     fails (see FallbackController).
 //
