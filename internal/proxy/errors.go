@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/condense-dev/condense/internal/wire"
 )
 
 // errorType maps an HTTP status to the provider error type the proxy reports for it.
 func errorType(f wire.Format, status int) string {
-	if f == wire.OpenAI {
+	if f != wire.Anthropic {
 		switch status {
 		case http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusBadRequest:
 			return "invalid_request_error" // OpenAI's 401 too (code invalid_api_key)
@@ -38,10 +40,11 @@ func errorType(f wire.Format, status int) string {
 }
 
 // ErrorBody returns a provider-shaped error body: Anthropic {"type":"error","error":{…}},
-// OpenAI {"error":{"message","type","param":null,"code"}} (a 401's code is invalid_api_key).
+// OpenAI (Chat Completions and Responses) {"error":{"message","type","param":null,"code"}}
+// (a 401's code is invalid_api_key).
 func ErrorBody(f wire.Format, status int, code, msg string) []byte {
 	typ := errorType(f, status)
-	if f == wire.OpenAI {
+	if f != wire.Anthropic {
 		var c any
 		if code != "" {
 			c = code
@@ -115,4 +118,42 @@ func abortResponse(ctx context.Context, w http.ResponseWriter, event []byte) {
 		}
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// streamErrorEvent returns the event that tells a streaming client its response failed (nil
+// for Chat Completions, whose streams have none): Anthropic an error event, the provider's
+// own error body when it is one; Responses an "error" event numbered by e.seq, carrying the
+// code, message and param of the provider's OpenAI-shaped error when it sent one.
+func streamErrorEvent(e emitter, f wire.Format, status int, code, msg string, provider []byte) []byte {
+	switch f {
+	case wire.Anthropic:
+		if v := gjson.ParseBytes(provider); v.Get("type").Str == "error" && v.Get("error.type").Exists() {
+			return encodeEvent("error", provider)
+		}
+		return encodeEvent("error", ErrorBody(wire.Anthropic, status, "", msg))
+	case wire.Responses:
+		param := json.RawMessage("null")
+		if v := gjson.ParseBytes(provider).Get("error"); v.IsObject() {
+			if m := v.Get("message").Str; m != "" {
+				msg = m
+			}
+			if c := v.Get("code").Str; c != "" {
+				code = c
+			} else if c := v.Get("type").Str; c != "" {
+				code = c
+			}
+			if p := v.Get("param"); p.Exists() {
+				param = json.RawMessage(p.Raw)
+			}
+		}
+		b, _ := json.Marshal(struct {
+			Type    string          `json:"type"`
+			Code    string          `json:"code"`
+			Message string          `json:"message"`
+			Param   json.RawMessage `json:"param"`
+			Seq     int64           `json:"sequence_number"`
+		}{"error", code, msg, param, e.seq.fresh()})
+		return encodeEvent("error", b)
+	}
+	return nil
 }

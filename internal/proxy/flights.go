@@ -258,15 +258,24 @@ func (s *Server) noteServed(sid string, n int64) {
 	}
 }
 
-// sessionEndpoint describes the session's own model, the summarizer's fallback target. The
-// credentials of the request are reused (they never leave this process).
+// sessionEndpoint describes the session's own model, the summarizer's fallback target, in the
+// session's own API. The credentials of the request are reused (they never leave this
+// process), with an OpenAI request's organization, project and ChatGPT account headers.
 func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
 	ep := &summarize.Endpoint{Model: t.client.Model, Header: http.Header{}}
-	if t.f == wire.OpenAI {
-		ep.Format, ep.BaseURL = summarize.Format("openai"), s.opt.OpenAIBaseURL
+	if t.f != wire.Anthropic {
+		ep.Format, ep.BaseURL = summarize.OpenAI, s.opt.OpenAIBaseURL
+		if t.f == wire.Responses {
+			ep.Format = summarize.Responses
+		}
 		ep.APIKey = strings.TrimPrefix(t.hdr.Get("Authorization"), "Bearer ")
+		for _, k := range []string{"Openai-Organization", "Openai-Project", "Chatgpt-Account-Id"} {
+			if v := t.hdr.Get(k); v != "" {
+				ep.Header.Set(k, v)
+			}
+		}
 	} else {
-		ep.Format, ep.BaseURL = summarize.Format("anthropic"), s.opt.AnthropicBaseURL
+		ep.Format, ep.BaseURL = summarize.Anthropic, s.opt.AnthropicBaseURL
 		ep.APIKey = t.hdr.Get("X-Api-Key")
 		for _, k := range []string{"Anthropic-Version", "Anthropic-Beta", "Authorization"} {
 			if v := t.hdr.Get(k); v != "" {

@@ -45,7 +45,7 @@ func (s *Server) upstreamRequest(ctx context.Context, t *turn, body wire.Segment
 // upstreamURL returns the provider URL for a request path.
 func (s *Server) upstreamURL(f wire.Format, path, rawQuery string) string {
 	var u string
-	if f == wire.OpenAI {
+	if f != wire.Anthropic {
 		u = s.opt.OpenAIBaseURL + strings.TrimPrefix(path, "/v1")
 	} else {
 		u = s.opt.AnthropicBaseURL + path
@@ -229,58 +229,4 @@ func NewUpstreamTransport() *http.Transport {
 	tr.DisableCompression = false
 	tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	return tr
-}
-
-// handlePassThrough forwards any other path untouched: Anthropic when the request carries
-// anthropic-version or x-api-key, OpenAI otherwise.
-func (s *Server) handlePassThrough(w http.ResponseWriter, r *http.Request) {
-	f := wire.OpenAI
-	if r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Api-Key") != "" {
-		f = wire.Anthropic
-	}
-	up, err := http.NewRequestWithContext(r.Context(), r.Method, s.upstreamURL(f, r.URL.Path, r.URL.RawQuery), r.Body)
-	if err != nil {
-		writeError(w, f, http.StatusBadGateway, "bad_upstream_url", err.Error())
-		return
-	}
-	up.ContentLength = r.ContentLength
-	copyRequestHeaders(up.Header, r.Header)
-	resp, err := s.do(up)
-	if err != nil {
-		s.met.Requests.WithLabelValues(string(epOther), f.String(), "502").Inc()
-		s.upstreamFailed(w, f, s.log.With("endpoint", string(epOther)), epOther, err)
-		return
-	}
-	defer resp.Body.Close()
-	s.met.Requests.WithLabelValues(string(epOther), f.String(), fmt.Sprint(resp.StatusCode)).Inc()
-	if err := relayRaw(w, resp); err != nil {
-		s.abortBroken(r.Context(), w, s.log.With("endpoint", string(epOther)), epOther, nil, err)
-	}
-}
-
-// relayRaw copies a response as it arrives, flushing after every read so streams stay live.
-// It returns the error that ended reading the provider's body before its end (nil at its end,
-// or when the client is gone).
-func relayRaw(w http.ResponseWriter, resp *http.Response) error {
-	copyResponseHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	fl, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return nil
-			}
-			if fl != nil {
-				fl.Flush()
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
 }

@@ -27,13 +27,35 @@ func joinRaw(prefix string, raws []json.RawMessage, suffix string) []byte {
 	return b.Bytes()
 }
 
-// parseMessages turns raw message objects into wire messages of format f.
+// parseMessages turns raw message objects into wire messages of format f (Responses: input
+// items, or arrays of items, as modelView holds an assistant message).
 func parseMessages(f wire.Format, raws []json.RawMessage) ([]*wire.Message, error) {
-	req, err := wire.Parse(f, joinRaw(`{"model":"x","messages":[`, raws, `]}`))
+	prefix := `{"model":"x","messages":[`
+	if f == wire.Responses {
+		prefix, raws = `{"model":"x","input":[`, spreadItems(raws)
+	}
+	req, err := wire.Parse(f, joinRaw(prefix, raws, `]}`))
 	if err != nil {
 		return nil, err
 	}
 	return req.Messages, nil
+}
+
+// spreadItems returns Responses input items and arrays of them as items: an array's elements
+// take its place (the separators between them as they are).
+func spreadItems(raws []json.RawMessage) []json.RawMessage {
+	out := make([]json.RawMessage, 0, len(raws))
+	for _, r := range raws {
+		t := bytes.TrimSpace(r)
+		if len(t) >= 2 && t[0] == '[' {
+			t = bytes.TrimSpace(t[1 : len(t)-1])
+			if len(t) == 0 {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // parseBlocks turns raw Anthropic content blocks into wire blocks.

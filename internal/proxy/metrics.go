@@ -48,6 +48,8 @@ type Metrics struct {
 	RequestsPruned prometheus.Counter
 	// Warmups is condense_state_warmups_total.
 	Warmups prometheus.Counter
+	// ResponsesPassThrough is condense_responses_passthrough_total{reason}.
+	ResponsesPassThrough *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.0001, .00025, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}
@@ -93,6 +95,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests whose forwarded body differs from what the client sent."}),
 		Warmups: prometheus.NewCounter(prometheus.CounterOpts{Name: "condense_state_warmups_total",
 			Help: "Committed states the proxy decoded and rendered a session's remembered request with in the background, after its own flushes and on the store's commit notifications."}),
+		ResponsesPassThrough: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "condense_responses_passthrough_total",
+			Help: "OpenAI Responses API requests forwarded unchanged, by reason: previous_response_id and conversation (history the provider holds), compact, retrieve, delete, cancel, input_items, other (the API's other paths)."}, []string{"reason"}),
 	}
 	phases := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "condense_request_phase_seconds",
 		Help: "The proxy's own time before a request goes upstream, by phase (read, parse, load, decode, view, render, flush).", Buckets: latencyBuckets}, []string{"phase"})
@@ -102,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(phases)
 		reg.MustRegister(m.Requests, m.RenderSeconds, m.AddedSeconds, m.FinishSeconds, m.UpstreamSecs, m.UpstreamBroken, m.UpstreamLimits, m.Bytes, m.Tokens, m.UsageTokens,
-			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned, m.Warmups)
+			m.Diagnostics, m.StoreSeconds, m.StoreErrors, m.FailOpen, m.Recoveries, m.FlushTriggers, m.FlushWaits, m.RequestsPruned, m.Warmups, m.ResponsesPassThrough)
 	}
 	return m
 }

@@ -57,7 +57,7 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 	s.render(t)
 	t.clock.done(phaseRender)
 
-	if t.ep != epCountTokens && s.opt.Flusher != nil {
+	if !t.ep.countsTokens() && s.opt.Flusher != nil {
 		defer t.clock.done(phaseFlush)
 		if trig, opts := s.dueTrigger(t); trig != "" {
 			var body []byte

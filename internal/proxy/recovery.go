@@ -14,19 +14,27 @@ import (
 
 // answer answers context_tree_query calls from the session state. cont are the messages
 // that carry the results in a continuation request; results are the same results in the
-// stored splice form (Anthropic tool_result blocks, OpenAI tool messages).
+// stored splice form (Anthropic tool_result blocks, OpenAI tool messages, Responses
+// function_call_output items).
 func (s *Server) answer(ctx context.Context, t *turn, calls []call) (cont, results []json.RawMessage) {
 	for _, c := range calls {
 		text := s.queryText(ctx, t, c.input)
-		if t.f == wire.OpenAI {
-			m, _ := json.Marshal(map[string]string{"role": "tool", "tool_call_id": c.id, "content": text})
-			results = append(results, m)
-		} else {
-			b, _ := json.Marshal(map[string]string{"type": "tool_result", "tool_use_id": c.id, "content": text})
-			results = append(results, b)
+		var r []byte
+		switch t.f {
+		case wire.OpenAI:
+			r, _ = json.Marshal(map[string]string{"role": "tool", "tool_call_id": c.id, "content": text})
+		case wire.Responses:
+			r, _ = json.Marshal(struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+				Output string `json:"output"`
+			}{"function_call_output", c.id, text})
+		default:
+			r, _ = json.Marshal(map[string]string{"type": "tool_result", "tool_use_id": c.id, "content": text})
 		}
+		results = append(results, r)
 	}
-	if t.f == wire.OpenAI {
+	if t.f != wire.Anthropic {
 		return results, results
 	}
 	return []json.RawMessage{joinRaw(`{"role":"user","content":[`, results, `]}`)}, results
@@ -148,27 +156,21 @@ func (s *Server) writeJSONFailure(ctx context.Context, w http.ResponseWriter, t 
 	}
 }
 
-// abortStreamFailure ends a stream whose continuation failed: an Anthropic stream gets an
-// error event (the provider's own error when it sent one), then the client's connection is
-// aborted, so the client sees an error, not a cleanly ended answer. It does not return.
+// abortStreamFailure ends a stream whose continuation failed: an Anthropic or Responses
+// stream gets an error event (the provider's own error when it sent one, streamErrorEvent),
+// then the client's connection is aborted, so the client sees an error, not a cleanly ended
+// answer. It does not return.
 func (s *Server) abortStreamFailure(ctx context.Context, e emitter, t *turn, f *contFailure) {
-	var event []byte
-	if t.f == wire.Anthropic {
-		var body []byte
-		if f.resp != nil {
-			body, _ = readAllMax(f.resp.Body, 1<<20)
-			if v := gjson.ParseBytes(body); v.Get("type").Str != "error" || !v.Get("error.type").Exists() {
-				body = ErrorBody(wire.Anthropic, f.resp.StatusCode, "", "condense proxy: the provider refused the recovery continuation: "+http.StatusText(f.resp.StatusCode))
-			}
-		} else {
-			body = ErrorBody(wire.Anthropic, http.StatusBadGateway, "", "condense proxy: the recovery continuation failed: "+f.err.Error())
-		}
-		event = encodeEvent("error", body)
-	}
+	status, msg := http.StatusBadGateway, "condense proxy: the recovery continuation failed: "
+	var body []byte
 	if f.resp != nil {
+		body, _ = readAllMax(f.resp.Body, 1<<20)
 		f.resp.Body.Close()
+		status, msg = f.resp.StatusCode, "condense proxy: the provider refused the recovery continuation: "+http.StatusText(f.resp.StatusCode)
+	} else {
+		msg += f.err.Error()
 	}
-	abortResponse(ctx, e.w, event)
+	abortResponse(ctx, e.w, streamErrorEvent(e, t.f, status, "recovery_failed", msg, body))
 }
 
 // settle decides the last round's query calls: deferred after a tool stop (asst stored), else
@@ -229,8 +231,14 @@ var hiddenOnlyBlock = json.RawMessage(`{"type":"text","text":` + string(jsonStr(
 
 // nonEmpty returns an assistant message the proxy builds (to store or to show) with
 // hiddenOnlyText as its content when it has none: no content blocks (Anthropic), no text and
-// no tool calls (OpenAI).
+// no tool calls (OpenAI), no items (Responses).
 func nonEmpty(f wire.Format, msg json.RawMessage) json.RawMessage {
+	if f == wire.Responses {
+		if len(spreadItems([]json.RawMessage{msg})) == 0 {
+			return hiddenOnlyView
+		}
+		return msg
+	}
 	m := gjson.ParseBytes(msg)
 	if f == wire.Anthropic {
 		if len(m.Get("content").Array()) == 0 {

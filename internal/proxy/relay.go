@@ -20,12 +20,16 @@ func (s *Server) relay(ctx context.Context, w http.ResponseWriter, t *turn, resp
 	switch {
 	case !stream && t.f == wire.OpenAI:
 		return s.relayJSON(ctx, w, t, resp, openAIJSON{})
+	case !stream && t.f == wire.Responses:
+		return s.relayJSON(ctx, w, t, resp, responsesJSON{stripIDs: storeOff(t)})
 	case !stream:
 		return s.relayJSON(ctx, w, t, resp, anthropicJSON{})
 	case manyChoices(t):
 		return s.streamOpenAIChoices(ctx, startStream(w, resp), t, resp)
 	case t.f == wire.OpenAI:
 		return s.streamOpenAI(ctx, startStream(w, resp), t, resp)
+	case t.f == wire.Responses:
+		return s.streamResponses(ctx, startStream(w, resp), t, resp)
 	default:
 		return s.streamAnthropic(ctx, startStream(w, resp), t, resp)
 	}
@@ -44,14 +48,16 @@ func manyChoices(t *turn) bool {
 	return ok && t.f == wire.OpenAI && gjson.ParseBytes(n).Int() > 1
 }
 
-// usage is provider-reported token usage.
-type usage struct{ input, output, cacheRead, cacheCreation int }
+// usage is provider-reported token usage: input excludes the cache reads and writes;
+// reasoning (Responses) is part of output.
+type usage struct{ input, output, cacheRead, cacheCreation, reasoning int }
 
 func (u *usage) add(o usage) {
 	u.input += o.input
 	u.output += o.output
 	u.cacheRead += o.cacheRead
 	u.cacheCreation += o.cacheCreation
+	u.reasoning += o.reasoning
 }
 
 func anthropicUsage(v gjson.Result) usage {
@@ -95,27 +101,39 @@ func splitCalls(calls []call) (query, client []call) {
 	return
 }
 
+// toolStop reports whether stop lets the client's tool calls run: Anthropic tool_use, OpenAI
+// tool_calls. A Responses answer has no stop reason; its stop is its status, and a completed
+// one runs the calls it holds.
 func toolStop(f wire.Format, stop string) bool {
-	if f == wire.OpenAI {
+	switch f {
+	case wire.OpenAI:
 		return stop == "tool_calls"
+	case wire.Responses:
+		return stop == "completed"
 	}
 	return stop == "tool_use"
 }
 
 // deferredStop is the stop a turn ends with when the proxy deferred its query calls.
 func deferredStop(f wire.Format) string {
-	if f == wire.OpenAI {
+	switch f {
+	case wire.OpenAI:
 		return "stop"
+	case wire.Responses:
+		return "completed"
 	}
 	return "end_turn"
 }
 
 // endTurn reports whether stop ends the model's turn normally (Anthropic end_turn or
-// stop_sequence, OpenAI stop); an answer cut off (max_tokens, length), a refusal or a
-// content filter stop is never a final answer.
+// stop_sequence, OpenAI stop, Responses completed); an answer cut off (max_tokens, length,
+// incomplete), a refusal, a content filter stop or a failed response is never a final answer.
 func endTurn(f wire.Format, stop string) bool {
-	if f == wire.OpenAI {
+	switch f {
+	case wire.OpenAI:
 		return stop == "stop"
+	case wire.Responses:
+		return stop == "completed"
 	}
 	return stop == "end_turn" || stop == "stop_sequence"
 }

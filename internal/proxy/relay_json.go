@@ -31,15 +31,19 @@ type (
 	openAIJSON    struct{}
 )
 
+// responsesJSON is the Responses API's jsonFormat; with stripIDs the model's view of the
+// output items goes without their ids (storeOff).
+type responsesJSON struct{ stripIDs bool }
+
 // jsonRound is one round of a non-streamed answer.
 type jsonRound struct {
 	data    []byte
 	asst    json.RawMessage
 	vasst   json.RawMessage // asst without the query calls
 	calls   []call
-	visible []json.RawMessage // Anthropic: visible content blocks
+	visible []json.RawMessage // Anthropic: visible content blocks; Responses: visible output items
 	text    string            // OpenAI: content text
-	stop    string
+	stop    string            // Responses: the status
 	u       usage
 }
 
@@ -235,6 +239,52 @@ func (openAIJSON) shown(rounds []*jsonRound, stop string, hid bool, total usage)
 		body = setOpenAIUsage(body, "usage", total)
 	}
 	return body, openAIAssistant(text, tcs), dg
+}
+
+func (f responsesJSON) read(r *jsonRound, root gjson.Result) error {
+	output := root.Get("output")
+	if !output.IsArray() {
+		return errors.New("no output array")
+	}
+	var items []outItem
+	output.ForEach(func(_, v gjson.Result) bool {
+		items = append(items, readOutItem(v))
+		return true
+	})
+	hideQueries(items)
+	all := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		all = append(all, it.raw)
+		if !it.hidden {
+			r.visible = append(r.visible, it.raw)
+		}
+	}
+	r.calls = itemCalls(items)
+	r.asst, r.vasst = modelView(all, f.stripIDs), modelView(r.visible, f.stripIDs)
+	r.stop = root.Get("status").Str
+	r.u = responsesUsage(root.Get("usage"))
+	return nil
+}
+
+func (f responsesJSON) shown(rounds []*jsonRound, stop string, hid bool, total usage) (body []byte, visible json.RawMessage, dg digester) {
+	last := rounds[len(rounds)-1]
+	var vis []json.RawMessage
+	for _, r := range rounds {
+		vis = append(vis, r.visible...)
+	}
+	model := modelView(vis, f.stripIDs)
+	if len(vis) == 0 && hid {
+		vis = []json.RawMessage{hiddenOnlyItem(hiddenOnlyID(gjson.GetBytes(last.data, "id").Str))}
+		model = hiddenOnlyView
+	}
+	body, _ = sjson.SetRawBytes(last.data, "output", joinRaw("[", vis, "]"))
+	if stop != last.stop {
+		body, _ = sjson.SetBytes(body, "status", stop)
+	}
+	if len(rounds) > 1 {
+		body = setResponsesUsage(body, "usage", total)
+	}
+	return body, model, responsesDigest(vis)
 }
 
 // readFailed answers a JSON request whose provider response could not be read whole (it

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/condense-dev/condense/internal/wire"
 )
 
 // sseEvent is one server-sent event: its exact bytes, its name and its data.
@@ -79,6 +77,8 @@ func startStream(w http.ResponseWriter, resp *http.Response) emitter {
 type emitter struct {
 	w  http.ResponseWriter
 	fl http.Flusher
+	// seq numbers a Responses stream's events as the client sees them (nil for the others).
+	seq *sequencer
 }
 
 func (e emitter) emit(b []byte) {
@@ -89,23 +89,20 @@ func (e emitter) emit(b []byte) {
 }
 
 // readEvent reads the next event of a relayed stream. When reading the provider's body fails
-// before its end it aborts the client's response (abortBroken; an Anthropic stream first
-// gets an error event), closing body; a partial last event is not relayed then.
+// before its end it aborts the client's response (abortBroken; an Anthropic or Responses
+// stream first gets an error event), closing body; a partial last event is not relayed then.
 func (s *Server) readEvent(ctx context.Context, e emitter, t *turn, br *bufio.Reader, body io.Closer) (sseEvent, error) {
 	ev, err := readEvent(br, int(s.opt.MaxResponseBytes))
 	if err == nil || errors.Is(err, io.EOF) {
 		return ev, err
 	}
 	body.Close()
-	var event []byte
-	if t.f == wire.Anthropic {
-		msg := "condense proxy: the provider's response broke off: "
-		var ul *upstreamLimit
-		if errors.As(err, &ul) {
-			msg = "condense proxy: "
-		}
-		event = encodeEvent("error", ErrorBody(wire.Anthropic, http.StatusBadGateway, "", msg+err.Error()))
+	msg := "condense proxy: the provider's response broke off: "
+	var ul *upstreamLimit
+	if errors.As(err, &ul) {
+		msg = "condense proxy: "
 	}
+	event := streamErrorEvent(e, t.f, http.StatusBadGateway, "upstream_read_failed", msg+err.Error(), nil)
 	s.abortBroken(ctx, e.w, t.log, t.ep, event, err)
 	return ev, err
 }

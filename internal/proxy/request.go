@@ -76,6 +76,14 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		return
 	}
 	t.clock.done(phaseRead)
+	if f == wire.Responses {
+		if reason := heldHistory(body); reason != "" { // the provider holds the history: nothing to prune
+			s.met.ResponsesPassThrough.WithLabelValues(reason).Inc()
+			t.log = s.log.With("endpoint", string(ep))
+			s.forwardRead(r.Context(), w, t, body, func(c int) { code = c; count() })
+			return
+		}
+	}
 	var src SessionSource
 	t.sid, src = s.sessionOf(f, r.Header, body)
 	req, err := s.parses.parse(f, t.sid, body)
@@ -104,7 +112,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	t.clock.done(phaseParse)
 
 	s.prepare(r.Context(), t)
-	if ep != epCountTokens && t.open == "" {
+	if !ep.countsTokens() && t.open == "" {
 		s.noteRequest(t)
 	}
 	s.observeOwnTime(t)
@@ -122,7 +130,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	defer resp.Body.Close()
 	code = resp.StatusCode
 	count() // now: a JSON response reaches the client before the handler returns
-	if ep == epCountTokens || resp.StatusCode != http.StatusOK {
+	if ep.countsTokens() || resp.StatusCode != http.StatusOK {
 		if err := relayRaw(w, resp); err != nil {
 			s.abortBroken(r.Context(), w, t.log, ep, nil, err)
 		}

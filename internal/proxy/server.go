@@ -94,6 +94,12 @@ func New(opt Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Anthropic, epMessages) })
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Anthropic, epCountTokens) })
 	s.mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.OpenAI, epChat) })
+	s.mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { s.handleModel(w, r, wire.Responses, epResponses) })
+	s.mux.HandleFunc("POST /v1/responses/input_tokens", func(w http.ResponseWriter, r *http.Request) {
+		s.handleModel(w, r, wire.Responses, epResponsesInputTokens)
+	})
+	s.mux.HandleFunc("/v1/responses", s.handleResponsesPassThrough)
+	s.mux.HandleFunc("/v1/responses/", s.handleResponsesPassThrough)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	s.mux.HandleFunc("GET /storez", s.handleStore)
@@ -192,8 +198,15 @@ func (s *Server) handleStore(w http.ResponseWriter, r *http.Request) {
 type endpoint string
 
 const (
-	epMessages    endpoint = "messages"
-	epCountTokens endpoint = "count_tokens"
-	epChat        endpoint = "chat_completions"
-	epOther       endpoint = "other"
+	epMessages             endpoint = "messages"
+	epCountTokens          endpoint = "count_tokens"
+	epChat                 endpoint = "chat_completions"
+	epResponses            endpoint = "responses"
+	epResponsesInputTokens endpoint = "responses_input_tokens"
+	epOther                endpoint = "other"
 )
+
+// countsTokens reports whether the endpoint only counts a request's tokens (Anthropic
+// count_tokens, Responses input_tokens): pruned like a model request, its answer relayed as
+// it is, and nothing recorded in the session.
+func (ep endpoint) countsTokens() bool { return ep == epCountTokens || ep == epResponsesInputTokens }

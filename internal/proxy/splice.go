@@ -30,7 +30,8 @@ const (
 
 // splice is one hidden exchange: the client's assistant message at index At (its Digest)
 // stands for the model-view messages Replace, followed by Results, the query results owed to
-// the model (Anthropic: in the next user message; OpenAI: tool messages).
+// the model (Anthropic: in the next user message; OpenAI: tool messages; Responses:
+// function_call_output items). A Responses assistant message is a JSON array of its items.
 type splice struct {
 	At      int               `json:"at"`
 	Digest  string            `json:"digest"`
@@ -191,8 +192,8 @@ func (d *digester) sum() string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-func messageDigest(m *wire.Message) string {
-	var d digester
+// message adds what the client sees of message m: its text blocks and tool calls.
+func (d *digester) message(m *wire.Message) {
 	for _, b := range m.Blocks {
 		switch b.Kind {
 		case wire.KindText:
@@ -201,6 +202,11 @@ func messageDigest(m *wire.Message) string {
 			d.call(b.ID)
 		}
 	}
+}
+
+func messageDigest(m *wire.Message) string {
+	var d digester
+	d.message(m)
 	return d.sum()
 }
 
@@ -249,7 +255,7 @@ func (s *Server) reinsert(t *turn) (*wire.Request, error) {
 		if len(sp.Results) == 0 {
 			continue
 		}
-		if t.f == wire.OpenAI {
+		if t.f != wire.Anthropic { // OpenAI tool messages, Responses output items
 			res, err := parseMessages(t.f, sp.Results)
 			if err != nil {
 				return nil, err

@@ -50,7 +50,7 @@ func (s *Server) sessionStats(t *turn, u usage) *store.StatsUpdate {
 	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
 	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
 	s.met.UsageTokens.WithLabelValues("cache_creation").Add(float64(u.cacheCreation))
-	if s.opt.Store == nil || t.ep == epCountTokens || t.open == "session-id" {
+	if s.opt.Store == nil || t.ep.countsTokens() || t.open == "session-id" {
 		return nil
 	}
 	before, after := len(t.client.Raw()), t.body.Len()

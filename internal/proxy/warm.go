@@ -66,7 +66,7 @@ func (s *Server) warmCommitted(sid string, version uint64) {
 	if f, ok := s.flights.Load(sid); ok && f.(*flight).local && f.(*flight).running() {
 		return
 	}
-	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI, wire.Responses} {
 		if s.parses.peek(f, sid) != nil {
 			s.warmState(f, sid, version)
 			return
