@@ -157,6 +157,9 @@ func (rs *responsesStream) event(r *responsesRound, ev sseEvent) {
 		})
 	case "response.output_item.added":
 		rs.added(r, ev, d)
+	case "error": // the stream fails: what it held goes out before
+		rs.release(r)
+		rs.emit(ev, d, nil)
 	default:
 		idx := d.Get("output_index")
 		it := r.items[idx.Int()]

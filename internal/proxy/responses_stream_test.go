@@ -176,3 +176,20 @@ func TestResponsesAPIBrokenStreamEndsWithErrorEvent(t *testing.T) {
 		t.Fatalf("stream ended with %s", evs[len(evs)-1].raw)
 	}
 }
+
+// TestResponsesAPIErrorEventAfterHeldReasoning: a reasoning item held for the item after it
+// goes out before an error event that ends the stream, in order and numbered on.
+func TestResponsesAPIErrorEventAfterHeldReasoning(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	raw := rawEvents(
+		[2]string{"response.created", `"response":{"id":"resp_e","status":"in_progress","output":[]}`},
+		[2]string{"response.output_item.added", `"output_index":0,"item":{"id":"rs_e","type":"reasoning","summary":[]}`},
+		[2]string{"response.output_item.done", `"output_index":0,"item":` + spliceRs2},
+		[2]string{"error", `"code":"server_error","message":"boom","param":null`},
+	)
+	r.up.Enqueue(upstreamfake.Reply{Raw: []byte(raw), ContentType: "text/event-stream"})
+	resp, b := post(t, r.http.URL+"/v1/responses", `{"model":"gpt-5","stream":true,"input":"hi"}`, map[string]string{HeaderSession: "held-error"})
+	if resp.StatusCode != 200 || string(b) != raw {
+		t.Fatalf("%d\n got %q\nwant %q", resp.StatusCode, b, raw)
+	}
+}
