@@ -274,8 +274,7 @@ func (f responsesJSON) shown(rounds []*jsonRound, stop string, hid bool, total u
 	}
 	model := modelView(vis, f.stripIDs)
 	if len(vis) == 0 && hid {
-		vis = []json.RawMessage{hiddenOnlyItem(hiddenOnlyID(gjson.GetBytes(last.data, "id").Str))}
-		model = hiddenOnlyView
+		vis, model = []json.RawMessage{hiddenOnlyItem()}, hiddenOnlyView
 	}
 	body, _ = sjson.SetRawBytes(last.data, "output", joinRaw("[", vis, "]"))
 	if stop != last.stop {

@@ -120,7 +120,7 @@ func (s *Server) streamResponses(ctx context.Context, e emitter, t *turn, resp *
 		replace = append(replace, stored)
 		model := modelView(visible, strip)
 		if len(visible) == 0 && (round > 1 || len(query) > 0) { // the client saw no item at all
-			item := hiddenOnlyItem(hiddenOnlyID(rs.firstID))
+			item := hiddenOnlyItem()
 			rs.emitMessage(item, hiddenOnlyText)
 			visible, model = append(visible, item), hiddenOnlyView
 		}
@@ -246,7 +246,7 @@ func (rs *responsesStream) emit(ev sseEvent, d gjson.Result, it *streamItem) {
 }
 
 // emitMessage sends the events of an assistant message item of one output_text part, whole
-// as item, at the next client output index.
+// as item, at the next client output index (item_id: its id, "" for none).
 func (rs *responsesStream) emitMessage(item json.RawMessage, text string) {
 	idx := rs.shown
 	rs.shown++
@@ -254,7 +254,7 @@ func (rs *responsesStream) emitMessage(item json.RawMessage, text string) {
 	at := fmt.Sprintf(`"item_id":%s,"output_index":%d,"content_index":0`, jsonStr(id), idx)
 	txt := string(jsonStr(text))
 	for _, ev := range [][2]string{
-		{"response.output_item.added", fmt.Sprintf(`"output_index":%d,"item":{"id":%s,"type":"message","status":"in_progress","content":[],"role":"assistant"}`, idx, jsonStr(id))},
+		{"response.output_item.added", fmt.Sprintf(`"output_index":%d,"item":{"type":"message","status":"in_progress","content":[],"role":"assistant"}`, idx)},
 		{"response.content_part.added", at + `,"part":{"type":"output_text","annotations":[],"text":""}`},
 		{"response.output_text.delta", at + `,"delta":` + txt + `,"logprobs":[]`},
 		{"response.output_text.done", at + `,"text":` + txt + `,"logprobs":[]`},

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -133,27 +132,16 @@ func responsesDigest(items []json.RawMessage) digester {
 	return dg
 }
 
-// hiddenOnlyItem is the assistant message item the client gets in place of an answer whose
-// every item the proxy hid (hiddenOnlyText), as an output item with id; without one (id "")
-// as the model's view holds it (hiddenOnlyView): no provider knows the id.
-func hiddenOnlyItem(id string) json.RawMessage {
-	var b strings.Builder
-	if id != "" {
-		b.WriteString(`{"id":` + string(jsonStr(id)) + `,"type":"message","status":"completed",`)
-	} else {
-		b.WriteString(`{"type":"message",`)
-	}
-	b.WriteString(`"role":"assistant","content":[{"type":"output_text","annotations":[],"text":` + string(jsonStr(hiddenOnlyText)) + `}]}`)
-	return json.RawMessage(b.String())
+// hiddenOnlyItem is the assistant message item the client gets, and the model's view holds,
+// in place of an answer whose every item the proxy hid (hiddenOnlyText). It has no id: one
+// the provider did not make would fail the request that sends the item back.
+func hiddenOnlyItem() json.RawMessage {
+	return json.RawMessage(`{"type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","annotations":[],"text":` +
+		string(jsonStr(hiddenOnlyText)) + `}]}`)
 }
 
 // hiddenOnlyView is the model's view of an answer whose every item the proxy hid.
-var hiddenOnlyView = modelView([]json.RawMessage{hiddenOnlyItem("")}, false)
-
-// hiddenOnlyID is the id of the hiddenOnlyItem of the response with id respID.
-func hiddenOnlyID(respID string) string {
-	return "msg_condense_" + strings.TrimPrefix(respID, "resp_")
-}
+var hiddenOnlyView = modelView([]json.RawMessage{hiddenOnlyItem()}, false)
 
 // responsesUsage reads a Responses usage object; input_tokens includes the cached tokens,
 // which usage.input does not.

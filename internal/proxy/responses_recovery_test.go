@@ -121,7 +121,8 @@ func TestResponsesAPIQueryMixedWithClientCalls(t *testing.T) {
 
 // TestResponsesAPIHiddenCallsNeverLeaveAnEmptyResponse: a query call the proxy hides without
 // answering at once (in-proxy answering off, or the answer cut off) leaves the client a
-// message item, never an empty output, and the next request goes out valid.
+// message item without id (none the provider made), never an empty output, and the next
+// request goes out valid.
 func TestResponsesAPIHiddenCallsNeverLeaveAnEmptyResponse(t *testing.T) {
 	cases := map[string]struct {
 		rounds int
@@ -139,7 +140,7 @@ func TestResponsesAPIHiddenCallsNeverLeaveAnEmptyResponse(t *testing.T) {
 				cs.user("what did the build print?")
 				r.up.Enqueue(tc.reply)
 				resp := cs.turn(t)
-				if fmt.Sprint(outputTypes(resp)) != "[message]" || resp.OutputText() != hiddenOnlyText || string(resp.Status) != tc.status {
+				if fmt.Sprint(outputTypes(resp)) != "[message]" || resp.OutputText() != hiddenOnlyText || string(resp.Status) != tc.status || resp.Output[0].ID != "" {
 					t.Fatalf("client saw %s", resp.RawJSON())
 				}
 				cs.user("go on")
