@@ -98,18 +98,23 @@ func storeOff(t *turn) bool {
 
 // modelView returns output items as the model's view holds them: one Responses assistant
 // message, a JSON array of the items (parseMessages spreads it), each item as the provider
-// sent it, except that with stripIDs its top-level "id" is removed, as a client that does not
-// store items sends them.
+// sent it — except with stripIDs (storeOff): the top-level "id" is removed, as a client that
+// does not store items sends them, and a reasoning item without encrypted_content, which
+// nothing could then bring back, is left out.
 func modelView(raws []json.RawMessage, stripIDs bool) json.RawMessage {
 	if stripIDs {
-		out := make([]json.RawMessage, len(raws))
-		for i, r := range raws {
-			out[i] = r
-			if gjson.GetBytes(r, "id").Exists() {
+		out := make([]json.RawMessage, 0, len(raws))
+		for _, r := range raws {
+			v := gjson.ParseBytes(r)
+			if v.Get("type").Str == "reasoning" && v.Get("encrypted_content").Str == "" {
+				continue
+			}
+			if v.Get("id").Exists() {
 				if b, err := sjson.DeleteBytes(r, "id"); err == nil {
-					out[i] = b
+					r = b
 				}
 			}
+			out = append(out, r)
 		}
 		raws = out
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // codexTools are tools as Codex CLI sends them: a function tool, a namespace of tools and a
@@ -32,6 +33,7 @@ const codexNamespaceTool = `{"type":"namespace","name":"mcp__fs","description":"
 // output items it gets back are sent again without their ids (as Codex serializes them).
 type codexSession struct {
 	c      *openai.Client
+	up     *upstreamfake.Server
 	items  []json.RawMessage
 	stream bool
 	// keepIDs sends output items back as they came (ids included) and leaves store unset,
@@ -40,7 +42,7 @@ type codexSession struct {
 }
 
 func (r *rig) codex(session string, stream bool) *codexSession {
-	return &codexSession{c: r.openai(session), stream: stream,
+	return &codexSession{c: r.openai(session), up: r.up, stream: stream,
 		items: []json.RawMessage{json.RawMessage(`{"type":"message","role":"developer","content":[{"type":"input_text","text":"<permissions>sandboxed</permissions>"}]}`)}}
 }
 
@@ -71,10 +73,17 @@ func (cs *codexSession) output(callID, text string) {
 	cs.items = append(cs.items, b)
 }
 
-// turn sends the items and appends the output items the client got.
+// turn sends the items and appends the output items the client got; every request the
+// provider received meanwhile must be valid.
 func (cs *codexSession) turn(t *testing.T) *responses.Response {
 	t.Helper()
+	before := len(cs.up.Requests())
 	resp := rTurn(t, cs.c, cs.params(), cs.stream)
+	for _, rec := range cs.up.Requests()[before:] {
+		if rec.Format == upstreamfake.Responses {
+			mustValid(t, wire.Responses, rec.Body)
+		}
+	}
 	for _, o := range resp.Output {
 		raw := []byte(o.RawJSON())
 		if !cs.keepIDs {

@@ -193,3 +193,24 @@ func TestResponsesAPIErrorEventAfterHeldReasoning(t *testing.T) {
 		t.Fatalf("%d\n got %q\nwant %q", resp.StatusCode, b, raw)
 	}
 }
+
+// TestResponsesAPIContinuationWithoutStore: for a request with "store": false the
+// continuation sends the model's items without their ids, and leaves out a reasoning item
+// without encrypted_content (nothing could bring it back); the client still sees one answer.
+func TestResponsesAPIContinuationWithoutStore(t *testing.T) {
+	r := newRig(t, nil, nil, nil)
+	r.up.Enqueue(
+		upstreamfake.Reply{Raw: []byte(`{"id":"resp_s1","object":"response","status":"completed","output":[{"id":"rs_s","type":"reasoning","summary":[]},` + spliceQuery + `],"usage":{"input_tokens":10,"output_tokens":5}}`)},
+		upstreamfake.Reply{Raw: []byte(`{"id":"resp_s2","object":"response","status":"completed","output":[` + spliceMsg2 + `],"usage":{"input_tokens":20,"output_tokens":6}}`)},
+	)
+	resp, b := post(t, r.http.URL+"/v1/responses", `{"model":"gpt-5","store":false,"input":"what does line 42 say?"}`, map[string]string{HeaderSession: "no-store"})
+	if resp.StatusCode != 200 || gjson.GetBytes(b, "output").Raw != "["+spliceMsg2+"]" {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	rec, _ := lastModelRequest(t, r.up, wire.Responses)
+	items := gjson.GetBytes(rec.Body, "input").Array()
+	if len(items) != 3 || items[1].Get("type").Str != "function_call" || items[1].Get("id").Exists() || items[1].Get("call_id").Str != "call_q" ||
+		items[1].Get("arguments").Raw != gjson.Get(spliceQuery, "arguments").Raw || items[2].Get("type").Str != "function_call_output" {
+		t.Fatalf("continuation input: %s", gjson.GetBytes(rec.Body, "input").Raw)
+	}
+}
