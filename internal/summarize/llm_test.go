@@ -110,41 +110,58 @@ var effortCases = []struct {
 	{ThinkingXHigh, "xhigh", 4096 + 32768},
 }
 
+// TestOpenAIRequestShapePerThinking: a Chat Completions endpoint gets one streamed POST
+// {base}/chat/completions, a Responses one a streamed POST {base}/responses (the prompt as
+// input, the system prompt as instructions, nothing stored); the thinking level is their
+// reasoning effort with its allowance in the output token cap, and the usage is split into
+// uncached and cached input.
 func TestOpenAIRequestShapePerThinking(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	for _, c := range effortCases {
-		t.Run(string(c.th)+"_", func(t *testing.T) {
-			up.Reset()
-			up.Enqueue(upstreamfake.Reply{Text: "- [[1:bash]] listed files", Usage: upstreamfake.Usage{InputTokens: 700, OutputTokens: 30, CacheReadTokens: 300}})
-			l := newLLM(t, OpenAI, up.URL, c.th, time.Second, 5*time.Second)
-			res, err := l.Summarize(context.Background(), batchReq("b1"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Text != "- [[1:bash]] listed files" {
-				t.Fatalf("text %q", res.Text)
-			}
-			// The fake reports prompt_tokens = uncached + cached; we keep them apart.
-			if res.Usage.InputTokens != 700 || res.Usage.CacheReadTokens != 300 || res.Usage.OutputTokens != 30 {
-				t.Fatalf("usage %+v", res.Usage)
-			}
-			r, _ := up.Last()
-			if r.Path != "/v1/chat/completions" || r.Header.Get("Authorization") != "Bearer sk-test" {
-				t.Fatalf("path %s headers %v", r.Path, r.Header)
-			}
-			b := gjson.ParseBytes(r.Body)
-			eff := b.Get("reasoning_effort")
-			if c.effort == "" && eff.Exists() || c.effort != "" && eff.String() != c.effort {
-				t.Fatalf("reasoning_effort %s want %q", eff.Raw, c.effort)
-			}
-			if b.Get("max_completion_tokens").Int() != c.max || !b.Get("stream").Bool() || !b.Get("stream_options.include_usage").Bool() {
-				t.Fatalf("body %s", r.Body)
-			}
-			if b.Get("messages.0.role").String() != "system" || b.Get("messages.1.role").String() != "user" || b.Get("thinking").Exists() {
-				t.Fatalf("body %s", r.Body)
-			}
-		})
+	for _, f := range []Format{OpenAI, Responses} {
+		for _, c := range effortCases {
+			t.Run(string(f)+"/"+string(c.th)+"_", func(t *testing.T) {
+				up.Reset()
+				up.Enqueue(upstreamfake.Reply{Thinking: "let me see", Text: "- [[1:bash]] listed files", Usage: upstreamfake.Usage{InputTokens: 700, OutputTokens: 30, CacheReadTokens: 300}})
+				l := newLLM(t, f, up.URL, c.th, time.Second, 5*time.Second)
+				res, err := l.Summarize(context.Background(), batchReq("b1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Text != "- [[1:bash]] listed files" || res.Model != string(f)+"/claude-sonnet-4-5" {
+					t.Fatalf("text %q model %s", res.Text, res.Model)
+				}
+				// The fake reports the input tokens as uncached + cached; we keep them apart.
+				if res.Usage.InputTokens != 700 || res.Usage.CacheReadTokens != 300 || res.Usage.OutputTokens != 30 {
+					t.Fatalf("usage %+v", res.Usage)
+				}
+				r, _ := up.Last()
+				b := gjson.ParseBytes(r.Body)
+				path, eff, max := "/v1/chat/completions", b.Get("reasoning_effort"), b.Get("max_completion_tokens")
+				if f == Responses {
+					path, eff, max = "/v1/responses", b.Get("reasoning.effort"), b.Get("max_output_tokens")
+				}
+				if r.Path != path || r.Header.Get("Authorization") != "Bearer sk-test" {
+					t.Fatalf("path %s headers %v", r.Path, r.Header)
+				}
+				if c.effort == "" && (eff.Exists() || b.Get("reasoning").Exists()) || c.effort != "" && eff.String() != c.effort {
+					t.Fatalf("reasoning effort %s want %q", eff.Raw, c.effort)
+				}
+				if max.Int() != c.max || !b.Get("stream").Bool() || b.Get("thinking").Exists() {
+					t.Fatalf("body %s", r.Body)
+				}
+				switch f {
+				case OpenAI:
+					if !b.Get("stream_options.include_usage").Bool() || b.Get("messages.0.role").String() != "system" || b.Get("messages.1.role").String() != "user" {
+						t.Fatalf("body %s", r.Body)
+					}
+				case Responses:
+					if b.Get("store").Raw != "false" || b.Get("input").String() != batchReq("b1").Prompt || b.Get("instructions").String() != "be brief" || b.Get("messages").Exists() {
+						t.Fatalf("body %s", r.Body)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -248,6 +265,13 @@ func TestFailureClassification(t *testing.T) {
 		{"422-openai", OpenAI, upstreamfake.Reply{Status: 422, ErrorType: "invalid_request_error", ErrorMessage: "unprocessable"}, KindRejected, 422},
 		{"408", Anthropic, upstreamfake.Reply{Status: 408, ErrorType: "timeout_error", ErrorMessage: "request timeout"}, KindTransient, 408},
 		{"empty-text", Anthropic, upstreamfake.Reply{Text: " \n"}, KindUnusable, 0},
+		{"429-responses", Responses, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
+		{"400-responses", Responses, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "bad input"}, KindRejected, 400},
+		{"incomplete-responses", Responses, upstreamfake.Reply{Text: "cut", Stop: "max_output_tokens"}, KindUnusable, 0},
+		{"empty-responses", Responses, upstreamfake.Reply{Text: " "}, KindUnusable, 0},
+		{"failed-responses", Responses, sse("event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}},\"sequence_number\":0}\n\n"), KindTransient, 0},
+		{"error-event-responses", Responses, sse("event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\",\"param\":null,\"sequence_number\":0}\n\n"), KindTransient, 0},
+		{"truncated-responses", Responses, sse("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"half\",\"sequence_number\":0}\n\n"), KindTransient, 0},
 		{"max-tokens", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"cut\"}}\n\n" +
