@@ -349,7 +349,7 @@ func (s *Server) waitForLease(ctx context.Context, t *turn, snap *store.Snapshot
 // response's last bytes go out, so the client's next request finds the flush under way (and
 // waits for it up to flushWaitTimeout).
 func (s *Server) onFinal(t *turn, out *outcome) {
-	if t.open != "" || s.opt.Store == nil {
+	if !t.stored() || t.side || s.opt.Store == nil {
 		return
 	}
 	if out.final && s.opt.Flusher != nil && !s.opt.Trigger.OnDemand && len(out.viewTail) > 0 {

@@ -22,6 +22,10 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 		s.met.Bytes.WithLabelValues("after").Add(float64(t.body.Len()))
 		return
 	}
+	if t.opening {
+		s.prepareOpening(t)
+		return
+	}
 	s.waitLocalFlush(ctx, t) // before loading, so a flush ending meanwhile is seen
 	snap, known, err := s.loadKnown(ctx, t.sid)
 	if err != nil {
@@ -57,7 +61,7 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 	s.render(t)
 	t.clock.done(phaseRender)
 
-	if !t.ep.countsTokens() && s.opt.Flusher != nil {
+	if !t.ep.countsTokens() && !t.side && s.opt.Flusher != nil {
 		defer t.clock.done(phaseFlush)
 		if trig, opts := s.dueTrigger(t); trig != "" {
 			var body []byte
@@ -75,6 +79,16 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 				}
 			}
 		}
+	}
+}
+
+// prepareOpening renders a conversation's opening request with an empty state (it only adds
+// the query tool, so the next request's prefix starts the same): there is nothing to load.
+func (s *Server) prepareOpening(t *turn) {
+	t.snap, t.state = &store.Snapshot{}, pruner.NewState()
+	if view, err := s.buildView(t); err == nil {
+		t.view = view
+		s.render(t)
 	}
 }
 
@@ -173,14 +187,14 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 }
 
 // buildView returns the model's view of the client request: hidden exchanges re-inserted
-// (reinsert) and the context_tree_query tool added, except to a request of several choices
-// (OpenAI n > 1) whose history holds no query call.
+// (reinsert) and the context_tree_query tool added, except to a request that offers no tools
+// or asks for several choices (OpenAI n > 1), unless its history holds a query call.
 func (s *Server) buildView(t *turn) (*wire.Request, error) {
 	req, err := s.reinsert(t)
 	if err != nil {
 		return nil, err
 	}
-	if !s.opt.DisableQueryTool && (!manyChoices(t) || callsQueryTool(req)) {
+	if !s.opt.DisableQueryTool && (!manyChoices(t) && !t.side || callsQueryTool(req)) {
 		has := false
 		for _, tl := range req.Tools {
 			if tl.Name == pruner.QueryToolName {

@@ -36,7 +36,12 @@ type turn struct {
 	state  *pruner.State
 	splice *spliceSet
 	open   string // non-empty: failing open for this reason (forward the client bytes)
-	t0     time.Time
+	// opening is a conversation's first request under a conversation key: no stored session.
+	opening bool
+	// side is a request that offers no tools (a title, a summary, a token count): no query
+	// tool is added, and it neither triggers flushes nor moves the session's last values.
+	side bool
+	t0   time.Time
 	// at is when the request arrived by the server's clock (Options.Now).
 	at time.Time
 	// flushWait is the total time the request may wait for flushes (FlushWaitTimeout).
@@ -84,8 +89,8 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 			return
 		}
 	}
-	var src SessionSource
-	t.sid, src = s.sessionOf(f, r.Header, body)
+	id := s.sessionOf(f, r.Header, body)
+	t.sid, t.opening = id.sid, id.opening
 	req, err := s.parses.parse(f, t.sid, body)
 	if err != nil {
 		code = http.StatusBadRequest
@@ -93,16 +98,17 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		return
 	}
 	t.client = req
+	t.side = len(req.Tools) == 0
 	t.log = s.log.With("session", t.sid, "endpoint", string(ep))
 	if len(s.opt.SessionSecret) > 0 && !config.VerifySessionToken(s.opt.SessionSecret, t.sid, r.Header.Get(HeaderToken)) {
 		code = http.StatusUnauthorized
-		t.log.Warn("rejected request without a valid session token", "source", string(src))
+		t.log.Warn("rejected request without a valid session token", "source", string(id.src))
 		writeError(w, f, code, "invalid_session_token", "condense proxy: missing or invalid "+HeaderToken+" for this session")
 		return
 	}
 	s.parses.put(f, t.sid, req)
 	if err := store.ValidateSessionID(t.sid); err != nil {
-		if src == SourceHeader {
+		if id.src == SourceHeader {
 			code = http.StatusBadRequest
 			writeError(w, f, code, "invalid_session_id", "condense proxy: invalid "+HeaderSession+": "+err.Error())
 			return
@@ -112,7 +118,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 	t.clock.done(phaseParse)
 
 	s.prepare(r.Context(), t)
-	if !ep.countsTokens() && t.open == "" {
+	if !ep.countsTokens() && t.open == "" && !t.opening && !t.side {
 		s.noteRequest(t)
 	}
 	s.observeOwnTime(t)
@@ -147,6 +153,10 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request, f wire.Form
 		s.afterResponse(t, out)
 	})
 }
+
+// stored reports whether the request belongs to a stored session: it is not failing open and
+// not a conversation's opening request.
+func (t *turn) stored() bool { return t.open == "" && !t.opening }
 
 // bodyDeadline bounds reading the request body (BodyReadTimeout); net/http lifts the deadline
 // once the body is read, so it never bounds the response.

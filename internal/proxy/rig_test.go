@@ -132,6 +132,10 @@ func bigOutput(tag string, lines int) string {
 var bashTool = anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{Name: "bash", Description: anthropic.String("run a shell command"),
 	InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"cmd": map[string]any{"type": "string"}}}}}
 
+// oTools is the tool an OpenAI test agent offers (a request without tools is a side request).
+var oTools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "bash",
+	Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"cmd": map[string]any{"type": "string"}}}})}
+
 func aParams(msgs []anthropic.MessageParam) anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{Model: "claude-sonnet-test", MaxTokens: 1024, System: []anthropic.TextBlockParam{{Text: "You are a coding agent."}},
 		Tools: []anthropic.ToolUnionParam{bashTool}, Messages: msgs}

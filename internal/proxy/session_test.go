@@ -23,10 +23,10 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// sessionID is sessionOfBody without the namespace.
+// sessionID is identify's session id and source.
 func sessionID(f wire.Format, h http.Header, body []byte) (string, SessionSource) {
-	sid, src, _ := sessionOfBody(f, h, body)
-	return sid, src
+	id := identify(f, h, body)
+	return id.sid, id.src
 }
 
 // TestBodyFieldsAreANamespace: Anthropic metadata.user_id and OpenAI user / prompt_cache_key
@@ -42,10 +42,11 @@ func TestBodyFieldsAreANamespace(t *testing.T) {
 		}
 		return []byte(`{` + field + `"system":"sys","messages":[` + msgs + `]}`)
 	}
-	a1, src := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build"))
-	a2, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build", `{"role":"assistant","content":"done"}`, `{"role":"user","content":"thanks"}`))
-	b1, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "write the docs"))
-	c1, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u2"},`, "fix the build"))
+	done, thanks := `{"role":"assistant","content":"done"}`, `{"role":"user","content":"thanks"}`
+	a1, src := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build", done, thanks))
+	a2, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build", done, thanks, `{"role":"assistant","content":"np"}`, `{"role":"user","content":"more"}`))
+	b1, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "write the docs", done, thanks))
+	c1, _ := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u2"},`, "fix the build", done, thanks))
 	if src != SourceMetadata || a1 != a2 || a1 == b1 || a1 == c1 || !strings.HasPrefix(a1, "u1:") || store.ValidateSessionID(a1) != nil {
 		t.Fatalf("anthropic: %s (%s) %s %s %s", a1, src, a2, b1, c1)
 	}
@@ -59,8 +60,8 @@ func TestBodyFieldsAreANamespace(t *testing.T) {
 			t.Fatalf("openai %s: %s (%s) %s", field, x, src, y)
 		}
 	}
-	if x, _ := sessionID(wire.OpenAI, h, oconv(`"user":"u","prompt_cache_key":"pk",`, "go")); !strings.HasPrefix(x, "u:") {
-		t.Fatalf("user is the namespace before prompt_cache_key: %s", x)
+	if x, _ := sessionID(wire.OpenAI, h, oconv(`"user":"u","prompt_cache_key":"pk",`, "go")); !strings.HasPrefix(x, "pk:") {
+		t.Fatalf("prompt_cache_key is the namespace before user: %s", x)
 	}
 	h.Set(HeaderSession, "exact")
 	if id, src := sessionID(wire.Anthropic, h, conv(`"metadata":{"user_id":"u1"},`, "fix the build")); id != "exact" || src != SourceHeader {
@@ -278,15 +279,10 @@ var sessionFieldSeeds = []string{
 	`[]`, ``, `{"user":7,"prompt_cache_key":"k"}`,
 }
 
-// sessionOfBodyLenient is sessionOfBody reading the body with gjson alone, as before
-// wire.TopLevel: the reference the scanner's reading must match.
-func sessionOfBodyLenient(f wire.Format, body []byte) (string, SessionSource, string) {
-	bf := readBodyFieldsLenient(body)
-	ns, src := bf.namespace(f)
-	if ns == "" {
-		return "d-" + bf.conversationHash(f), SourceDerived, ""
-	}
-	return ns + ":" + bf.conversationHash(f), src, ns
+// identifyLenient is identify reading the body with gjson alone, as before wire.TopLevel: the
+// reference the scanner's reading must match.
+func identifyLenient(f wire.Format, body []byte) identity {
+	return identifyBody(f, readBodyFieldsLenient(body))
 }
 
 // TestSessionFieldsScannerMatchesGjson: reading the session's members with the wire scanner
@@ -300,11 +296,9 @@ func TestSessionFieldsScannerMatchesGjson(t *testing.T) {
 		if _, err := wire.TopLevel([]byte(b), bodyFieldNames...); json.Valid([]byte(b)) && utf8.ValidString(b) && strings.HasPrefix(b, "{") && err != nil {
 			t.Errorf("%.80q: the scanner refused a valid object (%v), so the gjson fallback read it", b, err)
 		}
-		for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
-			id, src, ns := sessionOfBody(f, http.Header{}, []byte(b))
-			wid, wsrc, wns := sessionOfBodyLenient(f, []byte(b))
-			if id != wid || src != wsrc || ns != wns {
-				t.Errorf("%s %.80q: %s %s %q, want %s %s %q", f, b, id, src, ns, wid, wsrc, wns)
+		for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI, wire.Responses} {
+			if id, want := identify(f, http.Header{}, []byte(b)), identifyLenient(f, []byte(b)); id != want {
+				t.Errorf("%s %.80q: %+v, want %+v", f, b, id, want)
 			}
 		}
 	}
@@ -317,11 +311,9 @@ func FuzzSessionFields(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, fm := range []wire.Format{wire.Anthropic, wire.OpenAI} {
-			id, src, ns := sessionOfBody(fm, http.Header{}, body)
-			wid, wsrc, wns := sessionOfBodyLenient(fm, body)
-			if id != wid || src != wsrc || ns != wns {
-				t.Fatalf("%s: %s %s %q, want %s %s %q", fm, id, src, ns, wid, wsrc, wns)
+		for _, fm := range []wire.Format{wire.Anthropic, wire.OpenAI, wire.Responses} {
+			if id, want := identify(fm, http.Header{}, body), identifyLenient(fm, body); id != want {
+				t.Fatalf("%s: %+v, want %+v", fm, id, want)
 			}
 		}
 	})
@@ -396,12 +388,14 @@ func TestOpenAISessionTokenErrorIsOpenAIShaped(t *testing.T) {
 
 func TestSessionIDDerivation(t *testing.T) {
 	h := http.Header{}
-	a := []byte(`{"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"first"}]}`)
-	b := []byte(`{"system":"sys","messages":[{"role":"user","content":[{"type":"text","text":"first"}]},{"role":"assistant","content":"x"}]}`)
+	a := []byte(`{"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"}]}`)
+	b := []byte(`{"system":"sys","messages":[{"role":"user","content":[{"type":"text","text":"first"}]},{"role":"assistant","content":[{"type":"text","text":"x"}]},{"role":"user","content":"more"}]}`)
+	c := []byte(`{"system":"another system prompt, a day later","messages":[{"role":"user","content":"first"},{"role":"assistant","content":"x"}]}`)
 	ida, src := sessionID(wire.Anthropic, h, a)
 	idb, _ := sessionID(wire.Anthropic, h, b)
-	if src != SourceDerived || ida != idb {
-		t.Fatalf("derived ids differ: %s %s", ida, idb)
+	idc, _ := sessionID(wire.Anthropic, h, c)
+	if src != SourceDerived || ida != idb || ida != idc {
+		t.Fatalf("derived ids differ: %s %s %s", ida, idb, idc)
 	}
 	if id, src := sessionID(wire.Anthropic, h, []byte(`{"metadata":{"user_id":"u1"},"messages":[]}`)); !strings.HasPrefix(id, "u1:") || src != SourceMetadata {
 		t.Fatal(id, src)
@@ -409,7 +403,7 @@ func TestSessionIDDerivation(t *testing.T) {
 	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "pk:") {
 		t.Fatal(id)
 	}
-	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "u:") {
+	if id, _ := sessionID(wire.OpenAI, h, []byte(`{"user":"u","prompt_cache_key":"pk","messages":[]}`)); !strings.HasPrefix(id, "pk:") {
 		t.Fatal(id)
 	}
 	h.Set(HeaderSession, "hdr")

@@ -158,7 +158,7 @@ func (s *Server) saveSplice(ctx context.Context, t *turn, sp *splice) error {
 // persistSplice stores a hidden exchange before the response completes, so the client's
 // next request (on any replica) finds it.
 func (s *Server) persistSplice(ctx context.Context, t *turn, sp *splice) {
-	if s.opt.Store == nil || t.open != "" {
+	if s.opt.Store == nil || !t.stored() {
 		return
 	}
 	c, cancel := s.storeCtx(context.WithoutCancel(ctx))

@@ -50,7 +50,7 @@ func (s *Server) sessionStats(t *turn, u usage) *store.StatsUpdate {
 	s.met.UsageTokens.WithLabelValues("output").Add(float64(u.output))
 	s.met.UsageTokens.WithLabelValues("cache_read").Add(float64(u.cacheRead))
 	s.met.UsageTokens.WithLabelValues("cache_creation").Add(float64(u.cacheCreation))
-	if s.opt.Store == nil || t.ep.countsTokens() || t.open == "session-id" {
+	if s.opt.Store == nil || t.ep.countsTokens() || t.open == "session-id" || t.opening {
 		return nil
 	}
 	before, after := len(t.client.Raw()), t.body.Len()
@@ -68,7 +68,7 @@ func (s *Server) sessionStats(t *turn, u usage) *store.StatsUpdate {
 	if t.open != "" {
 		st.Incr[statFailOpen] = 1
 	}
-	if t.snap != nil {
+	if t.snap != nil && !t.side {
 		// Nothing is computed from the snapshot this request loaded and written back: another
 		// request of the session may have written meanwhile. Last values are set, the request
 		// count of the context is incremented (set to 1 where the context starts over), and

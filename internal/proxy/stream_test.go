@@ -267,13 +267,13 @@ func TestTruncatedAnswerKeepsItsStopReason(t *testing.T) {
 				} else {
 					c := r.openai("trunc")
 					msgs := []openai.ChatCompletionMessageParamUnion{openai.UserMessage("explain")}
-					cc := oTurn(t, c, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs}, stream)
+					cc := oTurn(t, c, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs, Tools: oTools}, stream)
 					ch := cc.Choices[0]
 					if ch.FinishReason != "length" || ch.Message.Content != "Partial answer" || len(ch.Message.ToolCalls) != 0 {
 						t.Fatalf("client saw %+v finish=%s", ch.Message, ch.FinishReason)
 					}
 					msgs = append(msgs, ch.Message.ToParam(), openai.UserMessage("go on"))
-					oTurn(t, c, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs}, stream)
+					oTurn(t, c, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs, Tools: oTools}, stream)
 				}
 				rec, _ := lastModelRequest(t, r.up, f)
 				if strings.Contains(string(rec.Body), "call_cut") {
@@ -343,13 +343,14 @@ func TestUpstreamUnreachableIs502(t *testing.T) {
 
 // TestNoQueryToolForSeveralChoices: a request of several choices (n > 1), whose response is
 // relayed untouched, is not offered context_tree_query (its calls would never be answered);
-// a request of one choice is.
+// a request of one choice is, when it offers tools; one that offers none (a side request) is not.
 func TestNoQueryToolForSeveralChoices(t *testing.T) {
 	r := newRig(t, nil, nil, nil)
+	const tools = `"tools":[{"type":"function","function":{"name":"bash","parameters":{"type":"object"}}}],`
 	for _, tc := range []struct {
 		n    string
 		tool bool
-	}{{`"n":2,`, false}, {`"n":1,`, true}, {``, true}} {
+	}{{tools + `"n":2,`, false}, {tools + `"n":1,`, true}, {tools, true}, {``, false}, {`"tools":[],`, false}} {
 		r.up.Enqueue(upstreamfake.Reply{Text: "fine"})
 		body := `{"model":"gpt-4o",` + tc.n + `"messages":[{"role":"user","content":"hi"}]}`
 		if resp, b := post(t, r.http.URL+"/v1/chat/completions", body, map[string]string{HeaderSession: "choices-tools"}); resp.StatusCode != 200 {
