@@ -92,6 +92,7 @@ func checkSession(t *testing.T, r *rig, m *model) {
 	checkPassThrough(t, all)
 	checkRecovery(t, r, m, conv)
 	checkStreaming(t, m)
+	checkShrunk(t, r, 1)
 	checkOneSession(t, r, all)
 }
 
@@ -340,5 +341,21 @@ func checkOneSession(t *testing.T, r *rig, all []sent) {
 	}
 	if len(names) != 1 {
 		t.Errorf("the store holds %d sessions with requests, want 1: %q", len(names), names)
+	}
+}
+
+// checkShrunk: the last conversation request the provider received is at most max of what the
+// agent sent for it (1 only logs the ratio).
+func checkShrunk(t *testing.T, r *rig, max float64) {
+	t.Helper()
+	conv := conversation(collect(t, r))
+	if len(conv) == 0 {
+		return
+	}
+	last := conv[len(conv)-1]
+	ratio := float64(len(last.rec.Body)) / float64(len(last.client.Body))
+	t.Logf("last request: the agent sent %d bytes, the provider got %d (%.0f %%)", len(last.client.Body), len(last.rec.Body), 100*ratio)
+	if ratio > max {
+		t.Errorf("the last request is %.0f %% of what the agent sent, want at most %.0f %%", 100*ratio, 100*max)
 	}
 }

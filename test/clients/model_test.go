@@ -26,11 +26,12 @@ type step struct {
 
 // plan is the scripted session: prompt n (1-based, marked "[Pn]" in its text) makes the tool
 // calls of plan[n-1], then gives a final answer. 16 tool rounds over three prompts, one of
-// them a failing command and one a context_tree_query call.
+// them a failing command and one a context_tree_query call; the large outputs come in the
+// first two prompts, so the last requests show what pruning them saves.
 var plan = [][]step{
-	{{read: "alpha.go"}, {read: "beta.go"}, {shell: "ls -la"}, {read: "gamma.go"}, {shell: "grep -n func delta.go"}},
-	{{read: "delta.go"}, {shell: "cat no-such-file.txt"}, {read: "epsilon.go"}, {query: true}, {shell: "wc -l alpha.go beta.go"}},
-	{{read: "zeta.go"}, {read: "eta.go"}, {shell: "head -n 5 gamma.go"}, {read: "theta.go"}, {shell: "tail -n 3 beta.go"}, {read: "alpha.go"}},
+	{{read: "alpha.go"}, {read: "beta.go"}, {shell: "ls -la"}, {read: "gamma.go"}, {shell: "grep -n func delta.go"}, {read: "delta.go"}},
+	{{read: "epsilon.go"}, {shell: "cat no-such-file.txt"}, {read: "zeta.go"}, {query: true}, {shell: "wc -l alpha.go beta.go"}, {read: "eta.go"}},
+	{{shell: "head -n 5 gamma.go"}, {shell: "tail -n 3 beta.go"}, {shell: "wc -c alpha.go"}, {shell: "ls"}},
 }
 
 // prompt returns the text of prompt n.
@@ -81,6 +82,8 @@ func formatOfPath(path string) (wire.Format, bool) {
 		return wire.Anthropic, true
 	case strings.HasSuffix(path, "/v1/chat/completions"):
 		return wire.OpenAI, true
+	case strings.HasSuffix(path, "/v1/responses"):
+		return wire.Responses, true
 	}
 	return 0, false
 }
@@ -201,7 +204,7 @@ func (m *model) release(seq int) {
 	}
 }
 
-// scratchRepo writes the files the plan reads: Go sources of about 6 KB, each with a marker
+// scratchRepo writes the files the plan reads: Go sources of about 16 KB, each with a marker
 // line in its middle that no summary of its first and last lines shows.
 func scratchRepo(t *testing.T) string {
 	t.Helper()
@@ -209,8 +212,8 @@ func scratchRepo(t *testing.T) string {
 	for _, name := range []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"} {
 		var b strings.Builder
 		fmt.Fprintf(&b, "package %s\n\n", name)
-		for i := range 120 {
-			if i == 60 {
+		for i := range 300 {
+			if i == 150 {
 				fmt.Fprintf(&b, "// %s\n", marker(name))
 			}
 			fmt.Fprintf(&b, "func %s%03d(x int) int { return x*%d + %d }\n", name, i, i+3, i*7)
