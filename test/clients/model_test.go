@@ -25,13 +25,14 @@ type step struct {
 }
 
 // plan is the scripted session: prompt n (1-based, marked "[Pn]" in its text) makes the tool
-// calls of plan[n-1], then gives a final answer. 16 tool rounds over three prompts, one of
-// them a failing command and one a context_tree_query call; the large outputs come in the
-// first two prompts, so the last requests show what pruning them saves.
+// calls of plan[n-1], then gives a final answer. 17 tool rounds over four prompts, an agent
+// reading its way through a repository: one failing command, one context_tree_query call, and
+// a short last prompt, so its requests show what pruning the earlier prompts' outputs saves.
 var plan = [][]step{
 	{{read: "alpha.go"}, {read: "beta.go"}, {shell: "ls -la"}, {read: "gamma.go"}, {shell: "grep -n func delta.go"}, {read: "delta.go"}},
-	{{read: "epsilon.go"}, {shell: "cat no-such-file.txt"}, {read: "zeta.go"}, {query: true}, {shell: "wc -l alpha.go beta.go"}, {read: "eta.go"}},
-	{{shell: "head -n 5 gamma.go"}, {shell: "tail -n 3 beta.go"}, {shell: "wc -c alpha.go"}, {shell: "ls"}},
+	{{read: "epsilon.go"}, {shell: "cat no-such-file.txt"}, {read: "zeta.go"}, {read: "eta.go"}, {shell: "grep -n return theta.go"}, {read: "theta.go"}},
+	{{read: "iota.go"}, {query: true}, {read: "kappa.go"}, {read: "lambda.go"}},
+	{{shell: "wc -l alpha.go beta.go"}},
 }
 
 // prompt returns the text of prompt n.
@@ -209,7 +210,7 @@ func (m *model) release(seq int) {
 func scratchRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, name := range []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"} {
+	for _, name := range []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda"} {
 		var b strings.Builder
 		fmt.Fprintf(&b, "package %s\n\n", name)
 		for i := range 300 {

@@ -12,6 +12,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	ooption "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/condense-dev/condense/internal/upstreamfake"
@@ -171,6 +172,69 @@ func TestOpenAIChatSDK(t *testing.T) {
 			for _, tc := range msg.ToolCalls {
 				out, _ := runTool(repo, tc.Function.Name, []byte(tc.Function.Arguments))
 				msgs = append(msgs, openai.ToolMessage(out, tc.ID))
+			}
+		}
+	}
+	checkSession(t, r, m)
+}
+
+// TestOpenAIResponsesSDK runs a four-prompt agent loop with openai-go's Responses client through
+// the proxy, streaming the second prompt; the model's output items go back as input as sent.
+func TestOpenAIResponsesSDK(t *testing.T) {
+	repo := scratchRepo(t)
+	m := newModel(t, repo, sdkTools)
+	r := startRig(t, m.respond)
+	r.tap.onFirst = m.release
+	ctx := sdkContext(t)
+	c := openai.NewClient(ooption.WithBaseURL(r.URL()+"/v1/"), ooption.WithAPIKey("sk-condense-test"), ooption.WithMaxRetries(0))
+	var tools []responses.ToolUnionParam
+	for _, name := range []string{"read", "bash"} {
+		tools = append(tools, responses.ToolParamOfFunction(name, sdkSchemas[name], false))
+	}
+	var input responses.ResponseInputParam
+	for n := 1; n <= len(plan); n++ {
+		input = append(input, responses.ResponseInputItemParamOfMessage(prompt(n), responses.EasyInputMessageRoleUser))
+		for round := 0; ; round++ {
+			if round > 20 {
+				t.Fatalf("P%d does not end", n)
+			}
+			params := responses.ResponseNewParams{Model: "gpt-5.4", Tools: tools, Instructions: openai.String(sdkSystem),
+				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}}
+			var resp responses.Response
+			if n == 2 {
+				st := c.Responses.NewStreaming(ctx, params)
+				for st.Next() {
+					if ev := st.Current(); ev.Type == "response.completed" {
+						resp = ev.Response
+					}
+				}
+				if err := st.Err(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				got, err := c.Responses.New(ctx, params)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp = *got
+			}
+			calls := 0
+			for _, item := range resp.Output {
+				var in responses.ResponseInputItemUnionParam
+				if err := json.Unmarshal([]byte(item.RawJSON()), &in); err != nil {
+					t.Fatalf("output item as input: %v", err)
+				}
+				input = append(input, in)
+				if item.Type == "function_call" {
+					calls++
+					out, _ := runTool(repo, item.Name, []byte(item.Arguments.OfString))
+					o := responses.ResponseInputItemParamOfFunctionCallOutput(out)
+					o.OfFunctionCallOutput.CallID = openai.String(item.CallID)
+					input = append(input, o)
+				}
+			}
+			if calls == 0 {
+				break
 			}
 		}
 	}
