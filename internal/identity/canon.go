@@ -7,7 +7,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/condense-dev/condense/internal/wire"
+	"github.com/condense-dev/condense/internal/jsonesc"
 )
 
 // maxCanonDepth bounds recursion; deeper input is returned unchanged like invalid JSON.
@@ -351,7 +351,7 @@ func appendString(dst, s []byte) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		dst = wire.AppendEscapedASCII(dst, ch)
+		dst = jsonesc.AppendEscapedASCII(dst, ch)
 		i++
 		start = i
 	}

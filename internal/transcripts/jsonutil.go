@@ -12,7 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/condense-dev/condense/internal/wire"
+	"github.com/condense-dev/condense/internal/jsonesc"
 )
 
 // validJSON reports whether b is one valid JSON value.
@@ -47,7 +47,7 @@ func appendJSONString(dst []byte, s string) []byte {
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			dst = wire.AppendEscapedASCII(dst, c)
+			dst = jsonesc.AppendEscapedASCII(dst, c)
 			i++
 			start = i
 			continue

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"unicode/utf8"
+
+	"github.com/condense-dev/condense/internal/jsonesc"
 )
 
 // MaxDepth is the deepest nesting of JSON arrays and objects Parse accepts; deeper input is
@@ -406,25 +408,6 @@ func hex4(b []byte) int {
 	return unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3])
 }
 
-const hexDigits = "0123456789abcdef"
-
-// AppendEscapedASCII appends the JSON escape of c, an ASCII byte a JSON string must escape
-// ('"', '\\' or a control character): the two-byte form for '"', '\\', '\n', '\r' and '\t',
-// \u00XX for the rest. Every JSON string writer in condense escapes with it.
-func AppendEscapedASCII(dst []byte, c byte) []byte {
-	switch c {
-	case '"', '\\':
-		return append(dst, '\\', c)
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	}
-	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-}
-
 // appendQuoted appends s as a JSON string literal. Invalid UTF-8 becomes U+FFFD.
 func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 	dst, _ = appendQuotedCheck(dst, s)
@@ -464,7 +447,7 @@ func appendQuotedCheck[T string | []byte](dst []byte, s T) ([]byte, bool) {
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			dst = AppendEscapedASCII(dst, c)
+			dst = jsonesc.AppendEscapedASCII(dst, c)
 			i++
 			start = i
 			continue
