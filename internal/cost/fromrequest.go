@@ -58,13 +58,20 @@ func FromRequest(r *wire.Request, o PromptOptions, memo *PromptMemo) Prompt {
 		memo.tools = map[*wire.Tool]memoSeg{}
 	}
 	f := Anthropic
-	if r.Format == wire.OpenAI {
+	switch r.Format {
+	case wire.OpenAI:
 		f = OpenAI
+	case wire.Responses:
+		f = Responses
 	}
 	fb := fromRequest{builder: builder{est: est}, memo: memo, f: f}
 	b := &fb.builder
 	for _, t := range r.Tools {
 		b.addSeg(0x54, true, fb.tool(t), 0)
+	}
+	if f == Responses {
+		fb.responsesRequest(r)
+		return Prompt{Model: r.Model, Segments: b.segs}
 	}
 	lastTool := len(b.segs) - 1
 	lastSystem := -1

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,8 +19,11 @@ import (
 func checkSame(t *testing.T, what string, body []byte, r *wire.Request, memo *cost.PromptMemo, bp cost.BreakpointMode) {
 	t.Helper()
 	f := cost.Anthropic
-	if r.Format == wire.OpenAI {
+	switch r.Format {
+	case wire.OpenAI:
 		f = cost.OpenAI
+	case wire.Responses:
+		f = cost.Responses
 	}
 	want, err := cost.FromBody(body, cost.PromptOptions{Format: f, Breakpoints: bp})
 	if err != nil {
@@ -119,6 +123,15 @@ func TestFromRequestEdgeForms(t *testing.T) {
 			`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":\"\\u00e9\"}"}}]},` +
 			`{"role":"tool","tool_call_id":"c1","content":"out"},{"role":"tool","tool_call_id":"c2","content":[{"type":"text","text":"p1"}]},` +
 			`{"role":"assistant","refusal":"no","content":[{"type":"refusal","refusal":"no"}]},{"role":"assistant","content":""},{"role":"user"}]}`},
+		{wire.Responses, `{"model":"gpt-5","input":"hi \"there\""}`},
+		{wire.Responses, `{"model":"gpt-5","instructions":"be brief","tools":[{"type":"function","name":"f","parameters":{}},{"type":"web_search"}],"input":[` +
+			`{"type":"message","role":"developer","content":[{"type":"input_text","text":"rules"}]},{"role":"user","content":"typeless"},` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"data:image/png;base64,` + img + `"}]},` +
+			`{"type":"reasoning","summary":[{"type":"summary_text","text":"thinking"}],"encrypted_content":"` + strings.Repeat("QUJD", 400) + `"},` +
+			`{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"},{"type":"custom_tool_call","call_id":"c2","name":"apply_patch","input":"*** Begin Patch"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"doing it"},{"type":"output_text","text":"twice"}]},{"type":"web_search_call","id":"ws1","action":{"type":"search","query":"q"}},` +
+			`{"type":"function_call_output","call_id":"c1","output":"out"},{"type":"custom_tool_call_output","call_id":"c2","output":[{"type":"input_text","text":"patched"}]},` +
+			`{"type":"compaction","encrypted_content":"xyz"},{"type":"message","role":"user","content":[{"type":"input_text","text":"next"}]}]}`},
 	}
 	for i, c := range cases {
 		r, err := wire.Parse(c.f, []byte(c.body))

@@ -18,6 +18,8 @@ const (
 	Anthropic WireFormat = iota
 	// OpenAI is the OpenAI Chat Completions request body.
 	OpenAI
+	// Responses is the OpenAI Responses API request body.
+	Responses
 )
 
 // BreakpointMode says where the cache model takes Anthropic cache breakpoints from.
@@ -47,8 +49,8 @@ type PromptOptions struct {
 }
 
 // FromBody flattens a request body into a Prompt: tools, system, then a segment per content
-// block (OpenAI: part and tool call), keyed by the block without cache_control plus role and
-// position. Time and Output are the caller's.
+// block (OpenAI: part and tool call; Responses: see responsesPrompt), keyed by the block without
+// cache_control plus role and position. Time and Output are the caller's.
 func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	if !gjson.ValidBytes(body) {
 		return Prompt{}, fmt.Errorf("%w: invalid JSON", ErrBody)
@@ -63,6 +65,13 @@ func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	}
 	b := builder{est: est}
 	p := Prompt{Model: root.Get("model").String()}
+	if o.Format == Responses {
+		if err := b.responsesBody(root); err != nil {
+			return Prompt{}, err
+		}
+		p.Segments = b.segs
+		return p, nil
+	}
 	msgs := root.Get("messages")
 	if !msgs.IsArray() {
 		return Prompt{}, fmt.Errorf("%w: no messages array", ErrBody)
@@ -150,7 +159,7 @@ func (b *builder) rawMessage(m gjson.Result, f WireFormat) error {
 		add(content, est.Text(content.Str))
 	case content.IsArray():
 		content.ForEach(func(_, blk gjson.Result) bool {
-			if f == OpenAI {
+			if f != Anthropic {
 				add(blk, b.partTokens(blk))
 			} else {
 				add(blk, b.blockTokens(blk))
@@ -220,6 +229,20 @@ func contentHash(v gjson.Result) uint64 {
 	return d.Sum64()
 }
 
+// contentTokens estimates a content value: a string's text, or the sum of part over the
+// elements of an array.
+func (b *builder) contentTokens(c gjson.Result, part func(gjson.Result) int) int {
+	if c.Type == gjson.String {
+		return b.est.Text(c.Str)
+	}
+	n := 0
+	c.ForEach(func(_, p gjson.Result) bool {
+		n += part(p)
+		return true
+	})
+	return n
+}
+
 // blockTokens estimates an Anthropic content block.
 func (b *builder) blockTokens(blk gjson.Result) int {
 	est := b.est
@@ -234,15 +257,7 @@ func (b *builder) blockTokens(blk gjson.Result) int {
 	case "tool_use", "server_tool_use":
 		return n + est.Text(blk.Get("name").Str) + est.Text(blk.Get("input").Raw)
 	case "tool_result", "web_search_tool_result":
-		c := blk.Get("content")
-		if c.Type == gjson.String {
-			return n + est.Text(c.Str)
-		}
-		c.ForEach(func(_, inner gjson.Result) bool {
-			n += b.blockTokens(inner)
-			return true
-		})
-		return n
+		return n + b.contentTokens(blk.Get("content"), b.blockTokens)
 	case "image":
 		src := blk.Get("source")
 		return n + est.Image(src.Get("media_type").Str, src.Get("data").Str)
@@ -259,7 +274,7 @@ func (b *builder) blockTokens(blk gjson.Result) int {
 	return n + est.Text(blk.Raw)
 }
 
-// partTokens estimates an OpenAI content part.
+// partTokens estimates an OpenAI content part (Chat Completions or Responses).
 func (b *builder) partTokens(part gjson.Result) int {
 	est := b.est
 	n := est.Overhead("block")
@@ -270,8 +285,11 @@ func (b *builder) partTokens(part gjson.Result) int {
 			t = part.Get("refusal")
 		}
 		return n + est.Text(t.Str)
-	case "image_url":
+	case "image_url", "input_image":
 		url := part.Get("image_url.url").Str
+		if u := part.Get("image_url"); u.Type == gjson.String {
+			url = u.Str // a Responses input_image
+		}
 		if meta, data, ok := strings.Cut(url, ";base64,"); ok && strings.HasPrefix(meta, "data:") {
 			return n + est.Image(strings.TrimPrefix(meta, "data:"), data)
 		}

@@ -2,6 +2,7 @@ package cost
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -81,19 +82,55 @@ func TestFromBodyOpenAI(t *testing.T) {
 	body := `{"model":"gpt-5","messages":[{"role":"user","content":"abcdabcd"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"ls","arguments":"{}"}}]},` +
 		`{"role":"tool","tool_call_id":"c1","content":"abcdabcdabcd"}]}`
-	p, err := FromBody([]byte(body), PromptOptions{Format: OpenAI})
+	got := unmarkedTokens(t, body, OpenAI)
+	if len(got) != 3 || got[0] != 6 || got[1] != 8 || got[2] != 7 {
+		t.Fatalf("tokens = %v, want [6 8 7]", got)
+	}
+}
+
+// unmarkedTokens flattens body in format f and returns its segments' tokens, failing when a
+// segment is a breakpoint (only Anthropic prompts get them).
+func unmarkedTokens(t *testing.T, body string, f WireFormat) []int {
+	t.Helper()
+	p, err := FromBody([]byte(body), PromptOptions{Format: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []int{}
+	var got []int
 	for _, s := range p.Segments {
 		got = append(got, s.Tokens)
 		if s.Breakpoint {
-			t.Fatal("OpenAI prompts get no breakpoints")
+			t.Fatal("only Anthropic prompts get breakpoints")
 		}
 	}
-	if len(got) != 3 || got[0] != 6 || got[1] != 8 || got[2] != 7 {
-		t.Fatalf("tokens = %v, want [6 8 7]", got)
+	return got
+}
+
+// TestFromBodyResponses: instructions "abcdabcd" → 2+4 = 6; a user message item with string
+// content is a message (2+4 = 6); a function_call item is one segment: name "ls" (1) + args
+// `{}` (1) + 2 + 4 = 8; its output "abcdabcdabcd" → 3 + 2 + 4 = 9. Responses requests are
+// billed like Chat Completions ones: no breakpoints, automatic prefix caching of the model's
+// price entry (a second request reads the first one's prefix, and nothing is billed for
+// writing it).
+func TestFromBodyResponses(t *testing.T) {
+	items := `{"type":"message","role":"user","content":"abcdabcd"},` +
+		`{"type":"function_call","call_id":"c1","name":"ls","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"c1","output":"abcdabcdabcd"}`
+	got := unmarkedTokens(t, `{"model":"gpt-5","instructions":"abcdabcd","input":[`+items+`]}`, Responses)
+	if len(got) != 4 || got[0] != 6 || got[1] != 6 || got[2] != 8 || got[3] != 9 {
+		t.Fatalf("tokens = %v, want [6 6 8 9]", got)
+	}
+	long := strings.Repeat("abcd", 2000) // 2,000 tokens: over gpt-5's minimum cacheable prefix
+	first, _ := FromBody([]byte(`{"model":"gpt-5","instructions":"`+long+`","input":[`+items+`]}`), PromptOptions{Format: Responses})
+	second, _ := FromBody([]byte(`{"model":"gpt-5","instructions":"`+long+`","input":[`+items+
+		`,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}]}`), PromptOptions{Format: Responses})
+	c := NewCache(nil)
+	b1, b2 := c.Send(&first), c.Send(&second)
+	if b1.CacheRead != 0 || b1.CacheWrite() != 0 || b1.Input != int64(first.Tokens()) {
+		t.Fatalf("first request: %+v", b1.Usage)
+	}
+	if b2.CacheRead != int64(first.Tokens()) || b2.CacheWrite() != 0 || b2.Input != int64(second.Tokens()-first.Tokens()) {
+		t.Fatalf("second request: %+v (prompts of %d and %d tokens)", b2.Usage, first.Tokens(), second.Tokens())
 	}
 }
 
