@@ -57,8 +57,11 @@ func TestFromRequestMatchesFromBody(t *testing.T) {
 			}
 			for _, p := range s.Providers() {
 				wf := wire.Anthropic
-				if p == transcripts.OpenAI {
+				switch p {
+				case transcripts.OpenAI:
 					wf = wire.OpenAI
+				case transcripts.Responses:
+					wf = wire.Responses
 				}
 				st := pruner.NewState()
 				step := max(1, s.Len()/12)

@@ -121,8 +121,9 @@ func BenchmarkRenderWorkload(b *testing.B) {
 
 // BenchmarkRenderCodex is parse + render + serialize of the corpus Codex sessions joined into
 // one transcript: the Responses request Codex sends at its end (about 1 MB) and the same
-// transcript as a Chat Completions request (without the reasoning items, which that format
-// has no place for), each with the state of a flush three model responses earlier.
+// transcript as a Chat Completions request (the importer's OpenAI form, without the reasoning
+// items, which that format has no place for), each with the state of a flush three model
+// responses earlier.
 func BenchmarkRenderCodex(b *testing.B) {
 	var rs []*codexrollout.Rollout
 	for _, p := range codexrollout.Files(b) {
@@ -134,7 +135,7 @@ func BenchmarkRenderCodex(b *testing.B) {
 		b.Run(f.String(), func(b *testing.B) {
 			body, prefix := ro.Body(ro.Items), ro.Body(ro.Items[:cut])
 			if f == wire.OpenAI {
-				body, prefix = ro.ChatBody(ro.Items), ro.ChatBody(ro.Items[:cut])
+				body, prefix = ro.ChatBody(ro.Chat), ro.ChatBody(ro.Chat[:ro.ChatEnds[len(ro.ChatEnds)-3]])
 			}
 			pol := DefaultPolicy()
 			st := flush(b, mustParse(b, f, prefix), NewState(), pol)

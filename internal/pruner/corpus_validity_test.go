@@ -27,8 +27,11 @@ func TestCorpusRenderValidity(t *testing.T) {
 			for _, prov := range s.Providers() {
 				for _, k := range []int{3, 0} {
 					f := wire.Anthropic
-					if prov == transcripts.OpenAI {
+					switch prov {
+					case transcripts.OpenAI:
 						f = wire.OpenAI
+					case transcripts.Responses:
+						f = wire.Responses
 					}
 					st := NewState()
 					pol := DefaultPolicy()

@@ -223,7 +223,7 @@ type SessionReport struct {
 	File string `json:"file"`
 	// Format is the source format.
 	Format string `json:"format"`
-	// Provider is the request wire format replayed ("anthropic" or "openai").
+	// Provider is the request wire format replayed ("anthropic", "openai" or "responses").
 	Provider string `json:"provider"`
 	// Requests is the number of requests.
 	Requests int `json:"requests"`
@@ -341,8 +341,11 @@ func savings(base, c float64) float64 {
 
 // formatName names a wire format in reports.
 func formatName(f cost.WireFormat) string {
-	if f == cost.OpenAI {
+	switch f {
+	case cost.OpenAI:
 		return "openai"
+	case cost.Responses:
+		return "responses"
 	}
 	return "anthropic"
 }

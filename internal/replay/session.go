@@ -43,8 +43,11 @@ func (t *sessionTranscript) Len() int { return t.s.Len() }
 
 // WireFormat implements Transcript.
 func (t *sessionTranscript) WireFormat() cost.WireFormat {
-	if t.prov == transcripts.OpenAI {
+	switch t.prov {
+	case transcripts.OpenAI:
 		return cost.OpenAI
+	case transcripts.Responses:
+		return cost.Responses
 	}
 	return cost.Anthropic
 }

@@ -81,17 +81,19 @@ func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.L
 var ErrNotRequestLog = errors.New("not a request log")
 
 // ParseRequestLog reads a request log: JSONL where each line is either a request body (an
-// object with "messages") or an envelope {"time": RFC3339, "output_tokens": N, "body": {...}}
-// (also "request" for "body", "timestamp" for "time", "usage.output_tokens", and "provider":
-// "openai"; `condense import` writes such envelopes). The wire format is Anthropic unless a
-// body looks like OpenAI Chat Completions (tool-role messages, tool_calls, or system/developer
-// messages inside "messages"). Blank lines are skipped; any other bad line is a *LineError.
+// object with "messages", or a Responses API body: "input" and no "messages") or an envelope
+// {"time": RFC3339, "output_tokens": N, "body": {...}} (also "request" for "body", "timestamp"
+// for "time", "usage.output_tokens", and "provider": "openai"; `condense import` writes such
+// envelopes). The wire format is Responses when the bodies are Responses bodies, else
+// Anthropic unless a body looks like OpenAI Chat Completions (tool-role messages, tool_calls,
+// or system/developer messages inside "messages"). Blank lines are skipped; any other bad
+// line (and a log mixing Responses bodies with others) is a *LineError.
 func ParseRequestLog(name string, data []byte) (*Requests, error) {
 	r := &Requests{File: name}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<30)
 	line := 0
-	openai, anthropic := false, false
+	openai, anthropic, responses := false, false, false
 	for sc.Scan() {
 		line++
 		b := bytes.TrimSpace(sc.Bytes())
@@ -112,12 +114,12 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 		v := gjson.ParseBytes(b)
 		var m Meta
 		body := v
-		if !v.Get("messages").Exists() {
+		if !v.Get("messages").Exists() && !isResponsesBody(v) {
 			body = v.Get("body")
 			if !body.Exists() {
 				body = v.Get("request")
 			}
-			if !body.IsObject() || !body.Get("messages").IsArray() {
+			if !body.IsObject() || !body.Get("messages").IsArray() && !isResponsesBody(body) {
 				if len(r.Bodies) == 0 {
 					return nil, fmt.Errorf("%s: %w", name, ErrNotRequestLog)
 				}
@@ -141,11 +143,16 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 			if v.Get("provider").Str == "openai" {
 				openai = true
 			}
-		} else if !body.Get("messages").IsArray() {
+		} else if !body.Get("messages").IsArray() && !isResponsesBody(body) {
 			return nil, &LineError{File: name, Line: line, Msg: "messages is not an array"}
 		}
 		m.Model = body.Get("model").Str
-		if looksOpenAI(body) {
+		if len(r.Bodies) > 0 && isResponsesBody(body) != responses {
+			return nil, &LineError{File: name, Line: line, Msg: "a log mixes Responses API bodies with others"}
+		}
+		if isResponsesBody(body) {
+			responses = true
+		} else if looksOpenAI(body) {
 			openai = true
 		} else {
 			anthropic = true
@@ -162,10 +169,20 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 	if openai && anthropic && gjson.GetBytes(r.Bodies[0], "system").Exists() {
 		openai = false
 	}
-	if openai {
+	switch {
+	case responses:
+		r.Format = cost.Responses
+	case openai:
 		r.Format = cost.OpenAI
 	}
 	return r, nil
+}
+
+// isResponsesBody reports a Responses API request body: "input" (a string or an array) and
+// no "messages".
+func isResponsesBody(v gjson.Result) bool {
+	in := v.Get("input")
+	return !v.Get("messages").Exists() && (in.Type == gjson.String || in.IsArray())
 }
 
 func looksOpenAI(body gjson.Result) bool {

@@ -17,13 +17,20 @@ func Validate(f cost.WireFormat, body []byte) error {
 // parseValid is Validate returning the parsed request too (nil when the body does not parse;
 // set when it parses but breaks a rule).
 func parseValid(f cost.WireFormat, body []byte) (*wire.Request, error) {
-	wf := wire.Anthropic
-	if f == cost.OpenAI {
-		wf = wire.OpenAI
-	}
-	r, err := wire.Parse(wf, body)
+	r, err := wire.Parse(WireFormat(f), body)
 	if err != nil {
 		return nil, err
 	}
 	return r, wire.Validate(r)
+}
+
+// WireFormat is the wire format of request bodies of the cost model's format f.
+func WireFormat(f cost.WireFormat) wire.Format {
+	switch f {
+	case cost.OpenAI:
+		return wire.OpenAI
+	case cost.Responses:
+		return wire.Responses
+	}
+	return wire.Anthropic
 }

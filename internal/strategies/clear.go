@@ -79,9 +79,9 @@ func (r clearRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Res
 		cleared += est.Text(u.resultText) - placeholder
 		count++
 		edits = append(edits, resultEdit(req.Format, u, ClearedPlaceholder))
-		if r.c.ClearToolInputs {
+		if e, ok := inputEdit(req.Format, u); ok && r.c.ClearToolInputs {
 			cleared += est.Text(u.inputRaw) - 1
-			edits = append(edits, inputEdit(req.Format, u))
+			edits = append(edits, e)
 		}
 	}
 	if count == 0 {
@@ -91,23 +91,36 @@ func (r clearRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Res
 		return replay.Result{Body: req.Body, Diagnostics: []replay.Diagnostic{{Request: req.Index, Kind: "clear-below-minimum",
 			Detail: fmt.Sprintf("would clear %d tokens < clear_at_least %d", cleared, r.c.ClearAtLeast)}}}, nil
 	}
-	return replay.Result{Body: applyEdits(req.Body, edits)}, nil
+	return replay.Result{Body: applyEdits(req.Body, messagesKey(req.Format), edits)}, nil
 }
 
 // resultEdit replaces a tool result's content with text.
 func resultEdit(f cost.WireFormat, u toolUse, text string) edit {
-	if f == cost.OpenAI {
+	switch f {
+	case cost.OpenAI:
 		return edit{msg: u.resMsg, blk: -1, member: "content", raw: jsonString(text)}
+	case cost.Responses:
+		return edit{msg: u.resMsg, blk: -1, member: "output", raw: jsonString(text)}
 	}
 	return edit{msg: u.resMsg, blk: u.resBlk, member: "content", raw: jsonString(text)}
 }
 
-// inputEdit replaces a tool call's input with an empty object.
-func inputEdit(f cost.WireFormat, u toolUse) edit {
-	if f == cost.OpenAI {
-		return edit{msg: u.msg, blk: u.block, call: true, member: "arguments", raw: `"{}"`}
+// inputEdit replaces a tool call's input with an empty object (Responses: an empty arguments
+// object, an empty custom tool input; a local shell call's action is left: ok false).
+func inputEdit(f cost.WireFormat, u toolUse) (edit, bool) {
+	switch f {
+	case cost.OpenAI:
+		return edit{msg: u.msg, blk: u.block, call: true, member: "arguments", raw: `"{}"`}, true
+	case cost.Responses:
+		switch u.kind {
+		case "function_call":
+			return edit{msg: u.msg, blk: -1, member: "arguments", raw: `"{}"`}, true
+		case "custom_tool_call":
+			return edit{msg: u.msg, blk: -1, member: "input", raw: `""`}, true
+		}
+		return edit{}, false
 	}
-	return edit{msg: u.msg, blk: u.block, member: "input", raw: "{}"}
+	return edit{msg: u.msg, blk: u.block, member: "input", raw: "{}"}, true
 }
 
 // MaskedPlaceholder replaces a masked tool output.
@@ -152,5 +165,5 @@ func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Resu
 			edits = append(edits, resultEdit(req.Format, answered[i], MaskedPlaceholder))
 		}
 	}
-	return replay.Result{Body: applyEdits(req.Body, edits)}, nil
+	return replay.Result{Body: applyEdits(req.Body, messagesKey(req.Format), edits)}, nil
 }

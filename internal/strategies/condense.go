@@ -196,13 +196,6 @@ func (r *engineRunner) commit(ctx context.Context, st *pruner.State, blobs []pru
 	return nil
 }
 
-func wireFormat(f cost.WireFormat) wire.Format {
-	if f == cost.OpenAI {
-		return wire.OpenAI
-	}
-	return wire.Anthropic
-}
-
 // finalReply returns the hash of the request's last assistant message when it has no tool
 // calls (a final reply), else 0.
 func finalReply(req *wire.Request) uint64 {
@@ -227,7 +220,7 @@ func finalReply(req *wire.Request) uint64 {
 
 // Rewrite implements replay.Runner: flush when due (and worth it), then render.
 func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay.Result, error) {
-	wr, err := wire.Parse(wireFormat(req.Format), req.Body)
+	wr, err := wire.Parse(replay.WireFormat(req.Format), req.Body)
 	if err != nil {
 		return replay.Result{}, err
 	}

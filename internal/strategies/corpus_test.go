@@ -2,9 +2,12 @@ package strategies
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
+	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/testutil/codexrollout"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
 
@@ -41,6 +44,43 @@ func TestCorpusSmallSessionsValid(t *testing.T) {
 			}
 			if c, n := rep.Strategies[1].Cost, rep.Strategies[0].Cost; c > n*1.0001 {
 				t.Errorf("condense %.4f costs more than none %.4f", c, n)
+			}
+		})
+	}
+}
+
+// TestCorpusCodexResponses replays the corpus Codex sessions in their native Responses form
+// through every strategy: no rewritten request is invalid, every strategy that prunes
+// changes what is billed, and condense costs less than sending the requests unchanged.
+func TestCorpusCodexResponses(t *testing.T) {
+	cond, err := NewCondense(CondenseOptions{CacheAware: true, MidRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strats := []replay.Strategy{None{}, cond, Reference(), ClearToolUses{Trigger: 20000, Keep: 3}, ObservationMask{Window: 10}}
+	for _, path := range codexrollout.Files(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			tr, err := replay.Open(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.WireFormat() != cost.Responses {
+				t.Fatalf("replayed as %v", tr.WireFormat())
+			}
+			rep, err := replay.Run(context.Background(), tr, replay.Options{Strategies: strats})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range rep.Strategies {
+				if s.Invalid != 0 || s.Errors != 0 || s.Requests != tr.Len() {
+					t.Errorf("%s: invalid %d errors %d requests %d/%d %+v", s.Name, s.Invalid, s.Errors, s.Requests, tr.Len(), s.Diagnostics)
+				}
+				if i > 0 && i != 2 && s.Usage == rep.Strategies[0].Usage {
+					t.Errorf("%s billed exactly what none did", s.Name)
+				}
+			}
+			if c, n := rep.Strategies[1].Cost, rep.Strategies[0].Cost; c >= n {
+				t.Errorf("condense %.4f does not cost less than none %.4f", c, n)
 			}
 		})
 	}

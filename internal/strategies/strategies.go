@@ -39,10 +39,11 @@ func (noneRunner) Close() error { return nil }
 type toolUse struct {
 	id     string
 	name   string
-	msg    int // message holding the call
-	block  int // index of the tool_use block (Anthropic) or tool_calls entry (OpenAI)
-	resMsg int // message holding the result, -1 when unanswered
-	resBlk int // index of the tool_result block (Anthropic); -1 for an OpenAI tool message
+	kind   string // Responses: the call item's type
+	msg    int    // message holding the call (Responses: the call item)
+	block  int    // index of the tool_use block (Anthropic) or tool_calls entry (OpenAI)
+	resMsg int    // message holding the result, -1 when unanswered
+	resBlk int    // index of the tool_result block (Anthropic); -1 for an OpenAI tool message
 	// result is the result's current content value (raw JSON) and its text.
 	resultRaw  string
 	resultText string
@@ -51,6 +52,9 @@ type toolUse struct {
 
 // toolUses lists the tool calls of a request body in order, with their results.
 func toolUses(f cost.WireFormat, body []byte) []toolUse {
+	if f == cost.Responses {
+		return itemToolUses(body)
+	}
 	msgs := gjson.GetBytes(body, "messages").Array()
 	var out []toolUse
 	byID := map[string]int{}
@@ -90,6 +94,39 @@ func toolUses(f cost.WireFormat, body []byte) []toolUse {
 	return out
 }
 
+// itemToolUses is toolUses of a Responses body: the calls among its input items (msg is the
+// item, block -1) and the output items that answer them by call_id.
+func itemToolUses(body []byte) []toolUse {
+	var out []toolUse
+	byID := map[string]int{}
+	for i, it := range gjson.GetBytes(body, "input").Array() {
+		typ := it.Get("type").Str
+		switch typ {
+		case "function_call", "custom_tool_call", "local_shell_call":
+			u := toolUse{id: it.Get("call_id").Str, name: it.Get("name").Str, kind: typ, msg: i, block: -1, resMsg: -1, resBlk: -1}
+			switch typ {
+			case "function_call":
+				u.inputRaw = it.Get("arguments").Raw
+			case "custom_tool_call":
+				u.inputRaw = it.Get("input").Raw
+			default:
+				u.name, u.inputRaw = "local_shell", it.Get("action").Raw
+				if u.id == "" {
+					u.id = it.Get("id").Str
+				}
+			}
+			byID[u.id] = len(out)
+			out = append(out, u)
+		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+			if k, ok := byID[it.Get("call_id").Str]; ok && out[k].resMsg < 0 {
+				c := it.Get("output")
+				out[k].resMsg, out[k].resultRaw, out[k].resultText = i, c.Raw, contentText(c)
+			}
+		}
+	}
+	return out
+}
+
 // contentText is the text of a string or block-array content value.
 func contentText(c gjson.Result) string {
 	if c.Type == gjson.String {
@@ -119,10 +156,19 @@ type edit struct {
 	raw      string
 }
 
-// applyEdits rebuilds body with the edits applied. Everything not edited is copied
-// byte-for-byte (top-level members, untouched messages, blocks and members keep their raw
-// JSON and order).
-func applyEdits(body []byte, edits []edit) []byte {
+// messagesKey is the member of a body of format f holding its messages ("input" items for
+// Responses).
+func messagesKey(f cost.WireFormat) string {
+	if f == cost.Responses {
+		return "input"
+	}
+	return "messages"
+}
+
+// applyEdits rebuilds body with the edits applied to the messages in member key. Everything
+// not edited is copied byte-for-byte (top-level members, untouched messages, blocks and
+// members keep their raw JSON and order).
+func applyEdits(body []byte, key string, edits []edit) []byte {
 	if len(edits) == 0 {
 		return body
 	}
@@ -141,7 +187,7 @@ func applyEdits(body []byte, edits []edit) []byte {
 		first = false
 		out = append(out, k.Raw...)
 		out = append(out, ':')
-		if k.Str != "messages" {
+		if k.Str != key || !v.IsArray() {
 			out = append(out, v.Raw...)
 			return true
 		}

@@ -192,3 +192,47 @@ func TestObservationMaskOpenAI(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestResponsesMaskAndClear masks and clears Responses output items by call_id (a custom
+// tool's output too), clears a function call's arguments and a custom tool's input, leaves a
+// local shell call's action, and keeps every other item and member byte-for-byte.
+func TestResponsesMaskAndClear(t *testing.T) {
+	body := `{"model":"gpt-5","instructions":"i","input":[{"type":"message","role":"user","content":"go"},` +
+		`{"type":"reasoning","summary":[],"encrypted_content":"E"},{"type":"function_call","call_id":"a","name":"ls","arguments":"{\"d\":1}"},` +
+		`{"type":"custom_tool_call","call_id":"b","name":"apply_patch","input":"patch"},{"type":"local_shell_call","call_id":"c","action":{"type":"exec","command":["ls"]}},` +
+		`{"type":"function_call_output","call_id":"a","output":"one"},{"type":"custom_tool_call_output","call_id":"b","output":"two"},` +
+		`{"type":"function_call_output","call_id":"c","output":"three"}],"store":false}`
+	tr := &replay.Requests{File: "r", Format: cost.Responses, Bodies: [][]byte{[]byte(body)}}
+	r, _ := ObservationMask{Window: 1}.New(context.Background(), tr)
+	res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.Responses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(strings.Replace(body, `"output":"one"`, `"output":"`+MaskedPlaceholder+`"`, 1), `"output":"two"`, `"output":"`+MaskedPlaceholder+`"`, 1)
+	if string(res.Body) != want {
+		t.Fatalf("masked:\n got %s\nwant %s", res.Body, want)
+	}
+	if err := replay.Validate(cost.Responses, res.Body); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 100)
+	body = strings.NewReplacer(`"output":"one"`, `"output":"`+long+`"`, `"output":"two"`, `"output":"`+long+`"`, `"output":"three"`, `"output":"`+long+`"`).Replace(body)
+	c, _ := ClearToolUses{Trigger: 1, Keep: 0, ClearToolInputs: true}.New(context.Background(), tr)
+	res, err = c.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.Responses, Estimator: lenEst{},
+		Prompt: func(b []byte) (cost.Prompt, error) {
+			return cost.FromBody(b, cost.PromptOptions{Format: cost.Responses, Estimator: lenEst{}})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(res.Body)
+	for _, frag := range []string{`"arguments":"{}"`, `"input":""`, `"action":{"type":"exec","command":["ls"]}`,
+		`"call_id":"c","output":"` + ClearedPlaceholder + `"`, `{"type":"reasoning","summary":[],"encrypted_content":"E"}`, `],"store":false}`} {
+		if !strings.Contains(out, frag) {
+			t.Errorf("cleared body lacks %s:\n%s", frag, out)
+		}
+	}
+	if err := replay.Validate(cost.Responses, res.Body); err != nil {
+		t.Fatal(err)
+	}
+}

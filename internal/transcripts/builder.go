@@ -330,12 +330,10 @@ func (b *builder) request(pt RequestPoint) int {
 		b.s.Stats.EmptyRequests++
 		return -1
 	}
-	for i, f := range b.forms {
+	for _, f := range b.forms {
 		b.publish(f)
 		pt.n[formIndex(f.p)] = len(f.cur)
-		if i == 0 {
-			pt.Context = f.curIdx
-		}
+		pt.ctx[formIndex(f.p)] = f.curIdx
 	}
 	b.s.points = append(b.s.points, pt)
 	if !b.replay {
@@ -443,6 +441,9 @@ func (b *builder) finish(system string, maxTokens int) *Session {
 	}
 	s := b.s
 	s.system = system
+	for i := range s.points {
+		s.points[i].Context = s.points[i].ctx[formIndex(s.Native)]
+	}
 	for n := range b.toolNames {
 		s.tools = append(s.tools, n)
 	}

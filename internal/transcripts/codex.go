@@ -18,6 +18,7 @@ type codexLine struct {
 // session meta, event messages).
 type codexPayload struct {
 	Type             string          `json:"type"`
+	ID               json.RawMessage `json:"id"`
 	Role             string          `json:"role"`
 	Content          json.RawMessage `json:"content"`
 	Name             string          `json:"name"`
@@ -27,6 +28,8 @@ type codexPayload struct {
 	Output           json.RawMessage `json:"output"`
 	Action           json.RawMessage `json:"action"`
 	Model            string          `json:"model"`
+	Effort           json.RawMessage `json:"effort"`
+	Summary          json.RawMessage `json:"summary"` // turn_context: a string; reasoning items: their summary parts
 	Message          json.RawMessage `json:"message"`
 	BaseInstructions *struct {
 		Text string `json:"text"`
@@ -62,7 +65,9 @@ func importCodex(in *input, data []byte) (*Session, error) {
 		ts      string
 		typ     string
 		p       *codexPayload
-		history []*codexPayload // compacted: the decoded replacement_history
+		raw     json.RawMessage   // the payload as recorded
+		history []*codexPayload   // compacted: the decoded replacement_history
+		hraw    []json.RawMessage // and its items as recorded
 	}
 	var recs []rec
 	hasUserItems := false
@@ -80,7 +85,7 @@ func importCodex(in *input, data []byte) (*Session, error) {
 				return lineError(name, line, prefixPath("payload", err))
 			}
 		}
-		r := rec{line: line, ts: l.Timestamp, typ: l.Type, p: p}
+		r := rec{line: line, ts: l.Timestamp, typ: l.Type, p: p, raw: l.Payload}
 		switch l.Type {
 		case "response_item":
 			if err := codexCheck(name, line, "payload", p); err != nil {
@@ -97,6 +102,7 @@ func importCodex(in *input, data []byte) (*Session, error) {
 					return err
 				}
 				r.history = append(r.history, ip)
+				r.hraw = append(r.hraw, it)
 			}
 		}
 		if l.Type == "response_item" && p.Type == "message" && p.Role == "user" {
@@ -108,7 +114,9 @@ func importCodex(in *input, data []byte) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := newBuilder(FormatCodex, OpenAI, Anthropic, OpenAI)
+	b := newBuilder(FormatCodex, Responses, Anthropic, OpenAI)
+	ci := newCodexInput()
+	var set codexSettings
 	system := ""
 	model := ""
 	inResp := false
@@ -120,24 +128,34 @@ func importCodex(in *input, data []byte) (*Session, error) {
 			if p.BaseInstructions != nil && system == "" {
 				system = p.BaseInstructions.Text
 			}
+			if id, ok := rawString(p.ID); ok && set.sessionID == "" {
+				set.sessionID = id
+			}
 			continue
 		case "turn_context":
 			if p.Model != "" {
 				model = p.Model
 			}
+			if e, ok := rawString(p.Effort); ok && set.effort == "" && e != "" {
+				set.effort = e
+				set.digest, _ = rawString(p.Summary)
+			}
 			continue
 		case "compacted":
 			inResp = false
 			b.newContext()
+			ci.compact()
 			b.s.Stats.Compactions++
 			if len(r.history) > 0 {
 				b.replay = true
-				for _, ip := range r.history {
+				for i, ip := range r.history {
 					codexItem(b, ip)
+					ci.add(r.hraw[i])
 				}
 				b.replay = false
 			} else if s, ok := rawString(p.Message); ok {
 				b.add(msg{role: "user", str: true, parts: []part{{kind: pText, text: s}}})
+				ci.addUserText(s)
 			}
 			continue
 		case "event_msg":
@@ -154,6 +172,7 @@ func importCodex(in *input, data []byte) (*Session, error) {
 					if s, ok := rawString(p.Message); ok {
 						inResp = false
 						b.add(msg{role: "user", str: true, parts: []part{{kind: pText, text: s}}})
+						ci.addUserText(s)
 					}
 				}
 			}
@@ -166,11 +185,15 @@ func importCodex(in *input, data []byte) (*Session, error) {
 			if !inResp {
 				inResp = true
 				lastPt = b.request(RequestPoint{Model: model, Line: r.line, Time: parseTime(r.ts)})
+				if lastPt >= 0 {
+					ci.request(&b.s.points[lastPt])
+				}
 			}
 		} else {
 			inResp = false
 		}
 		codexItem(b, p)
+		ci.add(r.raw)
 	}
 	if system == "" {
 		system = codexStandInSystem
@@ -187,6 +210,7 @@ func importCodex(in *input, data []byte) (*Session, error) {
 	if s.Len() == 0 {
 		return nil, &ParseError{File: name, Err: ErrNoRequests}
 	}
+	ci.finish(s, system, set)
 	return s, nil
 }
 

@@ -148,8 +148,11 @@ func offsetIn(body, sub []byte) int {
 
 // wireFormat maps a provider to the wire format.
 func wireFormat(p Provider) wire.Format {
-	if p == OpenAI {
+	switch p {
+	case OpenAI:
 		return wire.OpenAI
+	case Responses:
+		return wire.Responses
 	}
 	return wire.Anthropic
 }
@@ -176,7 +179,7 @@ func TestCorpusRequestsWire(t *testing.T) {
 			for _, p := range s.Providers() {
 				lastOfContext := map[int]int{}
 				for k := 0; k < s.Len(); k++ {
-					lastOfContext[s.Point(k).Context] = k
+					lastOfContext[s.Point(k).ContextIn(p)] = k
 				}
 				modified := 0
 				for k := 0; k < s.Len(); k++ {
@@ -195,7 +198,7 @@ func TestCorpusRequestsWire(t *testing.T) {
 					if err := wire.Validate(r); err != nil {
 						t.Fatalf("%s request %d (line %d): %v", p, k, s.Point(k).Line, err)
 					}
-					if lastOfContext[s.Point(k).Context] == k {
+					if lastOfContext[s.Point(k).ContextIn(p)] == k && p != Responses {
 						chk := checkAnthropic
 						if p == OpenAI {
 							chk = checkOpenAI

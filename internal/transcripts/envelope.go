@@ -35,7 +35,7 @@ func AppendEnvelope(dst []byte, s *Session, k int, p Provider) ([]byte, error) {
 	dst = append(dst, `,"index":`...)
 	dst = strconv.AppendInt(dst, int64(k), 10)
 	dst = append(dst, `,"context":`...)
-	dst = strconv.AppendInt(dst, int64(pt.Context), 10)
+	dst = strconv.AppendInt(dst, int64(pt.ContextIn(p)), 10)
 	if pt.Line > 0 {
 		dst = append(dst, `,"line":`...)
 		dst = strconv.AppendInt(dst, int64(pt.Line), 10)

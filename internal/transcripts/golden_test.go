@@ -108,7 +108,7 @@ func TestGoldenFilesHaveTranscripts(t *testing.T) {
 	for _, g := range files {
 		rel, _ := filepath.Rel(filepath.Join("testdata", "golden"), g)
 		name := rel
-		for _, suf := range []string{".anthropic.jsonl", ".openai.jsonl", ".stats.json"} {
+		for _, suf := range []string{".anthropic.jsonl", ".openai.jsonl", ".responses.jsonl", ".stats.json"} {
 			if n := len(name) - len(suf); n > 0 && name[n:] == suf {
 				name = name[:n]
 				break

@@ -59,6 +59,8 @@ const (
 	Anthropic Provider = "anthropic"
 	// OpenAI is the OpenAI Chat Completions request body.
 	OpenAI Provider = "openai"
+	// Responses is the OpenAI Responses API request body (POST /v1/responses).
+	Responses Provider = "responses"
 )
 
 // ErrUnknownFormat is returned when auto-detection cannot recognise a file, or a format name is
@@ -79,7 +81,7 @@ var ErrEmpty = errors.New("empty session file")
 var ErrNoRequests = errors.New("session has no model responses")
 
 // ErrProvider is returned by Request when the session cannot be rendered for the asked provider
-// (OpenAI form exists only for OpenAI-native sources: Codex, SWE-agent, mini-SWE-agent).
+// (the OpenAI form exists for OpenAI-native sources, the Responses form for Codex only).
 var ErrProvider = errors.New("provider form not available for this session")
 
 // ParseError reports bad input: the file, the 1-based line (0 when unknown) and, for JSON
@@ -127,18 +129,35 @@ type Usage struct {
 
 // RequestPoint is the metadata of one rebuilt request.
 type RequestPoint struct {
-	Context int       // index of the context (compaction segment) the request belongs to
+	Context int       // index of the context (compaction segment) the request belongs to, in the native form
 	Time    time.Time // when the request was sent (see docs/formats.md); zero when unknown
 	Model   string    // model the agent asked for
 	Usage   *Usage    // usage recorded for the response; nil when unknown
 	Line    int       // 1-based line (JSONL) or entry index+1 (JSON documents) of the response
 	Dropped bool      // the response was aborted or errored and is not part of later contexts
 
-	n [len(providers)]int // messages of the context in this request, per provider form
+	n   [len(providers)]int // messages of the context in this request, per provider form
+	ctx [len(providers)]int // its context index, per provider form
 }
 
-// Messages returns the number of wire messages the request holds in the given form.
-func (p RequestPoint) Messages(f Provider) int { return p.n[formIndex(f)] }
+// Messages returns the number of wire messages the request holds in the given form (0 for a
+// form the session does not have).
+func (p RequestPoint) Messages(f Provider) int {
+	if i := formIndex(f); i >= 0 {
+		return p.n[i]
+	}
+	return 0
+}
+
+// ContextIn returns the index of the request's context in the given form: forms built from
+// one message stream share their contexts, the Responses form of a Codex session has its own
+// (a new one at every compaction only).
+func (p RequestPoint) ContextIn(f Provider) int {
+	if i := formIndex(f); i >= 0 {
+		return p.ctx[i]
+	}
+	return 0
+}
 
 // Stats counts what an import saw, under the definitions of the corpus MANIFEST: Messages
 // counts LLM-visible messages after merging consecutive same-role messages over the whole file
@@ -202,11 +221,19 @@ func (s *Session) Providers() []Provider {
 
 // Contexts returns the number of contexts in the given form (0 when unavailable).
 func (s *Session) Contexts(p Provider) int {
-	f := s.forms[formIndex(p)]
+	f := s.form(p)
 	if f == nil {
 		return 0
 	}
 	return len(f.contexts)
+}
+
+// form returns the session's rendering in p, nil when it has none.
+func (s *Session) form(p Provider) *form {
+	if i := formIndex(p); i >= 0 {
+		return s.forms[i]
+	}
+	return nil
 }
 
 // Context returns the pre-encoded messages of context i in the given form. The slices are
@@ -225,14 +252,29 @@ func (s *Session) AppendRequest(dst []byte, k int, p Provider) ([]byte, error) {
 	if k < 0 || k >= len(s.points) {
 		return dst, fmt.Errorf("request %d out of range [0,%d)", k, len(s.points))
 	}
-	fi := formIndex(p)
-	if fi < 0 || s.forms[fi] == nil {
+	f := s.form(p)
+	if f == nil {
 		return dst, fmt.Errorf("%w: %s from %s", ErrProvider, p, s.Format)
 	}
-	f := s.forms[fi]
+	fi := formIndex(p)
 	pt := &s.points[k]
-	msgs := f.contexts[pt.Context][:pt.n[fi]]
-	size := len(f.head) + len(f.tail) + len(pt.Model) + 64
+	return f.appendBody(dst, pt.Model, f.contexts[pt.ctx[fi]][:pt.n[fi]]), nil
+}
+
+// AppendBody appends a request body in the given form holding msgs, pre-encoded messages
+// of that form (Responses: input items), in place of a request's messages: the session's
+// system prompt, tools and other members around them, and model.
+func (s *Session) AppendBody(dst []byte, p Provider, model string, msgs [][]byte) ([]byte, error) {
+	f := s.form(p)
+	if f == nil {
+		return dst, fmt.Errorf("%w: %s from %s", ErrProvider, p, s.Format)
+	}
+	return f.appendBody(dst, model, msgs), nil
+}
+
+// appendBody appends the body holding msgs to dst.
+func (f *form) appendBody(dst []byte, model string, msgs [][]byte) []byte {
+	size := len(f.head) + len(f.tail) + len(model) + 64
 	for _, m := range msgs {
 		size += len(m) + 1
 	}
@@ -242,7 +284,7 @@ func (s *Session) AppendRequest(dst []byte, k int, p Provider) ([]byte, error) {
 		dst = nd
 	}
 	dst = append(dst, `{"model":`...)
-	dst = appendJSONString(dst, pt.Model)
+	dst = appendJSONString(dst, model)
 	dst = append(dst, f.head...)
 	for i, m := range msgs {
 		if i > 0 || f.headMsg {
@@ -250,12 +292,11 @@ func (s *Session) AppendRequest(dst []byte, k int, p Provider) ([]byte, error) {
 		}
 		dst = append(dst, m...)
 	}
-	dst = append(dst, f.tail...)
-	return dst, nil
+	return append(dst, f.tail...)
 }
 
 // providers lists the request forms an importer can render, in Session.forms order.
-var providers = [...]Provider{Anthropic, OpenAI}
+var providers = [...]Provider{Anthropic, OpenAI, Responses}
 
 // formIndex maps a provider to its slot in Session.forms (-1 when unknown).
 func formIndex(p Provider) int {

@@ -40,9 +40,13 @@ func messagesOf(t *testing.T, s *Session, k int, p Provider) []json.RawMessage {
 	}
 	var req struct {
 		Messages []json.RawMessage `json:"messages"`
+		Input    []json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
+	}
+	if p == Responses {
+		return req.Input
 	}
 	return req.Messages
 }
@@ -318,7 +322,7 @@ func TestCodexBothForms(t *testing.T) {
 		codexLineStr("response_item", `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}],"phase":"final_answer"}`),
 	)
 	s := mustImport(t, "rollout.jsonl", data, FormatAuto)
-	if s.Format != FormatCodex || s.Len() != 2 || s.Native != OpenAI {
+	if s.Format != FormatCodex || s.Len() != 2 || s.Native != Responses {
 		t.Fatalf("%s %d %s", s.Format, s.Len(), s.Native)
 	}
 	if s.Stats.DroppedReasoning != 1 || s.Stats.FailedResults != 1 || s.Stats.ToolCalls != 2 {
@@ -348,6 +352,72 @@ func TestCodexBothForms(t *testing.T) {
 	if !bytes.HasPrefix(body, []byte(`{"model":"gpt-5.5","messages":[{"role":"system","content":"You are Codex."},`)) {
 		t.Errorf("OpenAI body head: %.120s", body)
 	}
+	// The Responses form sends the recorded items themselves, reasoning and the hosted search
+	// included, with Codex's request members around them.
+	body, _ = s.Request(1, Responses)
+	for _, frag := range []string{
+		`{"model":"gpt-5.5","instructions":"You are Codex.","input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"perms"}]},`,
+		`{"type":"reasoning","summary":[],"content":null,"encrypted_content":"gAAA"},{"type":"function_call","name":"exec_command","arguments":"{\"cmd\": \"ls\"}","call_id":"call_1"},`,
+		`{"type":"custom_tool_call_output","call_id":"call_2","output":"{\"output\":\"ok\",\"metadata\":{\"exit_code\":0}}"}],"tools":`,
+		`"tools":[{"type":"custom","name":"apply_patch",`,
+		`{"type":"web_search"}],"tool_choice":"auto","parallel_tool_calls":true,"store":false,"stream":true,"prompt_cache_key":"x"}`,
+	} {
+		if !bytes.Contains(body, []byte(frag)) {
+			t.Errorf("Responses form lacks %s:\n%s", frag, body)
+		}
+	}
+	if r, err := wire.Parse(wire.Responses, body); err != nil || wire.Validate(r) != nil {
+		t.Errorf("Responses form: %v %v", err, wire.Validate(r))
+	}
+}
+
+// TestCodexResponsesFixups: as Codex does before it sends its history, a call left without
+// output gets the output "aborted" right after it, an output of no call is left out, and a
+// reasoning item nothing of its run follows is not sent; a compaction starts a new context of
+// the Responses form holding the replacement history.
+func TestCodexResponsesFixups(t *testing.T) {
+	data := lines(
+		codexLineStr("session_meta", `{"id":"s1","base_instructions":{"text":"I"}}`),
+		codexLineStr("turn_context", `{"model":"gpt-5.5","effort":"high","summary":"auto"}`),
+		codexLineStr("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}`),
+		codexLineStr("response_item", `{"type":"function_call","name":"exec_command","arguments":"{}","call_id":"c1"}`),
+		codexLineStr("response_item", `{"type":"custom_tool_call","name":"apply_patch","input":"p","call_id":"c2"}`),
+		codexLineStr("response_item", `{"type":"function_call_output","call_id":"c9","output":"orphan"}`),
+		codexLineStr("response_item", `{"type":"function_call_output","call_id":"c2","output":"wrong kind"}`),
+		codexLineStr("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"stop"}]}`),
+		codexLineStr("response_item", `{"type":"reasoning","summary":[],"encrypted_content":"R1"}`),
+		codexLineStr("response_item", `{"type":"message","role":"user","content":[{"type":"input_text","text":"again"}]}`),
+		codexLineStr("response_item", `{"type":"ghost_snapshot","ghost_commit":{"id":"g"}}`),
+		codexLineStr("response_item", `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}`),
+		codexLineStr("compacted", `{"message":"","replacement_history":[{"type":"message","role":"user","content":[{"type":"input_text","text":"summary"}]}]}`),
+		codexLineStr("response_item", `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"after"}]}`),
+	)
+	s := mustImport(t, "rollout.jsonl", data, FormatCodex)
+	if s.Len() != 4 || s.Contexts(Responses) != 2 {
+		t.Fatalf("%d requests, %d contexts", s.Len(), s.Contexts(Responses))
+	}
+	items := func(k int) string { return strings.ReplaceAll(joined(messagesOf(t, s, k, Responses)), "\n", "") }
+	want := `{"type":"message","role":"user","content":[{"type":"input_text","text":"go"}]}` +
+		`{"type":"function_call","name":"exec_command","arguments":"{}","call_id":"c1"}{"type":"function_call_output","call_id":"c1","output":"aborted"}` +
+		`{"type":"custom_tool_call","name":"apply_patch","input":"p","call_id":"c2"}{"type":"custom_tool_call_output","call_id":"c2","output":"aborted"}` +
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"stop"}]}`
+	if got := items(1); got != want {
+		t.Errorf("request 1:\n got %s\nwant %s", got, want)
+	}
+	if got := items(2); strings.Contains(got, "R1") || !strings.HasSuffix(got, `"again"}]}`) {
+		t.Errorf("request 2 keeps the dangling reasoning or lost the user turn: %s", got)
+	}
+	if got := items(3); got != `{"type":"message","role":"user","content":[{"type":"input_text","text":"summary"}]}` {
+		t.Errorf("after the compaction: %s", got)
+	}
+	if s.Point(3).ContextIn(Responses) != 1 || s.Point(3).Context != 1 {
+		t.Errorf("contexts %d %d", s.Point(3).ContextIn(Responses), s.Point(3).Context)
+	}
+	body, _ := s.Request(0, Responses)
+	if !bytes.HasSuffix(body, []byte(`"reasoning":{"effort":"high","summary":"auto"},"store":false,"stream":true,"include":["reasoning.encrypted_content"],"prompt_cache_key":"s1"}`)) {
+		t.Errorf("request members: %s", body)
+	}
+	checkRequests(t, s)
 }
 
 // TestSWEAgentReusedIDs: the OpenAI (native) form keeps reused tool-call ids as the agent sent

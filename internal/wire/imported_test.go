@@ -33,8 +33,11 @@ func TestImportedRequestsRoundTripAndValidate(t *testing.T) {
 		}
 		for _, p := range s.Providers() {
 			f := wire.Anthropic
-			if p == transcripts.OpenAI {
+			switch p {
+			case transcripts.OpenAI:
 				f = wire.OpenAI
+			case transcripts.Responses:
+				f = wire.Responses
 			}
 			ks := []int{n - 1}
 			for k := 0; k < n-1; k += max(1, n/8) {
