@@ -47,7 +47,7 @@ Docs: ` + docsURL + `formats.md`,
 	}
 	cmd.Flags().StringVar(&format, "format", "auto", "session format: auto, "+transcripts.FormatList())
 	cmd.Flags().StringVar(&out, "out", "-", "output file, or - for standard output")
-	cmd.Flags().StringVar(&provider, "provider", "", "request form: anthropic|openai (default: the source's native form)")
+	cmd.Flags().StringVar(&provider, "provider", "", "request form: anthropic|openai|responses (default: the source's native form)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "fail on the first malformed record instead of skipping it")
 	return cmd
 }
@@ -147,8 +147,8 @@ func checkFormat(f transcripts.Format) error {
 
 // checkProvider rejects a --provider value that names no request form.
 func checkProvider(p transcripts.Provider) error {
-	if p != "" && p != transcripts.Anthropic && p != transcripts.OpenAI {
-		return fmt.Errorf("--provider %q: want anthropic or openai", p)
+	if p != "" && p != transcripts.Anthropic && p != transcripts.OpenAI && p != transcripts.Responses {
+		return fmt.Errorf("--provider %q: want anthropic, openai or responses", p)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +120,47 @@ func mustAbs(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// codexRollout is the hand-made Codex rollout of the importer's golden tests.
+const codexRollout = "../../internal/transcripts/testdata/transcripts/codex/rollout-2026-05-11T11-00-00-019e1625-0000-7000-8000-000000000001.jsonl"
+
+// TestCodexResponsesForm: a Codex rollout imports as Responses requests by default and with
+// --provider responses, as Chat Completions with --provider openai; replay bills it as
+// Responses requests with 0 invalid ones; an unknown --provider names the three forms.
+func TestCodexResponsesForm(t *testing.T) {
+	for _, args := range [][]string{{codexRollout}, {"--provider", "responses", codexRollout}} {
+		out, _, err := run(importCmd(), args...)
+		if err != nil || strings.Count(out, "\n") != 5 || !strings.HasPrefix(out, `{"provider":"responses","index":0,"context":0,`) ||
+			!strings.Contains(out, `"body":{"model":"gpt-5.5","instructions":`) {
+			t.Fatalf("import %v: %v\n%.300s", args, err, out)
+		}
+	}
+	if out, _, err := run(importCmd(), "--provider", "openai", codexRollout); err != nil || !strings.HasPrefix(out, `{"provider":"openai"`) {
+		t.Fatalf("import --provider openai: %v\n%.200s", err, out)
+	}
+	if _, _, err := run(importCmd(), "--provider", "chat", codexRollout); err == nil || !strings.Contains(err.Error(), "want anthropic, openai or responses") {
+		t.Fatalf("--provider chat: %v", err)
+	}
+	out, errOut, err := run(mustReplayCmd(), "--progress", "never", "--json", codexRollout)
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, errOut)
+	}
+	var rep struct {
+		Sessions []struct {
+			Provider   string `json:"provider"`
+			Strategies []struct {
+				Name    string `json:"name"`
+				Invalid int    `json:"invalid_requests"`
+			} `json:"strategies"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Sessions) != 1 || rep.Sessions[0].Provider != "responses" {
+		t.Fatalf("replay report: %v\n%.300s", err, out)
+	}
+	for _, s := range rep.Sessions[0].Strategies {
+		if s.Invalid != 0 {
+			t.Errorf("%s: %d invalid requests", s.Name, s.Invalid)
+		}
+	}
 }

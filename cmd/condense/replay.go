@@ -79,7 +79,7 @@ Docs: ` + docsURL + `replay.md`,
 	fl.StringVar(&f.markdownFile, "markdown", "", "write a Markdown report to `FILE`")
 	fl.StringVar(&f.pricesFile, "prices", "", "price table `FILE` in the internal/cost/prices.yaml format (default: the embedded table)")
 	fl.StringVar(&f.breakpoints, "cache-breakpoints", "auto", "auto (the request's cache_control, else pi/Claude Code's placement) or client (only the request's own)")
-	fl.StringVar(&f.provider, "provider", "", "request form for sessions: anthropic|openai (default: each session's native form)")
+	fl.StringVar(&f.provider, "provider", "", "request form for sessions: anthropic|openai|responses (default: each session's native form)")
 	fl.BoolVar(&f.strict, "strict", false, "fail on a session's first malformed record instead of skipping it")
 	fl.Float64Var(&f.charsPerToken, "chars-per-token", 4, "ASCII characters per token of the estimator")
 	fl.BoolVar(&f.perSession, "per-session", false, "print one table per session before the totals")
