@@ -124,6 +124,7 @@ func importMiniSWEAgent(in *input, data []byte) (*Session, error) {
 			structured = len(calls) > 0
 			if !structured && (m.Extra != nil && len(m.Extra.Actions) > 0 || msaActionRe.MatchString(m.text)) {
 				b.s.Stats.ToolCalls++ // a text action
+				b.s.Observations = harnessMiniSWEAgent
 			}
 			if len(calls) == 0 {
 				b.add(msg{role: "assistant", str: true, parts: []part{{kind: pText, text: m.text}}})

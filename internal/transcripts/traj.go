@@ -154,6 +154,7 @@ func importSWEAgent(in *input, data []byte) (*Session, error) {
 			if len(e.ToolCalls) == 0 && strings.TrimSpace(e.Action) != "" {
 				b.s.Stats.ToolCalls++
 				textCalls++
+				b.s.Observations = harnessSWEAgent
 			}
 		case "tool":
 			m := msg{role: "user"}

@@ -50,6 +50,12 @@ func FormatList() string {
 	return strings.Join(names, ", ")
 }
 
+// The text-protocol harnesses a session's Observations names (the engine's harness names).
+const (
+	harnessMiniSWEAgent = "mini-swe-agent"
+	harnessSWEAgent     = "swe-agent"
+)
+
 // Provider names a request wire format.
 type Provider string
 
@@ -189,6 +195,10 @@ type Session struct {
 	Stats  Stats
 
 	Warnings []*ParseError // malformed records skipped (a strict import fails on the first instead)
+
+	// Observations names the text-protocol harness whose observations are user messages
+	// ("mini-swe-agent", "swe-agent") when the agent acted in text, "" otherwise.
+	Observations string
 
 	system string   // system prompt (real when recorded, else the stand-in)
 	tools  []string // tool names, sorted

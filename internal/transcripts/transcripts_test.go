@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -657,5 +658,27 @@ func TestClaudeCodeParentCycle(t *testing.T) {
 	s := mustImport(t, "cc.jsonl", data, FormatClaudeCode)
 	if s.Len() != 2 {
 		t.Fatalf("%d requests", s.Len())
+	}
+}
+
+// TestObservationsHarness: sessions of agents acting in text name their harness (their
+// observations are user messages); tool-calling sessions name none.
+func TestObservationsHarness(t *testing.T) {
+	for name, want := range map[string]string{
+		"mini-swe-agent/v1-text.traj.json":                                             "mini-swe-agent",
+		"mini-swe-agent/v2-textbased.traj.json":                                        "mini-swe-agent",
+		"mini-swe-agent/v2-toolcalls.traj.json":                                        "",
+		"mini-swe-agent/v2-responses.traj.json":                                        "",
+		"swe-agent/units__text-actions.traj":                                           "swe-agent",
+		"swe-agent/units__function-calling.traj":                                       "",
+		"codex/rollout-2026-05-11T11-00-00-019e1625-0000-7000-8000-000000000001.jsonl": "",
+	} {
+		s, err := ImportFile(filepath.Join("testdata", "transcripts", name), FormatAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Observations != want {
+			t.Errorf("%s: %q, want %q", name, s.Observations, want)
+		}
 	}
 }
