@@ -179,13 +179,18 @@ func blocksTTL1h(bs []*wire.Block) bool {
 // assistant turn and its results, so the latest grace turns stay verbatim (0: not enough
 // turns; grace <= 0: DefaultGraceTurns) — and a key identifying that cut.
 func MidRunCut(msgs []*wire.Message, grace int) (cut int, key uint64) {
+	return MidRunCutFunc(msgs, grace, func(i int) bool { return hasToolUse(msgs[i]) })
+}
+
+// MidRunCutFunc is MidRunCut with toolUsing telling which assistant messages are tool-using
+// turns (pruner.ToolTurns: text observations answer a turn without tool calls).
+func MidRunCutFunc(msgs []*wire.Message, grace int, toolUsing func(i int) bool) (cut int, key uint64) {
 	if grace <= 0 {
 		grace = DefaultGraceTurns
 	}
 	seen := 0
 	for i := len(msgs) - 1; i > 0; i-- {
-		m := msgs[i]
-		if m.Role != "assistant" || !hasToolUse(m) {
+		if msgs[i].Role != "assistant" || !toolUsing(i) {
 			continue
 		}
 		seen++

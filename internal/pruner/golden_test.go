@@ -39,7 +39,11 @@ type goldenReport struct {
 
 // endsWithReply reports a transcript whose last message is a user prompt right after a
 // text-only assistant reply: the agent-message trigger point as a proxy sees it.
-func endsWithReply(req *wire.Request) bool {
+func endsWithReply(req *wire.Request) bool { return endsWithReplyUnder(req, DefaultPolicy()) }
+
+// endsWithReplyUnder is endsWithReply under pol: an observation is no prompt, and the
+// assistant message it answers is a tool-using turn (ToolTurns).
+func endsWithReplyUnder(req *wire.Request, pol Policy) bool {
 	n := len(req.Messages)
 	if n < 2 {
 		return false
@@ -48,12 +52,7 @@ func endsWithReply(req *wire.Request) bool {
 	if last.Role != wire.RoleUser || hasToolResult(last) || prev.Role != wire.RoleAssistant {
 		return false
 	}
-	for _, b := range prev.Blocks {
-		if b.Kind == wire.KindToolUse {
-			return false
-		}
-	}
-	return true
+	return !ToolTurns(req, pol)[n-2]
 }
 
 // replay runs a session through the engine as the proxy would: render every request, flush
@@ -73,7 +72,11 @@ func replay(t *testing.T, s *transcripts.Session) goldenReport {
 
 // replayBodies is replay over the n request bodies body(0) … body(n-1) of format f.
 func replayBodies(t *testing.T, f wire.Format, n int, request func(k int) []byte) goldenReport {
-	pol := DefaultPolicy()
+	return replayUnder(t, DefaultPolicy(), 40, f, n, request)
+}
+
+// replayUnder is replayBodies under pol, with the budget-like flush every every requests.
+func replayUnder(t *testing.T, pol Policy, every int, f wire.Format, n int, request func(k int) []byte) goldenReport {
 	st := NewState()
 	rep := goldenReport{Diagnostics: map[string]int{}}
 	for k := 0; k < n; k++ {
@@ -108,7 +111,7 @@ func replayBodies(t *testing.T, f wire.Format, n int, request func(k int) []byte
 		rep.LastBefore, rep.LastAfter = len(body), len(res.Body)
 		rep.Stubbed = res.Stats.Stubbed
 		st, _ = st.WithDiagnostics(res.Diagnostics)
-		if endsWithReply(req) || k%40 == 39 {
+		if endsWithReplyUnder(req, pol) || k%every == every-1 {
 			rep.Flushes++
 			st = flush(t, req, st, pol)
 		}

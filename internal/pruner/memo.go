@@ -12,9 +12,10 @@ import (
 // starts over.
 const summaryMemoMaxBytes = 16 << 20
 
-// summaryMemo maps a summary's text (and format) to its text block. A committed summary is
-// shown on every request until the next flush, and JSON-quoting its text anew each time was
-// a tenth of a steady render; blocks are immutable, so requests and goroutines share them.
+// summaryMemo maps a summary's or an observation stub's text (and format and form) to its text
+// block. A committed summary is shown on every request until the next flush, and JSON-quoting
+// its text anew each time was a tenth of a steady render; blocks are immutable, so requests and
+// goroutines share them.
 var summaryMemo = struct {
 	mu    sync.Mutex
 	m     map[summaryMemoKey]*wire.Block
@@ -23,19 +24,29 @@ var summaryMemo = struct {
 
 type summaryMemoKey struct {
 	f    wire.Format
+	str  bool
 	text string
 }
 
 // summaryBlock returns wire.NewTextBlock(f, text), memoised.
-func summaryBlock(f wire.Format, text string) *wire.Block {
-	k := summaryMemoKey{f, text}
+func summaryBlock(f wire.Format, text string) *wire.Block { return textBlock(f, false, text) }
+
+// textBlock returns a text block of format f holding text, memoised: in string form (content
+// that is a JSON string, except in Responses, where it is a part) when str is set, else
+// wire.NewTextBlock(f, text).
+func textBlock(f wire.Format, str bool, text string) *wire.Block {
+	k := summaryMemoKey{f, str && f != wire.Responses, text}
 	summaryMemo.mu.Lock()
 	b, ok := summaryMemo.m[k]
 	summaryMemo.mu.Unlock()
 	if ok {
 		return b
 	}
-	b = wire.NewTextBlock(f, text)
+	if k.str {
+		b = wire.NewTextMessage(f, wire.RoleUser, text).Blocks[0]
+	} else {
+		b = wire.NewTextBlock(f, text)
+	}
 	summaryMemo.mu.Lock()
 	defer summaryMemo.mu.Unlock()
 	if summaryMemo.bytes+len(text) > summaryMemoMaxBytes {

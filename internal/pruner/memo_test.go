@@ -140,7 +140,7 @@ func TestStubEntries(t *testing.T) {
 		if rec.Spilled {
 			text = SpillStubText(rec.Tool, ref, rec.Bytes, rec.Preview)
 		}
-		return stubEntry{rk: rk, rec: rec, si: si, text: text}, true
+		return stubEntry{rk: rk, rec: rec, si: si, ref: ref, text: text}, true
 	}
 	keys := []string{"a#1", "b#2", "c#3", "d#4", "e#5", "t1", "a", "unknown#0"}
 	for round := 0; round < 2; round++ {

@@ -107,7 +107,7 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 	if st == nil {
 		st = NewState()
 	}
-	v := newView(req.Format, req.Messages)
+	v := viewFor(req.Format, req.Messages, &pol)
 	p := &Plan{st: st, pol: pol, now: now.UTC()}
 	afps := v.fingerprints(v.assistants)
 	fpOf := make(map[int]Fingerprint, len(afps))
@@ -216,7 +216,7 @@ func (p *Plan) decide(v *view, taken map[string]bool) {
 	st, pol := p.st, &p.pol
 	if pp := pol.PurgeErrors; pp.Enabled {
 		for _, c := range v.calls {
-			if c.res == nil || !c.res.b.IsError || len(v.assistants)-c.turn < pp.CooldownTurns {
+			if c.res == nil || c.res.obs != nil || !c.res.b.IsError || len(v.assistants)-c.turn < pp.CooldownTurns {
 				continue
 			}
 			if key := c.res.occKey(); key != "" && !st.Purged[key] && utf16Len(compactJSON(c.b.Input)) >= pp.MinArgChars {
@@ -238,6 +238,17 @@ func (p *Plan) decide(v *view, taken map[string]bool) {
 func (p *Plan) addBlobs(rec *Record, args []byte, text string) {
 	p.Blobs = append(p.Blobs, Blob{Key: BlobKeyResult(rec.Key), Data: []byte(text)},
 		Blob{Key: BlobKeyArgs(rec.Key), Data: append([]byte(nil), args...)})
+}
+
+// observes reports whether the batch holds a text observation: its summary then tells how to
+// ask for the originals in text.
+func (it *planItem) observes() bool {
+	for _, pc := range it.calls {
+		if pc.c.res.obs != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // finishItem applies dedup and the trivial check and builds the summarizer batch.
@@ -568,7 +579,11 @@ func (p *Plan) Commit(outputs map[string]string) (*State, error) {
 				n.NextRef++
 				tools[i] = pc.rec.Tool
 			}
-			text := DecorateRefs(out, refs, tools) + SummaryFooter(refs)
+			footer := SummaryFooter(refs)
+			if it.observes() {
+				footer = ObservationSummaryFooter(refs)
+			}
+			text := DecorateRefs(out, refs, tools) + footer
 			tl := utf16Len(text)
 			if tl > it.rawChars {
 				for _, pc := range it.calls {

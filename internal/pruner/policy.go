@@ -61,6 +61,8 @@ type Policy struct {
 	Chain ChainPolicy `json:"chain"`
 	// PurgeErrors configures the error purge.
 	PurgeErrors PurgePolicy `json:"purgeErrors"`
+	// Observations prunes the text observations of text-protocol agents (off by default).
+	Observations ObservationPolicy `json:"observations"`
 }
 
 // DefaultPolicy returns the reference defaults (reference §16).

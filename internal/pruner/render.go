@@ -114,7 +114,7 @@ func RenderView(req *wire.Request, st *State, pol Policy) *Result {
 	if st.Empty() {
 		return res
 	}
-	v := newView(req.Format, req.Messages)
+	v := viewFor(req.Format, req.Messages, &pol)
 	r := &renderer{v: v, st: st, pol: &pol, blocks: make([][]*wire.Block, len(v.msgs)),
 		drop: make([]bool, len(v.msgs)), res: res, after: map[int][]*wire.Message{}, before: map[int][]*wire.Message{}}
 	ranges := r.resolveChains()
@@ -224,6 +224,10 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 		} else {
 			r.res.Stats.Stubbed++
 		}
+		if res.obs != nil {
+			r.stubObservation(res, e)
+			continue
+		}
 		nb := res.b.WithResultText(text)
 		if nb.CacheControl == nil {
 			if cc := innerCC(res.b); cc != nil {
@@ -233,6 +237,21 @@ func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 		}
 		r.blk(res.msg)[res.blk] = nb
 	}
+}
+
+// stubObservation replaces an observation's text block with its stub, framed by the
+// observation's pattern (the block's cache_control marker kept).
+func (r *renderer) stubObservation(res *result, e stubEntry) {
+	stub := ObservationStubText(e.ref)
+	if e.rec.Spilled {
+		stub = ObservationSpillStubText(e.rec.Tool, e.ref, e.rec.Bytes, e.rec.Preview)
+	}
+	old := r.v.msgs[res.msg].Blocks[res.blk]
+	nb := textBlock(r.v.f, old.IsStringForm(), res.obs.frame(stub))
+	if old.CacheControl != nil {
+		nb = nb.WithCacheControl(old.CacheControl)
+	}
+	r.blk(res.msg)[res.blk] = nb
 }
 
 // innerCC returns the last cache_control marker inside a tool result's content.
@@ -263,7 +282,7 @@ func (r *renderer) purgeErrors(inRange []bool) {
 		return
 	}
 	for _, c := range r.v.calls {
-		if c.res == nil || !c.res.b.IsError || inRange[c.msg] || !r.st.Purged[c.res.occKey()] {
+		if c.res == nil || c.res.obs != nil || !c.res.b.IsError || inRange[c.msg] || !r.st.Purged[c.res.occKey()] {
 			continue
 		}
 		size := utf16Len(compactJSON(c.b.Input))
@@ -528,10 +547,10 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 			m := v.msgs[i]
 			switch v.cls[i] {
 			case clsAssistant:
+				for _, c := range v.callsOf(i) {
+					actual[c.b.ID] = true
+				}
 				for _, b := range m.Blocks {
-					if b.Kind == wire.KindToolUse && b.ID != "" {
-						actual[b.ID] = true
-					}
 					if b.CacheControl != nil {
 						cc = b.CacheControl
 					}
@@ -541,28 +560,25 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 			case clsResults:
 				var keep []*wire.Block
 				for j, b := range r.blk(i) {
-					if b.Kind != wire.KindToolResult {
+					// Phase 1 never touches in-range results, so block j is the original.
+					res := v.resultAt(i, j)
+					if res == nil {
 						keep = append(keep, b)
 						continue
 					}
-					actual[b.ID] = true
+					rb := res.b // an observation's synthetic result stands for its text block
+					actual[rb.ID] = true
 					if x := blockCC(b); x != nil {
 						cc = x
 					}
-					if !prot[b.ID] {
+					if !prot[rb.ID] || protKey != nil && !protKey[res.occKey()] {
 						continue
 					}
-					if protKey != nil {
-						// Phase 1 never touches in-range results, so block j is the original.
-						if res := v.resultAt(i, j); res == nil || !protKey[res.occKey()] {
-							continue
-						}
-					}
-					name := b.Name
+					name := rb.Name
 					if name == "" {
 						name = "unknown"
 					}
-					protected.WriteString("\n\n<protected-output tool=\"" + name + "\">\n" + b.ResultText() + "\n</protected-output>")
+					protected.WriteString("\n\n<protected-output tool=\"" + name + "\">\n" + rb.ResultText() + "\n</protected-output>")
 				}
 				if len(keep) == 0 || v.f != wire.Anthropic {
 					r.drop[i] = true
@@ -747,8 +763,8 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 		for lead < len(bs) && bs[lead].Kind == wire.KindToolResult {
 			lead++
 		}
-		if v.cls[h] == clsPrompt && len(bs) > len(v.msgs[h].Blocks) {
-			lead = len(bs) // a prompt holding a synthetic: append after it
+		if v.cls[h] == clsPrompt && len(bs) > len(v.msgs[h].Blocks) || v.isObservation(h) {
+			lead = len(bs) // a prompt holding a synthetic, an observation: append after it
 		}
 		nb := make([]*wire.Block, 0, len(bs)+len(hostBlocks[h]))
 		nb = append(nb, bs[:lead]...)

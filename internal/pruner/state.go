@@ -250,6 +250,8 @@ type stubEntry struct {
 	rec *Record
 	// si is the index in Summaries of the first summary covering rk, or -1.
 	si int
+	// ref is what the stub names: the tN ref, else the key.
+	ref string
 	// text is the stub's text (StubText, or SpillStubText for a spilled record).
 	text string
 }
@@ -280,6 +282,7 @@ func (s *State) stubOf(key string) (e stubEntry, ok bool) {
 		if ref == "" {
 			ref = key
 		}
+		e.ref = ref
 		if e.rec.Spilled {
 			e.text = SpillStubText(e.rec.Tool, ref, e.rec.Bytes, e.rec.Preview)
 		} else {

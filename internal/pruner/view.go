@@ -52,7 +52,8 @@ type result struct {
 	call     *call // nil when no call of its own turn opened it
 	key      string
 	keyed    bool
-	prompts  int // user prompts seen before it (for grace)
+	prompts  int       // user prompts seen before it (for grace)
+	obs      *obsMatch // a text observation (b and its call are synthetic), else nil
 }
 
 // view is the analysed transcript shared by planning and render. Its per-message indexes
@@ -95,6 +96,12 @@ func (v *view) turnHolds(i int, key string) bool {
 	return false
 }
 
+// isObservation reports whether message i is a text observation.
+func (v *view) isObservation(i int) bool {
+	s := v.resultSpan[i]
+	return s.hi > s.lo && v.results[s.lo].obs != nil
+}
+
 // resultAt returns the result of block j of message i, or nil.
 func (v *view) resultAt(i, j int) *result {
 	s := v.resultSpan[i]
@@ -130,7 +137,17 @@ func (s *viewSlab) result(r result) *result {
 	return p
 }
 
-func newView(f wire.Format, msgs []*wire.Message) *view {
+// newView analyses a transcript without text observations.
+func newView(f wire.Format, msgs []*wire.Message) *view { return viewFor(f, msgs, nil) }
+
+// viewFor analyses a transcript under a policy: with observations on, a user message that a
+// pattern recognises right after an assistant message without tool calls is that message's
+// tool result, and the assistant message its call (both synthetic blocks, docs/engine.md).
+func viewFor(f wire.Format, msgs []*wire.Message, pol *Policy) *view {
+	var obs *observer
+	if pol != nil {
+		obs = observerOf(pol)
+	}
 	n := len(msgs)
 	v := &view{f: f, msgs: msgs, cls: make([]class, n), turnOf: make([]int, n), callSpan: make([]span, n), resultSpan: make([]span, n),
 		calls: make([]*call, 0, n/2+1), results: make([]*result, 0, n/2+1)}
@@ -138,6 +155,10 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 	var open map[string]*call // current turn's calls by id, unmatched
 	prompts := 0
 	for i, m := range msgs {
+		var om *obsMatch
+		if obs != nil && m.Role == wire.RoleUser && i > 0 && v.cls[i-1] == clsAssistant && !v.toolUsing(i-1) && !hasToolResult(m) {
+			om = obs.observation(msgs[i-1], m)
+		}
 		switch {
 		case m.Role == wire.RoleAssistant:
 			v.cls[i] = clsAssistant
@@ -176,6 +197,15 @@ func newView(f wire.Format, msgs []*wire.Message) *view {
 				v.results = append(v.results, r)
 			}
 			v.resultSpan[i] = span{int32(lo), int32(len(v.results))}
+		case om != nil:
+			v.cls[i] = clsResults
+			c := slab.call(call{msg: i - 1, blk: -1, b: om.call, turn: v.turnOf[i-1]})
+			r := slab.result(result{msg: i, blk: 0, b: om.result, prompts: prompts, obs: om, call: c})
+			c.res = r
+			v.callSpan[i-1] = span{int32(len(v.calls)), int32(len(v.calls) + 1)}
+			v.calls = append(v.calls, c)
+			v.resultSpan[i] = span{int32(len(v.results)), int32(len(v.results) + 1)}
+			v.results = append(v.results, r)
 		case m.Role == wire.RoleUser:
 			v.cls[i] = clsPrompt
 			v.prompts = append(v.prompts, i)
@@ -345,10 +375,6 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 	var cur *chainRange
 	seenID := map[string]bool{}
 	seenProt := map[string]bool{}
-	callAt := map[[2]int]*call{}
-	for _, c := range v.calls {
-		callAt[[2]int{c.msg, c.blk}] = c
-	}
 	for i, m := range v.msgs {
 		switch v.cls[i] {
 		case clsPrompt:
@@ -373,23 +399,17 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 				continue
 			}
 			cur.turns++
-			for j, b := range m.Blocks {
-				if b.Kind != wire.KindToolUse || b.ID == "" || b.Name == "" {
+			for _, c := range v.callsOf(i) {
+				b := c.b
+				if b.Name == "" {
 					continue
 				}
 				if !seenID[b.ID] {
 					seenID[b.ID] = true
 					cur.ids = append(cur.ids, b.ID)
 				}
-				c := callAt[[2]int{i, j}]
-				var p string
-				var hp bool
-				if c != nil {
-					p, hp = c.pathArg()
-					cur.calls = append(cur.calls, c)
-				} else {
-					p, hp = pathArg(b.Input)
-				}
+				p, hp := c.pathArg()
+				cur.calls = append(cur.calls, c)
 				if pol.IsProtected(b.Name, p, hp) && !seenProt[b.ID] {
 					seenProt[b.ID] = true
 					cur.protected = append(cur.protected, b.ID)
@@ -399,11 +419,9 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 			if cur == nil {
 				continue
 			}
-			for _, b := range m.Blocks {
-				if b.Kind != wire.KindToolResult || b.ID == "" {
-					continue
-				}
-				if !seenID[b.ID] {
+			sp := v.resultSpan[i]
+			for _, r := range v.results[sp.lo:sp.hi] {
+				if b := r.b; b.ID != "" && !seenID[b.ID] {
 					seenID[b.ID] = true
 					cur.ids = append(cur.ids, b.ID)
 				}
