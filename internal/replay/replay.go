@@ -45,6 +45,21 @@ type Transcript interface {
 	AppendRequest(dst []byte, k int) ([]byte, error)
 }
 
+// TextObservations is implemented by transcripts of text-protocol agents, whose
+// observations are user messages: ObservationHarness names the harness ("mini-swe-agent",
+// "swe-agent"; "" for an agent with tool calls).
+type TextObservations interface {
+	ObservationHarness() string
+}
+
+// ObservationHarness returns the text-protocol harness of t ("" when t is not one).
+func ObservationHarness(t Transcript) string {
+	if o, ok := t.(TextObservations); ok {
+		return o.ObservationHarness()
+	}
+	return ""
+}
+
 // Request is one request of a session as the agent sent it, handed to a strategy.
 type Request struct {
 	// Index is the 0-based request number within the session.

@@ -52,6 +52,9 @@ func (t *sessionTranscript) WireFormat() cost.WireFormat {
 	return cost.Anthropic
 }
 
+// ObservationHarness implements TextObservations.
+func (t *sessionTranscript) ObservationHarness() string { return t.s.Observations }
+
 // Meta implements Transcript.
 func (t *sessionTranscript) Meta(k int) Meta {
 	p := t.s.Point(k)

@@ -3,9 +3,12 @@ package strategies
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // ClearedPlaceholder replaces a cleared tool result (and, with ClearToolInputs, the call's
@@ -128,7 +131,9 @@ const MaskedPlaceholder = "[earlier tool output omitted]"
 
 // ObservationMask keeps the outputs of the last Window tool calls and replaces every older tool
 // output with a placeholder, on every request (the calls themselves stay). This is the
-// "observation masking" baseline of agent-context research.
+// "observation masking" baseline of agent-context research. The observations of a
+// text-protocol agent (replay.ObservationHarness) are its outputs: an older one's message
+// content becomes the placeholder.
 type ObservationMask struct {
 	// Window is how many of the most recent tool outputs are kept (default 10).
 	Window int
@@ -138,31 +143,55 @@ type ObservationMask struct {
 func (m ObservationMask) Name() string { return "observation-mask" }
 
 // New implements replay.Strategy.
-func (m ObservationMask) New(context.Context, replay.Transcript) (replay.Runner, error) {
+func (m ObservationMask) New(_ context.Context, t replay.Transcript) (replay.Runner, error) {
 	if m.Window < 0 {
 		return nil, fmt.Errorf("observation-mask: negative window")
 	}
-	return maskRunner{m}, nil
+	r := maskRunner{m: m}
+	if h := replay.ObservationHarness(t); h != "" {
+		r.obs = &pruner.Policy{Observations: pruner.ObservationPolicy{Enabled: true, Harness: h}}
+	}
+	return r, nil
 }
 
-type maskRunner struct{ m ObservationMask }
+type maskRunner struct {
+	m   ObservationMask
+	obs *pruner.Policy // recognises text observations; nil for a tool-calling agent
+}
 
 // Close implements replay.Runner.
 func (maskRunner) Close() error { return nil }
 
+// output is one tool output or text observation, by message and its edit.
+type output struct {
+	msg  int
+	text string
+	edit edit
+}
+
 // Rewrite implements replay.Runner.
 func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Result, error) {
-	uses := toolUses(req.Format, req.Body)
-	var answered []toolUse
-	for _, u := range uses {
+	var outs []output
+	for _, u := range toolUses(req.Format, req.Body) {
 		if u.resMsg >= 0 {
-			answered = append(answered, u)
+			outs = append(outs, output{msg: u.resMsg, text: u.resultText, edit: resultEdit(req.Format, u, MaskedPlaceholder)})
 		}
 	}
+	if r.obs != nil {
+		wr, err := wire.Parse(replay.WireFormat(req.Format), req.Body)
+		if err != nil {
+			return replay.Result{}, err
+		}
+		for _, i := range pruner.ObservationMessages(wr, *r.obs) {
+			outs = append(outs, output{msg: i, text: wr.Messages[i].Blocks[0].Text,
+				edit: edit{msg: i, blk: -1, member: "content", raw: jsonString(MaskedPlaceholder)}})
+		}
+		sort.SliceStable(outs, func(a, b int) bool { return outs[a].msg < outs[b].msg })
+	}
 	var edits []edit
-	for i := 0; i < len(answered)-r.m.Window; i++ {
-		if answered[i].resultText != MaskedPlaceholder {
-			edits = append(edits, resultEdit(req.Format, answered[i], MaskedPlaceholder))
+	for i := 0; i < len(outs)-r.m.Window; i++ {
+		if outs[i].text != MaskedPlaceholder {
+			edits = append(edits, outs[i].edit)
 		}
 	}
 	return replay.Result{Body: applyEdits(req.Body, messagesKey(req.Format), edits)}, nil

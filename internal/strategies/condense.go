@@ -134,7 +134,12 @@ func (e *Engine) New(ctx context.Context, t replay.Transcript) (replay.Runner, e
 	if g <= 0 {
 		g = DefaultGraceTurns
 	}
-	return &engineRunner{e: e, st: pruner.NewState(), sum: sum, horizon: h, maxHorizon: mh, grace: g, memo: map[uint64]memoOut{},
+	pol := e.pol
+	if harness := replay.ObservationHarness(t); harness != "" && !pol.Observations.Enabled {
+		// A text-protocol agent's observations are its tool results.
+		pol.Observations = pruner.ObservationPolicy{Enabled: true, Harness: harness}
+	}
+	return &engineRunner{e: e, pol: pol, st: pruner.NewState(), sum: sum, horizon: h, maxHorizon: mh, grace: g, memo: map[uint64]memoOut{},
 		store: st, session: fmt.Sprintf("replay-%016x", xxhash.Sum64String(t.Name()))}, nil
 }
 
@@ -145,6 +150,7 @@ type memoOut struct {
 
 type engineRunner struct {
 	e          *Engine
+	pol        pruner.Policy // the engine's, with the session's text observations on
 	st         *pruner.State
 	sum        summarize.Summarizer
 	horizon    int
@@ -196,18 +202,16 @@ func (r *engineRunner) commit(ctx context.Context, st *pruner.State, blobs []pru
 	return nil
 }
 
-// finalReply returns the hash of the request's last assistant message when it has no tool
-// calls (a final reply), else 0.
-func finalReply(req *wire.Request) uint64 {
+// finalReply returns the hash of the request's last assistant message when it is not a
+// tool-using turn (turns: pruner.ToolTurns) — a final reply —, else 0.
+func finalReply(req *wire.Request, turns []bool) uint64 {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
 		if m.Role != "assistant" {
 			continue
 		}
-		for _, b := range m.Blocks {
-			if b.Kind == wire.KindToolUse {
-				return 0
-			}
+		if turns[i] {
+			return 0
 		}
 		h := xxhash.Sum64(m.Raw())
 		if h == 0 {
@@ -236,7 +240,8 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 		r.ctxStart = req.Index
 	}
 	r.prevLen = len(wr.Messages)
-	if h := finalReply(wr); h != 0 && h != r.lastFinal {
+	turns := pruner.ToolTurns(wr, r.pol)
+	if h := finalReply(wr, turns); h != 0 && h != r.lastFinal {
 		r.lastFinal = h
 		r.due = true
 	}
@@ -246,7 +251,7 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 		}
 	}
 	if !r.due && r.e.opts.CacheAware && r.e.opts.MidRun {
-		if cut, key := cachepolicy.MidRunCut(wr.Messages, r.grace); cut > 0 {
+		if cut, key := cachepolicy.MidRunCutFunc(wr.Messages, r.grace, func(i int) bool { return turns[i] }); cut > 0 {
 			if cachepolicy.MidRunDue(key, r.lastCut, req.Cache.Alive(req.Time)) {
 				r.lastCut = key
 				view := wr.WithMessages(wr.Messages[:cut])
@@ -257,7 +262,7 @@ func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay
 			}
 		}
 	}
-	out := pruner.Render(wr, r.st, r.e.pol)
+	out := pruner.Render(wr, r.st, r.pol)
 	for _, d := range out.Diagnostics {
 		res.Diagnostics = append(res.Diagnostics, replay.Diagnostic{Request: req.Index, Kind: string(d.Kind), Detail: d.Detail})
 	}
@@ -287,7 +292,7 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 	var sumUSD float64
 	prices := req.Cache.Prices()
 	for round := 0; round <= maxFollowups; round++ {
-		plan, err := pruner.PlanFlush(view, st, r.e.pol, now)
+		plan, err := pruner.PlanFlush(view, st, r.pol, now)
 		if err != nil {
 			return err
 		}
@@ -384,8 +389,8 @@ func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner
 	}
 	// As the proxy weighs (internal/flush): both renders flattened unserialized, sharing a memo.
 	var memo cost.PromptMemo
-	pc := req.PromptOf(pruner.RenderView(wr, r.st, r.e.pol).Request, &memo)
-	pn := req.PromptOf(pruner.RenderView(wr, st, r.e.pol).Request, &memo)
+	pc := req.PromptOf(pruner.RenderView(wr, r.st, r.pol).Request, &memo)
+	pn := req.PromptOf(pruner.RenderView(wr, st, r.pol).Request, &memo)
 	if pc.Model == "" {
 		pc.Model, pn.Model = req.Model, req.Model
 	}

@@ -168,7 +168,13 @@ spec:
 	if err != nil || bare.Dedup {
 		t.Fatalf("bare: %v", err)
 	}
+	obs, err := ParsePolicy("obs.yaml", []byte("observations: {enabled: true, harness: swe-agent}\n"))
+	if err != nil || !obs.Observations.Enabled || obs.Observations.Harness != "swe-agent" || def.Observations.Enabled {
+		t.Fatalf("observations: %v %+v", err, obs.Observations)
+	}
 	for name, doc := range map[string]string{
+		"harness":  "observations: {enabled: true, harness: openhands}\n",
+		"pattern":  "observations: {enabled: true, patterns: [{match: \"(\"}]}\n",
 		"kind":     "kind: Deployment\n",
 		"mode":     "batchingMode: sometimes\n",
 		"negative": "minBatchChars: -1\n",

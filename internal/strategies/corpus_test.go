@@ -3,6 +3,7 @@ package strategies
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/condense-dev/condense/internal/cost"
@@ -81,6 +82,49 @@ func TestCorpusCodexResponses(t *testing.T) {
 			}
 			if c, n := rep.Strategies[1].Cost, rep.Strategies[0].Cost; c >= n {
 				t.Errorf("condense %.4f does not cost less than none %.4f", c, n)
+			}
+		})
+	}
+}
+
+// TestCorpusTextObservations replays the corpus's text-protocol sessions (mini-swe-agent
+// 1.x, text-mode SWE-agent): no strategy sends an invalid request; condense, with the
+// session's observations on, and observation-mask both change what is sent (they prune
+// observations); condense costs less than none.
+func TestCorpusTextObservations(t *testing.T) {
+	cond, err := NewCondense(CondenseOptions{CacheAware: true, MidRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strats := []replay.Strategy{None{}, cond, Reference(), DefaultClearToolUses(), ObservationMask{Window: 10}}
+	for _, path := range corpus.Files(t) {
+		name := filepath.Base(path)
+		if !strings.HasPrefix(name, "msa_") && name != "sweagent_pydicom__pydicom-1458.traj" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			tr, err := replay.Open(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if replay.ObservationHarness(tr) == "" {
+				t.Fatal("not a text-protocol session")
+			}
+			rep, err := replay.Run(context.Background(), tr, replay.Options{Strategies: strats})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range rep.Strategies {
+				if s.Invalid != 0 || s.Errors != 0 || s.Requests != tr.Len() {
+					t.Errorf("%s: invalid %d errors %d requests %d/%d %+v", s.Name, s.Invalid, s.Errors, s.Requests, tr.Len(), s.Diagnostics)
+				}
+			}
+			none, c, mask := rep.Strategies[0], rep.Strategies[1], rep.Strategies[4]
+			if c.Cost >= none.Cost || c.Usage == none.Usage {
+				t.Errorf("condense %.4f does not save on none %.4f", c.Cost, none.Cost)
+			}
+			if mask.Usage == none.Usage && tr.Len() > 11 {
+				t.Errorf("observation-mask masked nothing")
 			}
 		})
 	}

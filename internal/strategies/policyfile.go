@@ -45,6 +45,11 @@ type policySpec struct {
 		CooldownTurns *int  `json:"cooldownTurns"`
 		MinArgChars   *int  `json:"minArgChars"`
 	} `json:"purgeErrors"`
+	Observations struct {
+		Enabled  *bool                       `json:"enabled"`
+		Harness  *string                     `json:"harness"`
+		Patterns []pruner.ObservationPattern `json:"patterns"`
+	} `json:"observations"`
 }
 
 // LoadPolicy reads the engine policy from a PruningPolicy manifest (its spec), a ProxyConfig
@@ -141,6 +146,17 @@ func ParsePolicy(name string, data []byte) (pruner.Policy, error) {
 	}
 	if s.ProtectedPaths != nil {
 		pol.ProtectedPaths = s.ProtectedPaths
+	}
+	o := &pol.Observations
+	setBool(&o.Enabled, s.Observations.Enabled)
+	if s.Observations.Harness != nil {
+		o.Harness = *s.Observations.Harness
+	}
+	if s.Observations.Patterns != nil {
+		o.Patterns = s.Observations.Patterns
+	}
+	if err := pruner.ValidateObservations(*o); err != nil {
+		return pol, &PolicyFileError{Path: name, Msg: "observations: " + err.Error()}
 	}
 	return pol, nil
 }

@@ -236,3 +236,46 @@ func TestResponsesMaskAndClear(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// textTranscript is a request log of a text-protocol agent (replay.TextObservations).
+type textTranscript struct {
+	*replay.Requests
+	harness string
+}
+
+func (t textTranscript) ObservationHarness() string { return t.harness }
+
+// TestObservationMaskText masks a text-protocol agent's observations: every observation
+// message but the last Window ones gets the placeholder as its content; actions, the task
+// and a format error stay, and the request stays valid. Without the harness nothing is masked.
+func TestObservationMaskText(t *testing.T) {
+	body := `{"model":"gpt-5","messages":[{"role":"system","content":"sys"},{"role":"user","content":"task"},` +
+		`{"role":"assistant","content":"THOUGHT: a\n\n` + "```bash\\nls\\n```" + `"},{"role":"user","content":"<returncode>0</returncode>\n<output>\na\n</output>"},` +
+		`{"role":"assistant","content":"two actions"},{"role":"user","content":"Please always provide EXACTLY ONE action in triple backticks, found 2 actions."},` +
+		`{"role":"assistant","content":"THOUGHT: b\n\n` + "```bash\\ncat a\\n```" + `"},{"role":"user","content":"<returncode>1</returncode>\n<output>\nno\n</output>"},` +
+		`{"role":"assistant","content":"THOUGHT: c\n\n` + "```bash\\npwd\\n```" + `"},{"role":"user","content":"<returncode>0</returncode>\n<output>\n/r\n</output>"}]}`
+	reqs := &replay.Requests{File: "t", Format: cost.OpenAI, Bodies: [][]byte{[]byte(body)}}
+	for _, c := range []struct {
+		tr     replay.Transcript
+		masked int
+	}{{textTranscript{reqs, "mini-swe-agent"}, 2}, {reqs, 0}} {
+		r, err := ObservationMask{Window: 1}.New(context.Background(), c.tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.OpenAI})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(res.Body)
+		if n := strings.Count(out, `"content":"`+MaskedPlaceholder+`"`); n != c.masked {
+			t.Fatalf("%d masked, want %d:\n%s", n, c.masked, out)
+		}
+		if c.masked > 0 && (!strings.Contains(out, `<output>\n/r\n</output>`) || !strings.Contains(out, "found 2 actions") || !strings.Contains(out, "cat a")) {
+			t.Fatalf("masked too much:\n%s", out)
+		}
+		if err := replay.Validate(cost.OpenAI, res.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
