@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestAPIValidation(t *testing.T) {
 	t.Run("ManagedRedisStorage", func(t *testing.T) { testManagedRedisStorage(t, c) })
 	t.Run("PolicyRefName", func(t *testing.T) { testPolicyRefName(t, c) })
 	t.Run("ProxyLimits", func(t *testing.T) { testProxyLimits(t, c) })
+	t.Run("Observations", func(t *testing.T) { testObservations(t, c) })
 
 	// What the schema lets through and only the operator's configuration check catches.
 	startManager(t, cfg, Options{Image: "condense:test", PolicyResync: 2 * time.Second,
@@ -384,6 +386,53 @@ func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
 	}
 	if err := get(ctx, c, ns, "was-valid-proxy", &appsv1.Deployment{}); err != nil {
 		t.Errorf("the proxy of the earlier generation must stay: %v", err)
+	}
+}
+
+// testObservations: spec.observations defaults to off, takes a known harness or patterns whose
+// stub holds ${stub}, and renders to the engine.observations the proxy loads.
+func testObservations(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	ns := newNamespace(t, c)
+	obs := func(o map[string]any) map[string]any { return map[string]any{"observations": o} }
+	pattern := map[string]any{"match": `\AResult (?P<rc>\d+):`, "stub": "Result ${rc}: ${stub}", "action": "(?m)^> (.*)$", "tool": "sh"}
+	for _, tc := range []struct {
+		name string
+		spec map[string]any
+		want string // "" when accepted
+		got  config.Observations
+	}{
+		{"unset", map[string]any{}, "", config.Observations{Patterns: []config.ObservationPattern{}}},
+		{"harness", obs(map[string]any{"enabled": true, "harness": "mini-swe-agent"}), "",
+			config.Observations{Enabled: true, Harness: "mini-swe-agent", Patterns: []config.ObservationPattern{}}},
+		{"patterns", obs(map[string]any{"enabled": true, "patterns": []any{pattern}}), "",
+			config.Observations{Enabled: true, Patterns: []config.ObservationPattern{{Match: `\AResult (?P<rc>\d+):`, Stub: "Result ${rc}: ${stub}", Action: "(?m)^> (.*)$", Tool: "sh"}}}},
+		{"unknown-harness", obs(map[string]any{"enabled": true, "harness": "openhands"}), `spec.observations.harness: Unsupported value: "openhands"`, config.Observations{}},
+		{"stub-without-stub", obs(map[string]any{"patterns": []any{map[string]any{"match": "x", "stub": "[pruned]"}}}), "stub must contain ${stub}", config.Observations{}},
+		{"no-match", obs(map[string]any{"patterns": []any{map[string]any{"stub": "${stub}"}}}), "spec.observations.patterns[0].match: Required value", config.Observations{}},
+	} {
+		obj := policyObject(ns, "obs-"+tc.name, tc.spec)
+		err := c.Create(ctx, obj)
+		if tc.want != "" {
+			wantInvalid(t, tc.name, err, tc.want)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var p condensev1.PruningPolicy
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := specs.RenderConfig(&p)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(cfg.Engine.Observations, tc.got) {
+			t.Errorf("%s: rendered %+v, want %+v", tc.name, cfg.Engine.Observations, tc.got)
+		}
 	}
 }
 

@@ -109,6 +109,13 @@ type PruningPolicySpec struct {
 	// +optional
 	PurgeErrors PurgeErrorsSpec `json:"purgeErrors,omitempty"`
 
+	// Observations prunes the text observations of text-protocol agents (mini-swe-agent 1.x,
+	// SWE-agent without function calling), which answer an action in a user message, like
+	// tool results. Off by default: turn it on for policies that serve such agents.
+	// +kubebuilder:default={}
+	// +optional
+	Observations ObservationsSpec `json:"observations,omitempty"`
+
 	// Summarizer configures the model that writes summaries.
 	// +kubebuilder:default={}
 	// +optional
@@ -264,6 +271,59 @@ type PurgeErrorsSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinArgChars *int32 `json:"minArgChars,omitempty"`
+}
+
+// ObservationHarness names an agent whose observation templates condense knows.
+// +kubebuilder:validation:Enum=mini-swe-agent;swe-agent
+type ObservationHarness string
+
+// ObservationsSpec configures the pruning of text observations.
+type ObservationsSpec struct {
+	// Enabled turns observation pruning on.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Harness selects the built-in patterns of one agent; unset selects every built-in one.
+	// +optional
+	Harness ObservationHarness `json:"harness,omitempty"`
+
+	// Patterns, when set, replace the built-in patterns.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Patterns []ObservationPatternSpec `json:"patterns,omitempty"`
+}
+
+// ObservationPatternSpec recognises one agent's observations (docs/engine.md).
+type ObservationPatternSpec struct {
+	// Match is an RE2 regular expression the observation's text must match; its named group
+	// "rc" is the command's exit status (not 0: failed).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Match string `json:"match"`
+
+	// Stub is the text that replaces a pruned observation: ${stub} stands for the stub,
+	// ${name} for Match's group name. Unset: the stub alone.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.contains('${stub}')",message="stub must contain ${stub}"
+	// +optional
+	Stub string `json:"stub,omitempty"`
+
+	// Action is an RE2 regular expression over the assistant's text: the first group of its
+	// last match is the action. Unset: the whole text.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Action string `json:"action,omitempty"`
+
+	// Tool is the tool name the action is recorded under. Unset: bash.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Tool string `json:"tool,omitempty"`
+
+	// Failed marks every observation the pattern matches as failed (a timeout template).
+	// +optional
+	Failed bool `json:"failed,omitempty"`
 }
 
 // SummarizerSpec configures the model that writes summaries.

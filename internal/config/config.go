@@ -222,6 +222,9 @@ type Engine struct {
 	ChainCompression ChainCompression `json:"chainCompression" yaml:"chainCompression"`
 	// PurgeErrors replaces the arguments of failed tool calls after a cooldown.
 	PurgeErrors PurgeErrors `json:"purgeErrors" yaml:"purgeErrors"`
+	// Observations prunes the text observations of text-protocol agents (mini-swe-agent 1.x,
+	// SWE-agent without function calling) like tool results (default off).
+	Observations Observations `json:"observations" yaml:"observations"`
 }
 
 // Trigger says when pending batches are flushed.
@@ -286,6 +289,36 @@ type PurgeErrors struct {
 	CooldownTurns int `json:"cooldownTurns" yaml:"cooldownTurns"`
 	// MinArgChars is the smallest argument JSON length that is purged (default 500).
 	MinArgChars int `json:"minArgChars" yaml:"minArgChars"`
+}
+
+// Observations configures the pruning of text observations (docs/engine.md).
+type Observations struct {
+	// Enabled turns it on (default false: off for clients that are not text-protocol agents).
+	Enabled bool `json:"enabled" yaml:"enabled"`
+	// Harness selects the built-in patterns of one agent (ObservationHarnesses); "" selects
+	// every built-in pattern.
+	Harness string `json:"harness" yaml:"harness"`
+	// Patterns, when set, replace the built-in patterns.
+	Patterns []ObservationPattern `json:"patterns" yaml:"patterns"`
+}
+
+// ObservationHarnesses lists the harnesses with built-in observation patterns.
+var ObservationHarnesses = []string{"mini-swe-agent", "swe-agent"}
+
+// ObservationPattern recognises one agent's observations (docs/engine.md "Text observations").
+type ObservationPattern struct {
+	// Match is an RE2 expression an observation's text must match; its group "rc" is the
+	// exit status (not 0: failed).
+	Match string `json:"match" yaml:"match"`
+	// Stub frames the stub: ${stub} and ${group} of Match (empty: "${stub}").
+	Stub string `json:"stub,omitempty" yaml:"stub,omitempty"`
+	// Action is an RE2 expression whose first group, in its last match over the assistant's
+	// text, is the action (empty: the whole text).
+	Action string `json:"action,omitempty" yaml:"action,omitempty"`
+	// Tool is the tool name the action is recorded under (empty: "bash").
+	Tool string `json:"tool,omitempty" yaml:"tool,omitempty"`
+	// Failed marks every observation the pattern matches as failed.
+	Failed bool `json:"failed,omitempty" yaml:"failed,omitempty"`
 }
 
 // Summarizer configures the model that writes summaries.
@@ -419,7 +452,8 @@ func Default() *Config {
 				Enabled: true, RollingWindow: DefaultRollingWindow,
 				StripFinalAssistantThinking: true, FuseRangeSummary: true,
 			},
-			PurgeErrors: PurgeErrors{Enabled: true, CooldownTurns: DefaultPurgeCooldownTurns, MinArgChars: DefaultPurgeMinArgChars},
+			PurgeErrors:  PurgeErrors{Enabled: true, CooldownTurns: DefaultPurgeCooldownTurns, MinArgChars: DefaultPurgeMinArgChars},
+			Observations: Observations{Patterns: []ObservationPattern{}},
 		},
 		Summarizer: Summarizer{
 			Model:          DefaultSummarizerModel,
@@ -523,7 +557,7 @@ func (c *Config) MarshalYAML() ([]byte, error) {
 func (c *Config) Hash() string {
 	j, err := json.Marshal(c)
 	if err != nil {
-		// Config holds only strings, numbers, bools and slices of strings: Marshal cannot fail.
+		// Config holds only strings, numbers, bools and slices of them: Marshal cannot fail.
 		panic(err)
 	}
 	sum := sha256.Sum256(j)

@@ -44,6 +44,9 @@ engine:
   recoveryGraceTurns: 0
   chainCompression: {enabled: false, rollingWindow: 0}
   purgeErrors: {cooldownTurns: 5}
+  observations:
+    enabled: true
+    patterns: [{match: '\AResult (?P<rc>\d+):', stub: 'Result ${rc}: ${stub}', action: '(?m)^> (.*)$', tool: sh, failed: true}]
 summarizer:
   model: claude-haiku-4-5
   provider: openai
@@ -80,6 +83,13 @@ limits: {maxBodyBytes: 1024, flushWaitTimeout: 1500ms, maxRecoveryRounds: 0}
 	}
 	if !e.PurgeErrors.Enabled || e.PurgeErrors.CooldownTurns != 5 || e.PurgeErrors.MinArgChars != DefaultPurgeMinArgChars {
 		t.Errorf("purgeErrors: %+v", e.PurgeErrors)
+	}
+	if o := e.Observations; !o.Enabled || o.Harness != "" || !reflect.DeepEqual(o.Patterns, []ObservationPattern{{Match: `\AResult (?P<rc>\d+):`,
+		Stub: "Result ${rc}: ${stub}", Action: `(?m)^> (.*)$`, Tool: "sh", Failed: true}}) {
+		t.Errorf("observations: %+v", o)
+	}
+	if d := Default().Engine.Observations; d.Enabled || d.Harness != "" || d.Patterns == nil {
+		t.Errorf("default observations: %+v", d)
 	}
 	s := c.Summarizer
 	if s.IdleTimeout.D() != 0 || s.TotalTimeout.D() != 5*time.Minute || s.Mode != SummarizerJobs || s.ThinkingBudget != ThinkingXHigh {
@@ -190,24 +200,35 @@ func TestValidationErrors(t *testing.T) {
 		"window":        {func(c *Config) { c.Engine.ChainCompression.RollingWindow = -1 }, "engine.chainCompression.rollingWindow"},
 		"cooldown":      {func(c *Config) { c.Engine.PurgeErrors.CooldownTurns = 0 }, "engine.purgeErrors.cooldownTurns"},
 		"minArg":        {func(c *Config) { c.Engine.PurgeErrors.MinArgChars = -5 }, "engine.purgeErrors.minArgChars"},
-		"model":         {func(c *Config) { c.Summarizer.Model = "" }, "summarizer.model"},
-		"provider":      {func(c *Config) { c.Summarizer.Provider = "gemini" }, "summarizer.provider"},
-		"thinking":      {func(c *Config) { c.Summarizer.ThinkingBudget = "max" }, "summarizer.thinkingBudget"},
-		"idle":          {func(c *Config) { c.Summarizer.IdleTimeout = -1 }, "summarizer.idleTimeout"},
-		"both keys":     {func(c *Config) { c.Summarizer.APIKeyEnv = "K"; c.Summarizer.APIKeyFile = "/k" }, "summarizer.apiKeyEnv"},
-		"mode":          {func(c *Config) { c.Summarizer.Mode = "batch" }, "summarizer.mode"},
-		"jobs memory":   {func(c *Config) { c.Summarizer.Mode = SummarizerJobs }, "summarizer.mode"},
-		"auth":          {func(c *Config) { c.SessionAuth.Enabled = true }, "sessionAuth.secretFile"},
-		"body":          {func(c *Config) { c.Limits.MaxBodyBytes = 0 }, "limits.maxBodyBytes"},
-		"flushWait":     {func(c *Config) { c.Limits.FlushWaitTimeout = -1 }, "limits.flushWaitTimeout"},
-		"rounds":        {func(c *Config) { c.Limits.MaxRecoveryRounds = -1 }, "limits.maxRecoveryRounds"},
-		"slowLog":       {func(c *Config) { c.Limits.SlowRequestLog = -1 }, "limits.slowRequestLog"},
-		"bodyRead":      {func(c *Config) { c.Limits.BodyReadTimeout = -1 }, "limits.bodyReadTimeout"},
-		"idleConn":      {func(c *Config) { c.Limits.IdleConnTimeout = -1 }, "limits.idleConnTimeout"},
-		"upHeaders":     {func(c *Config) { c.Limits.UpstreamHeaderTimeout = -1 }, "limits.upstreamHeaderTimeout"},
-		"upIdle":        {func(c *Config) { c.Limits.UpstreamIdleTimeout = -1 }, "limits.upstreamIdleTimeout"},
-		"respBytes":     {func(c *Config) { c.Limits.MaxResponseBytes = 0 }, "limits.maxResponseBytes"},
-		"parseCache":    {func(c *Config) { c.Limits.ParseCacheBytes = -1 }, "limits.parseCacheBytes"},
+		"harness":       {func(c *Config) { c.Engine.Observations.Harness = "openhands" }, "engine.observations.harness"},
+		"obsMatch": {func(c *Config) { c.Engine.Observations.Patterns = []ObservationPattern{{Match: "("}} },
+			"engine.observations.patterns[0].match"},
+		"obsEmpty": {func(c *Config) { c.Engine.Observations.Patterns = []ObservationPattern{{}} },
+			"engine.observations.patterns[0].match"},
+		"obsAction": {func(c *Config) {
+			c.Engine.Observations.Patterns = []ObservationPattern{{Match: "x", Action: "no group"}}
+		},
+			"engine.observations.patterns[0].action"},
+		"obsStub": {func(c *Config) { c.Engine.Observations.Patterns = []ObservationPattern{{Match: "x", Stub: "[pruned]"}} },
+			"engine.observations.patterns[0].stub"},
+		"model":       {func(c *Config) { c.Summarizer.Model = "" }, "summarizer.model"},
+		"provider":    {func(c *Config) { c.Summarizer.Provider = "gemini" }, "summarizer.provider"},
+		"thinking":    {func(c *Config) { c.Summarizer.ThinkingBudget = "max" }, "summarizer.thinkingBudget"},
+		"idle":        {func(c *Config) { c.Summarizer.IdleTimeout = -1 }, "summarizer.idleTimeout"},
+		"both keys":   {func(c *Config) { c.Summarizer.APIKeyEnv = "K"; c.Summarizer.APIKeyFile = "/k" }, "summarizer.apiKeyEnv"},
+		"mode":        {func(c *Config) { c.Summarizer.Mode = "batch" }, "summarizer.mode"},
+		"jobs memory": {func(c *Config) { c.Summarizer.Mode = SummarizerJobs }, "summarizer.mode"},
+		"auth":        {func(c *Config) { c.SessionAuth.Enabled = true }, "sessionAuth.secretFile"},
+		"body":        {func(c *Config) { c.Limits.MaxBodyBytes = 0 }, "limits.maxBodyBytes"},
+		"flushWait":   {func(c *Config) { c.Limits.FlushWaitTimeout = -1 }, "limits.flushWaitTimeout"},
+		"rounds":      {func(c *Config) { c.Limits.MaxRecoveryRounds = -1 }, "limits.maxRecoveryRounds"},
+		"slowLog":     {func(c *Config) { c.Limits.SlowRequestLog = -1 }, "limits.slowRequestLog"},
+		"bodyRead":    {func(c *Config) { c.Limits.BodyReadTimeout = -1 }, "limits.bodyReadTimeout"},
+		"idleConn":    {func(c *Config) { c.Limits.IdleConnTimeout = -1 }, "limits.idleConnTimeout"},
+		"upHeaders":   {func(c *Config) { c.Limits.UpstreamHeaderTimeout = -1 }, "limits.upstreamHeaderTimeout"},
+		"upIdle":      {func(c *Config) { c.Limits.UpstreamIdleTimeout = -1 }, "limits.upstreamIdleTimeout"},
+		"respBytes":   {func(c *Config) { c.Limits.MaxResponseBytes = 0 }, "limits.maxResponseBytes"},
+		"parseCache":  {func(c *Config) { c.Limits.ParseCacheBytes = -1 }, "limits.parseCacheBytes"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

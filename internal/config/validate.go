@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -217,6 +219,21 @@ func (c *Config) Validate() error {
 	}
 	if e.PurgeErrors.MinArgChars < 0 {
 		bad("engine.purgeErrors.minArgChars", e.PurgeErrors.MinArgChars, "must be >= 0")
+	}
+	if h := e.Observations.Harness; h != "" && !slices.Contains(ObservationHarnesses, h) {
+		bad("engine.observations.harness", h, "must be "+strings.Join(ObservationHarnesses, ", ")+" or empty (every built-in pattern)")
+	}
+	for i, p := range e.Observations.Patterns {
+		field := fmt.Sprintf("engine.observations.patterns[%d]", i)
+		if _, err := regexp.Compile(p.Match); err != nil || p.Match == "" {
+			bad(field+".match", p.Match, "must be a non-empty RE2 regular expression")
+		}
+		if re, err := regexp.Compile(p.Action); err != nil || p.Action != "" && re.NumSubexp() < 1 {
+			bad(field+".action", p.Action, "must be empty or an RE2 regular expression with a group (the action)")
+		}
+		if p.Stub != "" && !strings.Contains(p.Stub, "${stub}") {
+			bad(field+".stub", p.Stub, "must contain ${stub}")
+		}
 	}
 
 	s := &c.Summarizer

@@ -46,7 +46,17 @@ func PolicyFromConfig(e config.Engine) pruner.Policy {
 			CooldownTurns: e.PurgeErrors.CooldownTurns,
 			MinArgChars:   e.PurgeErrors.MinArgChars,
 		},
+		Observations: observationPolicy(e.Observations),
 	}
+}
+
+// observationPolicy converts the configuration's engine.observations block.
+func observationPolicy(o config.Observations) pruner.ObservationPolicy {
+	p := pruner.ObservationPolicy{Enabled: o.Enabled, Harness: o.Harness}
+	for _, c := range o.Patterns {
+		p.Patterns = append(p.Patterns, pruner.ObservationPattern{Match: c.Match, Stub: c.Stub, Action: c.Action, Tool: c.Tool, Failed: c.Failed})
+	}
+	return p
 }
 
 // wireFormat maps a job format to the wire package's.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
@@ -206,5 +209,24 @@ func TestFlushResponsesJob(t *testing.T) {
 	}
 	if err := (&Job{Session: "s", Format: "chat", Body: body}).Normalize(); err == nil {
 		t.Fatal("a job of an unknown format was accepted")
+	}
+}
+
+// TestPolicyFromConfigObservations: engine.observations becomes the engine's observation
+// policy, and the configuration accepts exactly the harnesses the engine has patterns for.
+func TestPolicyFromConfigObservations(t *testing.T) {
+	e := config.Default().Engine
+	if p := PolicyFromConfig(e).Observations; p.Enabled || p.Harness != "" || len(p.Patterns) != 0 {
+		t.Fatalf("default: %+v", p)
+	}
+	e.Observations = config.Observations{Enabled: true, Harness: "swe-agent",
+		Patterns: []config.ObservationPattern{{Match: `\Aok`, Stub: "ok ${stub}", Action: "(.*)", Tool: "sh", Failed: true}}}
+	want := pruner.ObservationPolicy{Enabled: true, Harness: "swe-agent",
+		Patterns: []pruner.ObservationPattern{{Match: `\Aok`, Stub: "ok ${stub}", Action: "(.*)", Tool: "sh", Failed: true}}}
+	if got := PolicyFromConfig(e).Observations; !reflect.DeepEqual(got, want) {
+		t.Fatalf("%+v, want %+v", got, want)
+	}
+	if !slices.Equal(config.ObservationHarnesses, pruner.Harnesses) {
+		t.Fatalf("config accepts harnesses %v, the engine has %v", config.ObservationHarnesses, pruner.Harnesses)
 	}
 }

@@ -69,6 +69,13 @@ func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 		CooldownTurns: int(ptr.Deref(pe.CooldownTurns, config.DefaultPurgeCooldownTurns)),
 		MinArgChars:   int(ptr.Deref(pe.MinArgChars, config.DefaultPurgeMinArgChars)),
 	}
+	ob := &s.Observations
+	e.Observations = config.Observations{Enabled: ptr.Deref(ob.Enabled, false), Harness: string(ob.Harness),
+		Patterns: []config.ObservationPattern{}}
+	for _, p := range ob.Patterns {
+		e.Observations.Patterns = append(e.Observations.Patterns,
+			config.ObservationPattern{Match: p.Match, Stub: p.Stub, Action: p.Action, Tool: p.Tool, Failed: p.Failed})
+	}
 
 	sm := &s.Summarizer
 	c.Summarizer.Model = strOr(sm.Model, config.DefaultSummarizerModel)

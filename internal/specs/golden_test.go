@@ -56,6 +56,7 @@ var goldenCases = []struct {
 			ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
 		}
 		s.Proxy.Limits = condensev1.ProxyLimits{MaxBodyBytes: new(resource.MustParse("16Mi"))}
+		s.Observations = condensev1.ObservationsSpec{Enabled: new(true), Harness: "mini-swe-agent"}
 	}, opts: BuildOptions{Image: "condense:golden"}},
 	{name: "ephemeral-single-replica", mut: func(p *condensev1.PruningPolicy) {
 		p.Spec.Proxy.Replicas = new(int32(1))

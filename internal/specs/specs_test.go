@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -56,6 +57,8 @@ func TestRenderConfigEveryField(t *testing.T) {
 		s.ChainCompression = condensev1.ChainCompressionSpec{Enabled: new(false), RollingWindow: new(int32(5)),
 			StripFinalAssistantThinking: new(false), FuseRangeSummary: new(false)}
 		s.PurgeErrors = condensev1.PurgeErrorsSpec{Enabled: new(false), CooldownTurns: new(int32(4)), MinArgChars: new(int32(9))}
+		s.Observations = condensev1.ObservationsSpec{Enabled: new(true), Harness: "swe-agent",
+			Patterns: []condensev1.ObservationPatternSpec{{Match: `\AResult (?P<rc>\d+):\n`, Stub: "Result ${rc}:\n${stub}", Action: "(?m)^> (.*)$", Tool: "sh", Failed: true}}}
 		s.Summarizer = condensev1.SummarizerSpec{Model: "m", Provider: "openai", BaseURL: "http://gw:1/v1", ThinkingBudget: "high",
 			IdleTimeout: &metav1.Duration{Duration: 0}, TotalTimeout: &metav1.Duration{Duration: time.Minute},
 			Credentials: &condensev1.CredentialsSpec{SecretKeyRef: corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "k"}, Key: "key"}}}
@@ -92,6 +95,8 @@ func TestRenderConfigEveryField(t *testing.T) {
 		{"grace", e.RecoveryGraceTurns, 0},
 		{"chain", e.ChainCompression, config.ChainCompression{RollingWindow: 5}},
 		{"purge", e.PurgeErrors, config.PurgeErrors{CooldownTurns: 4, MinArgChars: 9}},
+		{"observations", e.Observations, config.Observations{Enabled: true, Harness: "swe-agent",
+			Patterns: []config.ObservationPattern{{Match: `\AResult (?P<rc>\d+):\n`, Stub: "Result ${rc}:\n${stub}", Action: "(?m)^> (.*)$", Tool: "sh", Failed: true}}}},
 		{"model", c.Summarizer.Model, "m"},
 		{"provider", c.Summarizer.Provider, config.ProviderOpenAI},
 		{"baseURL", c.Summarizer.BaseURL, "http://gw:1/v1"},
@@ -143,6 +148,14 @@ func TestRenderConfigRejectsInvalid(t *testing.T) {
 	_, err := RenderConfig(policy(func(p *condensev1.PruningPolicy) { p.Spec.Upstreams.Anthropic = "not a url" }))
 	if err == nil || !strings.Contains(err.Error(), "upstreams.anthropic") {
 		t.Fatalf("want a validation error naming upstreams.anthropic, got %v", err)
+	}
+	// A regular expression the CRD cannot check.
+	_, err = RenderConfig(policy(func(p *condensev1.PruningPolicy) {
+		p.Spec.Observations.Patterns = []condensev1.ObservationPatternSpec{{Match: "(unclosed"}}
+	}))
+	var ve *config.ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "engine.observations.patterns[0].match") {
+		t.Fatalf("want a validation error naming the pattern, got %v", err)
 	}
 }
 
