@@ -389,10 +389,37 @@ func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
 	}
 }
 
+// createRendered creates the policy name with exactly spec: when want is set, the API server
+// must reject it with an Invalid error containing want; otherwise it returns the stored policy
+// and its rendered configuration (nil after reporting a failure).
+func createRendered(t *testing.T, c client.Client, ns, name string, spec map[string]any, want string) (*condensev1.PruningPolicy, *config.Config) {
+	t.Helper()
+	ctx := context.Background()
+	obj := policyObject(ns, name, spec)
+	err := c.Create(ctx, obj)
+	if want != "" {
+		wantInvalid(t, name, err, want)
+		return nil, nil
+	}
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return nil, nil
+	}
+	var p condensev1.PruningPolicy
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := specs.RenderConfig(&p)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return nil, nil
+	}
+	return &p, cfg
+}
+
 // testObservations: spec.observations defaults to off, takes a known harness or patterns whose
 // stub holds ${stub}, and renders to the engine.observations the proxy loads.
 func testObservations(t *testing.T, c client.Client) {
-	ctx := context.Background()
 	ns := newNamespace(t, c)
 	obs := func(o map[string]any) map[string]any { return map[string]any{"observations": o} }
 	pattern := map[string]any{"match": `\AResult (?P<rc>\d+):`, "stub": "Result ${rc}: ${stub}", "action": "(?m)^> (.*)$", "tool": "sh"}
@@ -411,26 +438,8 @@ func testObservations(t *testing.T, c client.Client) {
 		{"stub-without-stub", obs(map[string]any{"patterns": []any{map[string]any{"match": "x", "stub": "[pruned]"}}}), "stub must contain ${stub}", config.Observations{}},
 		{"no-match", obs(map[string]any{"patterns": []any{map[string]any{"stub": "${stub}"}}}), "spec.observations.patterns[0].match: Required value", config.Observations{}},
 	} {
-		obj := policyObject(ns, "obs-"+tc.name, tc.spec)
-		err := c.Create(ctx, obj)
-		if tc.want != "" {
-			wantInvalid(t, tc.name, err, tc.want)
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		var p condensev1.PruningPolicy
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := specs.RenderConfig(&p)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if !reflect.DeepEqual(cfg.Engine.Observations, tc.got) {
+		_, cfg := createRendered(t, c, ns, "obs-"+tc.name, tc.spec, tc.want)
+		if cfg != nil && !reflect.DeepEqual(cfg.Engine.Observations, tc.got) {
 			t.Errorf("%s: rendered %+v, want %+v", tc.name, cfg.Engine.Observations, tc.got)
 		}
 	}
@@ -439,7 +448,6 @@ func testObservations(t *testing.T, c client.Client) {
 // testProxyLimits: spec.proxy.limits gets its defaults from the schema, which rejects sizes
 // the proxy could not use, given as strings or as integers.
 func testProxyLimits(t *testing.T, c client.Client) {
-	ctx := context.Background()
 	ns := newNamespace(t, c)
 	limits := func(l map[string]any) map[string]any { return map[string]any{"proxy": map[string]any{"limits": l}} }
 	for _, tc := range []struct {
@@ -459,23 +467,8 @@ func testProxyLimits(t *testing.T, c client.Client) {
 		{"wait-not-a-duration", limits(map[string]any{"flushWaitTimeout": "soon"}), "spec.proxy.limits.flushWaitTimeout"},
 		{"rounds-negative", limits(map[string]any{"maxRecoveryRounds": -1}), "spec.proxy.limits.maxRecoveryRounds"},
 	} {
-		obj := policyObject(ns, "limits-"+tc.name, tc.spec)
-		err := c.Create(ctx, obj)
-		if tc.want != "" {
-			wantInvalid(t, tc.name, err, tc.want)
-			continue
-		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		var p condensev1.PruningPolicy
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := specs.RenderConfig(&p)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
+		p, cfg := createRendered(t, c, ns, "limits-"+tc.name, tc.spec, tc.want)
+		if cfg == nil {
 			continue
 		}
 		if tc.name == "unset" {

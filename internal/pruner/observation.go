@@ -286,17 +286,8 @@ func ObservationSpillStubText(tool, ref string, bytes int, preview string) strin
 
 // ObservationSummaryFooter is the footer of a per-batch summary of observations.
 func ObservationSummaryFooter(refs []string) string {
-	var b strings.Builder
-	b.WriteString("\n\n---\n**Summarized outputs**: ")
-	for i, r := range refs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("`" + r + "`")
-	}
-	b.WriteString("\nTo see an original output in full, reply with exactly: " + TextRecoveryCommand + " " + refs[0] +
-		" (one ref or several, separated by spaces).")
-	return b.String()
+	return "\n\n---\n**Summarized outputs**: " + refList(refs) + "\nTo see an original output in full, reply with exactly: " +
+		TextRecoveryCommand + " " + refs[0] + " (one ref or several, separated by spaces)."
 }
 
 // recoveryLine finds a text recovery request: a line holding the command and its refs, maybe

@@ -140,15 +140,18 @@ func PurgedArgs(size int) []byte {
 
 // SummaryFooter is the footer appended to every per-batch summary (reference §9).
 func SummaryFooter(refs []string) string {
+	return "\n\n---\n**Summarized tool refs**: " + refList(refs) + "\nUse `context_tree_query` with these refs to retrieve the original full outputs."
+}
+
+// refList is refs in backticks, separated by ", ".
+func refList(refs []string) string {
 	var b strings.Builder
-	b.WriteString("\n\n---\n**Summarized tool refs**: ")
 	for i, r := range refs {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString("`" + r + "`")
 	}
-	b.WriteString("\nUse `context_tree_query` with these refs to retrieve the original full outputs.")
 	return b.String()
 }
 

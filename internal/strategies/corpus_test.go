@@ -12,6 +12,22 @@ import (
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 )
 
+// replayValid replays tr through strats and fails on an invalid request, a strategy error or a
+// request left unbilled.
+func replayValid(t *testing.T, tr replay.Transcript, strats []replay.Strategy) replay.SessionReport {
+	t.Helper()
+	rep, err := replay.Run(context.Background(), tr, replay.Options{Strategies: strats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Strategies {
+		if s.Invalid != 0 || s.Errors != 0 || s.Requests != tr.Len() {
+			t.Errorf("%s: invalid %d errors %d requests %d/%d %+v", s.Name, s.Invalid, s.Errors, s.Requests, tr.Len(), s.Diagnostics)
+		}
+	}
+	return rep
+}
+
 // TestCorpusSmallSessionsValid replays the small corpus sessions (one per format family)
 // through every strategy: no rewritten request may be invalid, no strategy may fail, and
 // condense must not cost more than sending the requests unchanged.
@@ -34,15 +50,7 @@ func TestCorpusSmallSessionsValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := replay.Run(context.Background(), tr, replay.Options{Strategies: strats})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range rep.Strategies {
-				if s.Invalid != 0 || s.Errors != 0 || s.Requests != tr.Len() {
-					t.Errorf("%s: invalid %d errors %d requests %d/%d %+v", s.Name, s.Invalid, s.Errors, s.Requests, tr.Len(), s.Diagnostics)
-				}
-			}
+			rep := replayValid(t, tr, strats)
 			if c, n := rep.Strategies[1].Cost, rep.Strategies[0].Cost; c > n*1.0001 {
 				t.Errorf("condense %.4f costs more than none %.4f", c, n)
 			}
@@ -68,14 +76,8 @@ func TestCorpusCodexResponses(t *testing.T) {
 			if tr.WireFormat() != cost.Responses {
 				t.Fatalf("replayed as %v", tr.WireFormat())
 			}
-			rep, err := replay.Run(context.Background(), tr, replay.Options{Strategies: strats})
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := replayValid(t, tr, strats)
 			for i, s := range rep.Strategies {
-				if s.Invalid != 0 || s.Errors != 0 || s.Requests != tr.Len() {
-					t.Errorf("%s: invalid %d errors %d requests %d/%d %+v", s.Name, s.Invalid, s.Errors, s.Requests, tr.Len(), s.Diagnostics)
-				}
 				if i > 0 && i != 2 && s.Usage == rep.Strategies[0].Usage {
 					t.Errorf("%s billed exactly what none did", s.Name)
 				}
@@ -110,15 +112,7 @@ func TestCorpusTextObservations(t *testing.T) {
 			if replay.ObservationHarness(tr) == "" {
 				t.Fatal("not a text-protocol session")
 			}
-			rep, err := replay.Run(context.Background(), tr, replay.Options{Strategies: strats})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range rep.Strategies {
-				if s.Invalid != 0 || s.Errors != 0 || s.Requests != tr.Len() {
-					t.Errorf("%s: invalid %d errors %d requests %d/%d %+v", s.Name, s.Invalid, s.Errors, s.Requests, tr.Len(), s.Diagnostics)
-				}
-			}
+			rep := replayValid(t, tr, strats)
 			none, c, mask := rep.Strategies[0], rep.Strategies[1], rep.Strategies[4]
 			if c.Cost >= none.Cost || c.Usage == none.Usage {
 				t.Errorf("condense %.4f does not save on none %.4f", c.Cost, none.Cost)
