@@ -62,7 +62,7 @@ type builder struct {
 	pendEncoded bool
 	prevCalls   []string          // call ids of the assistant message before pend
 	prevAID     map[string]string // their renamed Anthropic-form ids, where renamed
-	ctxCalls    map[string]int    // occurrences of each call id in the current context
+	ctxCalls    map[string]int    // occurrences of each call's Anthropic-form id in the current context
 	lastRole    string            // for Stats.Messages
 	replay      bool              // re-adding kept messages after a compaction: no stats
 	toolNames   map[string]bool
@@ -121,16 +121,17 @@ func (b *builder) add(m msg) {
 			p.raw = nil
 		}
 		b.toolNames[p.name] = true
-		// Anthropic rejects a tool_use id used twice in one request: a reused id is renamed
-		// in that form (its results follow); the other forms keep the id as sent.
-		if n := b.ctxCalls[p.id]; n > 0 {
+		// Anthropic rejects a tool_use id used twice in one request: a reused id — or one
+		// that maps to an id already used ("call same", "call!same") — is renamed in that
+		// form (its results follow); the other forms keep the id as sent.
+		if n := b.ctxCalls[anthropicID(p.id)]; n > 0 {
 			p.aid = renamedID(p.id, n+1)
 			p.raw = nil
 			if !b.replay {
 				b.s.Stats.RenamedCalls++
 			}
 		}
-		b.ctxCalls[p.id]++
+		b.ctxCalls[anthropicID(p.id)]++
 	}
 	if !b.replay {
 		if m.role != b.lastRole {
