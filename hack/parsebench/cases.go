@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/condense-dev/condense/internal/testutil/codexrollout"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 	"github.com/condense-dev/condense/internal/wire"
 )
@@ -23,28 +24,47 @@ type Case struct {
 }
 
 // Cases returns the bodies every parser is measured on: the pruner's reference workload in
-// both formats (byte for byte the body of internal/pruner's workloadTx) and, when the shared
-// corpus is there, the wire benchmarks' corpus requests; then the extra cases as given
-// (bodies of another format).
+// the three formats (byte for byte the body of internal/pruner's workloadTx) and, when the
+// shared corpus is there, the wire benchmarks' corpus requests; then the extra cases as
+// given (bodies of another format).
 func Cases(tb testing.TB, extra ...Case) []Case {
 	cs := []Case{
 		{"workload/anthropic", wire.Anthropic, workloadBody(wire.Anthropic)},
 		{"workload/openai", wire.OpenAI, workloadBody(wire.OpenAI)},
+		{"workload/responses", wire.Responses, workloadBody(wire.Responses)},
 	}
 	if corpus.Dir() != "" {
 		cs = append(cs, Case{"corpus/anthropic", wire.Anthropic, corpus.TwoMBAnthropicRequest(tb)},
-			Case{"corpus/openai", wire.OpenAI, corpus.TrajectoryChatRequest(tb, "msa_psf__requests-1142.traj.json")})
+			Case{"corpus/openai", wire.OpenAI, corpus.TrajectoryChatRequest(tb, "msa_psf__requests-1142.traj.json")},
+			Case{"corpus/responses", wire.Responses, codexrollout.Joined(tb).Final()})
 	}
 	return append(cs, extra...)
 }
 
 // workloadBody is the reference workload of internal/pruner (bench_test.go, workloadTx):
 // 20 tasks, each a user prompt, 9 turns of an assistant with 600 characters of thinking and
-// one tool call plus a 10,000-character result, and a final reply; 400 messages.
+// one tool call plus a 10,000-character result, and a final reply; 400 messages (Responses:
+// 560 items, the thinking as reasoning items).
 func workloadBody(f wire.Format) []byte {
 	var msgs []map[string]any
 	thinking := strings.Repeat("I should look at the next file carefully. ", 15)[:600]
+	message := func(role, part, text string) map[string]any {
+		return map[string]any{"type": "message", "role": role, "content": []any{map[string]any{"type": part, "text": text}}}
+	}
 	asst := func(thinking, text, id, input string) {
+		if f == wire.Responses {
+			if thinking != "" {
+				msgs = append(msgs, map[string]any{"type": "reasoning", "summary": []any{map[string]any{"type": "summary_text", "text": thinking}},
+					"content": nil, "encrypted_content": "enc-" + fmt.Sprint(len(msgs))})
+			}
+			if text != "" {
+				msgs = append(msgs, message("assistant", "output_text", text))
+			}
+			if id != "" {
+				msgs = append(msgs, map[string]any{"type": "function_call", "name": "read", "arguments": input, "call_id": id})
+			}
+			return
+		}
 		if f == wire.OpenAI {
 			m := map[string]any{"role": "assistant", "content": nil}
 			if text != "" {
@@ -70,7 +90,12 @@ func workloadBody(f wire.Format) []byte {
 		msgs = append(msgs, map[string]any{"role": "assistant", "content": content})
 	}
 	for task := 0; task < 20; task++ {
-		msgs = append(msgs, map[string]any{"role": "user", "content": fmt.Sprintf("Task %d: fix the failing test in package p%d.", task, task)})
+		prompt := fmt.Sprintf("Task %d: fix the failing test in package p%d.", task, task)
+		if f == wire.Responses {
+			msgs = append(msgs, message("user", "input_text", prompt))
+		} else {
+			msgs = append(msgs, map[string]any{"role": "user", "content": prompt})
+		}
 		for turn := 0; turn < 9; turn++ {
 			id := fmt.Sprintf("toolu_%02d_%d", task, turn)
 			asst(thinking, "", id, fmt.Sprintf(`{"path":"pkg/p%d/file%d.go"}`, task, turn))
@@ -79,9 +104,12 @@ func workloadBody(f wire.Format) []byte {
 				fmt.Fprintf(&b, "%d:%d line of source code in file %d of task %d\n", task, b.Len(), turn, task)
 			}
 			text := b.String()[:10000]
-			if f == wire.OpenAI {
+			switch f {
+			case wire.Responses:
+				msgs = append(msgs, map[string]any{"type": "function_call_output", "call_id": id, "output": text})
+			case wire.OpenAI:
 				msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": id, "content": text})
-			} else {
+			default:
 				msgs = append(msgs, map[string]any{"role": "user", "content": []any{
 					map[string]any{"type": "tool_result", "tool_use_id": id, "content": text}}})
 			}
@@ -89,8 +117,12 @@ func workloadBody(f wire.Format) []byte {
 		asst("Done with the task.", fmt.Sprintf("Task %d is fixed.", task), "", "")
 	}
 	m := map[string]any{"model": "test-model", "max_tokens": 1024, "messages": msgs}
-	if f == wire.OpenAI {
+	switch f {
+	case wire.OpenAI:
 		m = map[string]any{"model": "test-model", "messages": msgs}
+	case wire.Responses:
+		m = map[string]any{"model": "test-model", "instructions": "You are a coding agent.", "input": msgs, "store": false,
+			"include": []string{"reasoning.encrypted_content"}}
 	}
 	b, err := json.Marshal(m)
 	if err != nil {

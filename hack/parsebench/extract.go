@@ -55,6 +55,14 @@ func Parsers() []Parser {
 
 var errInvalid = errors.New("invalid JSON")
 
+// messagesKey is the top-level member holding the transcript.
+func messagesKey(f wire.Format) string {
+	if f == wire.Responses {
+		return "input"
+	}
+	return "messages"
+}
+
 func str(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // offset returns the offset of s, a substring of body, in body.
@@ -130,7 +138,7 @@ func wireMsgs(f wire.Format, body []byte) ([]Msg, error) {
 				k.Text = b.ResultText()
 			case wire.KindToolUse, wire.KindServerToolUse:
 				k.Name = b.Name
-				if f == wire.OpenAI {
+				if f == wire.OpenAI || f == wire.Responses && (b.Type == "function_call" || b.Type == "custom_tool_call") {
 					k.Text = string(b.Input)
 				}
 			}
@@ -146,6 +154,9 @@ func wireMsgs(f wire.Format, body []byte) ([]Msg, error) {
 func gjsonMsgs(f wire.Format, body []byte) ([]Msg, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, errInvalid
+	}
+	if f == wire.Responses {
+		return gjsonItems(body), nil
 	}
 	var out []Msg
 	gjson.Get(str(body), "messages").ForEach(func(_, mv gjson.Result) bool {
@@ -223,9 +234,12 @@ func sonicMsgs(f wire.Format, body []byte) ([]Msg, error) {
 		return nil, errInvalid
 	}
 	s := str(body)
-	root, err := sonic.GetFromString(s, "messages")
+	root, err := sonic.GetFromString(s, messagesKey(f))
 	if err != nil {
 		return nil, err
+	}
+	if f == wire.Responses {
+		return sonicItems(body, &root)
 	}
 	span := func(n *ast.Node) (int, int) {
 		raw, _ := n.Raw()
@@ -342,9 +356,12 @@ func simdMsgs(f wire.Format, body []byte) ([]Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	el := obj.FindKey("messages", nil)
+	el := obj.FindKey(messagesKey(f), nil)
 	if el == nil {
 		return nil, nil
+	}
+	if f == wire.Responses {
+		return simdItems(&el.Iter)
 	}
 	arr, err := el.Iter.Array(nil)
 	if err != nil {
@@ -556,8 +573,14 @@ func jsontextMsgs(f wire.Format, body []byte) ([]Msg, error) {
 	}
 	var out []Msg
 	object(func(k string) {
-		if k != "messages" {
+		if k != messagesKey(f) {
 			skip()
+			return
+		}
+		if f == wire.Responses {
+			if err == nil {
+				out, err = jsontextItems(d)
+			}
 			return
 		}
 		array(func() {

@@ -125,11 +125,7 @@ func BenchmarkRenderWorkload(b *testing.B) {
 // items, which that format has no place for), each with the state of a flush three model
 // responses earlier.
 func BenchmarkRenderCodex(b *testing.B) {
-	var rs []*codexrollout.Rollout
-	for _, p := range codexrollout.Files(b) {
-		rs = append(rs, codexrollout.Require(b, p))
-	}
-	ro := codexrollout.Join(rs...)
+	ro := codexrollout.Joined(b)
 	cut := ro.Ends[len(ro.Ends)-3]
 	for _, f := range []wire.Format{wire.Responses, wire.OpenAI} {
 		b.Run(f.String(), func(b *testing.B) {
@@ -178,18 +174,22 @@ func BenchmarkPlanFlush(b *testing.B) {
 	ct.stop()
 }
 
-// BenchmarkParseOnly is wire.Parse of the workload body, for reference.
+// BenchmarkParseOnly is wire.Parse of the workload body in each format, for reference.
 func BenchmarkParseOnly(b *testing.B) {
-	body, _, _ := workload(b, wire.Anthropic)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	ct := startCPU(b)
-	for i := 0; i < b.N; i++ {
-		if _, err := wire.Parse(wire.Anthropic, body); err != nil {
-			b.Fatal(err)
-		}
+	for _, f := range formats {
+		b.Run(f.String(), func(b *testing.B) {
+			body := workloadTx(f, -1, -1).body()
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			ct := startCPU(b)
+			for i := 0; i < b.N; i++ {
+				if _, err := wire.Parse(f, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ct.stop()
+		})
 	}
-	ct.stop()
 }
 
 // BenchmarkRenderBody is the proxy's path: RenderBody skips parsing for an empty state.

@@ -91,6 +91,17 @@ func Join(rs ...*Rollout) *Rollout {
 	return j
 }
 
+// Joined is Join of every Codex rollout of the corpus, in name order (skipping the test when
+// there is none): the corpus's largest Responses transcript.
+func Joined(tb testing.TB) *Rollout {
+	tb.Helper()
+	var rs []*Rollout
+	for _, p := range Files(tb) {
+		rs = append(rs, Require(tb, p))
+	}
+	return Join(rs...)
+}
+
 // Require loads a rollout, failing the test on error.
 func Require(tb testing.TB, path string) *Rollout {
 	tb.Helper()
