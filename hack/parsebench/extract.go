@@ -132,7 +132,7 @@ func wireMsgs(f wire.Format, body []byte) ([]Msg, error) {
 		for _, b := range m.Blocks {
 			raw := b.Raw()
 			o := offset(body, str(raw))
-			k := Blk{Start: o, End: o + len(raw), Type: b.Type, ID: b.ID, Text: b.Text, Sig: b.Signature}
+			k := Blk{Start: o, End: o + len(raw), Type: b.Type, ID: b.ID, Text: b.Text(), Sig: b.Signature}
 			switch b.Kind {
 			case wire.KindToolResult:
 				k.Text = b.ResultText()

@@ -38,7 +38,7 @@ func (s *memoSeg) mark(cc []byte) {
 // (a message's or the system prompt's): its literal hashed, its text estimated, no block
 // framing.
 func stringSeg(blk *wire.Block, est Estimator) memoSeg {
-	return memoSeg{content: xxhash.Sum64(blk.Raw()), tokens: est.Text(blk.Text)}
+	return memoSeg{content: xxhash.Sum64(blk.Raw()), tokens: est.Text(blk.Text())}
 }
 
 // FromRequest flattens a parsed (or rendered) request into the Prompt FromBody would build
@@ -164,7 +164,7 @@ func (fb *fromRequest) block(blk *wire.Block) memoSeg {
 		d := xxhash.New()
 		_, _ = d.WriteString(`"type""text""text"`)
 		_, _ = d.Write(blk.Raw())
-		s = memoSeg{content: d.Sum64(), tokens: fb.est.Overhead("block") + fb.est.Text(blk.Text)}
+		s = memoSeg{content: d.Sum64(), tokens: fb.est.Overhead("block") + fb.est.Text(blk.Text())}
 	} else {
 		s.content = memberHash(blk)
 		s.mark(blk.CacheControl)
@@ -180,8 +180,8 @@ func (fb *fromRequest) blockTokens(blk *wire.Block) int {
 	est := fb.est
 	n := est.Overhead("block")
 	if fb.f == OpenAI {
-		if blk.Kind == wire.KindText && blk.Type == "text" && blk.Text != "" {
-			return n + est.Text(blk.Text)
+		if blk.Kind == wire.KindText && blk.Type == "text" && blk.Text() != "" {
+			return n + est.Text(blk.Text())
 		}
 		raw := gjson.ParseBytes(blk.Raw())
 		if blk.Kind == wire.KindToolUse {
@@ -192,16 +192,16 @@ func (fb *fromRequest) blockTokens(blk *wire.Block) int {
 	}
 	switch blk.Kind {
 	case wire.KindText, wire.KindThinking:
-		return n + est.Text(blk.Text)
+		return n + est.Text(blk.Text())
 	case wire.KindToolUse, wire.KindServerToolUse:
 		return n + est.Text(blk.Name) + est.Text(bytesString(blk.Input))
 	case wire.KindToolResult:
 		if blk.ContentString && len(blk.Content) == 1 {
-			return n + est.Text(blk.Content[0].Text)
+			return n + est.Text(blk.Content[0].Text())
 		}
 		for _, c := range blk.Content {
 			if c.IsStringForm() {
-				n += est.Overhead("block") + est.Text(c.Text)
+				n += est.Overhead("block") + est.Text(c.Text())
 			} else {
 				n += fb.blockTokens(c)
 			}

@@ -74,7 +74,7 @@ func (m *Memo) block(b *wire.Block) *forms {
 	raw := b.Raw()
 	k := xxhash.Sum64(raw) ^ uint64(b.Kind)
 	if len(raw) == 0 {
-		k = xxhash.Sum64String(b.Text) ^ uint64(b.Kind)<<8
+		k = xxhash.Sum64String(b.Text()) ^ uint64(b.Kind)<<8
 	}
 	if f := m.get(k); f != nil {
 		return f
@@ -83,14 +83,14 @@ func (m *Memo) block(b *wire.Block) *forms {
 	var c collector
 	switch b.Kind {
 	case wire.KindText, wire.KindThinking:
-		Forms(b.Text, c.add)
+		Forms(b.Text(), c.add)
 	case wire.KindToolUse, wire.KindServerToolUse:
 		jsonStrings(b.Input, func(s string) { Forms(s, c.add) })
 	case wire.KindToolResult:
 		f.tool, f.id = true, strings.Clone(b.ID) // not a view into the request body, which it would keep alive
 		for _, p := range b.Content {
 			if p.Kind == wire.KindText {
-				Forms(p.Text, c.add)
+				Forms(p.Text(), c.add)
 			}
 		}
 	}
@@ -186,7 +186,7 @@ func (x *Index) Update(r *wire.Request) {
 	d.Reset()
 	for _, b := range r.System {
 		_, _ = d.Write(b.Raw())
-		_, _ = d.WriteString(b.Text)
+		_, _ = d.WriteString(b.Text())
 	}
 	x.set(1, d.Sum64(), func() []*forms { return x.blocks(r.System) })
 	for i, m := range r.Messages {

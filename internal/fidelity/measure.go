@@ -55,7 +55,7 @@ func (x *Index) Uses(response []*wire.Message) []Use {
 		for _, b := range m.Blocks {
 			switch b.Kind {
 			case wire.KindText:
-				Mentions(b.Text, mention)
+				Mentions(b.Text(), mention)
 			case wire.KindToolUse:
 				jsonStrings(b.Input, func(s string) { Mentions(s, mention) })
 			}

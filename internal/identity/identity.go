@@ -48,14 +48,29 @@ func OccurrenceKey(id, toolName string, input []byte, resultText string) string 
 }
 
 // OccurrenceKeyOf is OccurrenceKey(result.ID, call.Name, call.Input, result.ResultText()),
-// memoised by the blocks' cached fingerprints (wire.Block.IdentitySum) and remembered on the
-// result block for its call (wire.Block.PairMemo).
+// memoised by the call's cached fingerprint (wire.Block.IdentitySum) and the result's raw
+// bytes, which determine its text, and remembered on the result block for its call
+// (wire.Block.PairMemo). The result's text is decoded only on a memo miss, into scratch memory.
 func OccurrenceKeyOf(call, result *wire.Block) string {
 	if k, ok := result.PairMemo(call); ok {
 		return k
 	}
-	mk := occMemoKey(call.Name, call.IdentitySum(), result.IdentitySum(), len(call.Input), result.ResultTextLen())
-	k := occurrenceKey(result.ID, mk, func() [4]byte { return occurrenceSum(call.Name, call.Input, result.ResultText()) })
+	var mk occKey
+	if raw := result.Raw(); len(raw) > 0 {
+		d := xxhash.New()
+		_, _ = d.Write([]byte{byte(result.Format())})
+		_, _ = d.Write(raw)
+		mk = occMemoKey(call.Name, call.IdentitySum(), d.Sum64(), len(call.Input), -1-len(raw))
+	} else { // a block made field by field: its fields are all there is
+		mk = occMemoKey(call.Name, call.IdentitySum(), result.IdentitySum(), len(call.Input), result.ResultTextLen())
+	}
+	k := occurrenceKey(result.ID, mk, func() [4]byte {
+		bp := canonPool.Get().(*[]byte)
+		text := result.AppendResultText((*bp)[:0])
+		sum := occurrenceSum(call.Name, call.Input, unsafe.String(unsafe.SliceData(text), len(text)))
+		putCanon(bp, text)
+		return sum
+	})
 	result.SetPairMemo(call, k)
 	return k
 }
@@ -94,10 +109,10 @@ func occurrenceSum(toolName string, input []byte, resultText string) [4]byte {
 		canon = bytes.TrimSpace(input)
 	}
 	writeField(h, canon)
-	if ok && cap(canon) <= 1<<20 {
-		*bp = canon[:0]
+	if !ok {
+		canon = *bp // input itself, which the pool must not hold
 	}
-	canonPool.Put(bp)
+	putCanon(bp, canon)
 	writeField(h, stringBytes(resultText))
 	var sum [sha256.Size]byte
 	return [4]byte(h.Sum(sum[:0])[:4])
@@ -108,8 +123,17 @@ func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// canonPool holds buffers for canonical tool inputs.
+// canonPool holds buffers for canonical tool inputs and decoded result texts.
 var canonPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// putCanon returns the buffer bp to canonPool, holding used (what was appended to it, maybe
+// reallocated) unless that grew past 1 MiB.
+func putCanon(bp *[]byte, used []byte) {
+	if cap(used) <= 1<<20 {
+		*bp = used[:0]
+	}
+	canonPool.Put(bp)
+}
 
 // keyMemoMax bounds the occurrence key memo (about 100 bytes an entry).
 const keyMemoMax = 1 << 16
@@ -245,7 +269,11 @@ func messageHash(m *wire.Message) string {
 func appendBlockIdentity(dst []byte, b *wire.Block) []byte {
 	if b.IsStringForm() && b.Kind == wire.KindText {
 		dst = append(dst, `{"text":`...)
-		dst = appendString(dst, stringBytes(b.Text))
+		if out, ok := canonicalAppend(dst, b.Raw(), ""); ok { // the literal, without decoding it
+			dst = out
+		} else {
+			dst = appendString(dst, stringBytes(b.Text()))
+		}
 		return append(dst, `,"type":"text"}`...)
 	}
 	out, ok := canonicalAppend(dst, b.Raw(), "cache_control")

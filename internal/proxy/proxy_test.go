@@ -161,7 +161,7 @@ func TestQueryAnsweredInProxy(t *testing.T) {
 			if q.Role != wire.RoleAssistant || q.Blocks[len(q.Blocks)-1].Name != pruner.QueryToolName || next.Messages[n-3].Blocks[0].ID != "toolu_q1" {
 				t.Fatalf("hidden exchange not re-inserted in place: %s / %s", q.Raw(), next.Messages[n-3].Raw())
 			}
-			if next.Messages[n-2].Blocks[0].Text != "Line 42 says the build passed." {
+			if next.Messages[n-2].Blocks[0].Text() != "Line 42 says the build passed." {
 				t.Fatalf("final round misplaced: %s", next.Messages[n-2].Raw())
 			}
 		})

@@ -197,7 +197,7 @@ func (d *digester) message(m *wire.Message) {
 	for _, b := range m.Blocks {
 		switch b.Kind {
 		case wire.KindText:
-			d.text(b.Text)
+			d.text(b.Text())
 		case wire.KindToolUse:
 			d.call(b.ID)
 		}

@@ -356,11 +356,11 @@ func TestConformanceChainRangePrune(t *testing.T) {
 			var syn string
 			for _, m := range res.Request.Messages {
 				for _, b := range m.Blocks {
-					if strings.HasPrefix(b.Text, "<compressed-chain") {
+					if strings.HasPrefix(b.Text(), "<compressed-chain") {
 						if m.Role != wire.RoleUser {
 							t.Fatal("synthetic not user role")
 						}
-						syn = b.Text
+						syn = b.Text()
 					}
 				}
 			}
@@ -552,7 +552,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 			t.Fatalf("marker lost or duplicated: %s", res.Body)
 		}
 		for _, b := range res.Request.Messages[0].Blocks {
-			if strings.HasPrefix(b.Text, "<compressed-chain") && b.CacheControl == nil {
+			if strings.HasPrefix(b.Text(), "<compressed-chain") && b.CacheControl == nil {
 				t.Fatal("marker not on synthetic")
 			}
 		}

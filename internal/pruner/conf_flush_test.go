@@ -242,7 +242,7 @@ func TestSummaryPlacement(t *testing.T) {
 		res := Render(req, st, stubPolicy())
 		mustValid(t, req, res)
 		m := res.Request.Messages[2]
-		if len(m.Blocks) != 2 || m.Blocks[0].Kind != wire.KindToolResult || !strings.HasPrefix(m.Blocks[1].Text, "- `t1`") {
+		if len(m.Blocks) != 2 || m.Blocks[0].Kind != wire.KindToolResult || !strings.HasPrefix(m.Blocks[1].Text(), "- `t1`") {
 			t.Fatal(joined(res.Request))
 		}
 	})
@@ -280,7 +280,7 @@ func TestSummaryPlacement(t *testing.T) {
 		st.Summaries[0] = &old
 		res := Render(req, st, stubPolicy())
 		m := res.Request.Messages[4]
-		if len(m.Blocks) != 2 || !strings.HasPrefix(m.Blocks[0].Text, "- `t1`") || m.Blocks[1].Text != "b" {
+		if len(m.Blocks) != 2 || !strings.HasPrefix(m.Blocks[0].Text(), "- `t1`") || m.Blocks[1].Text() != "b" {
 			t.Fatal(joined(res.Request))
 		}
 	})

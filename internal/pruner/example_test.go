@@ -35,7 +35,7 @@ func Example() {
 		if b.Kind == wire.KindToolResult {
 			fmt.Println(b.ResultText())
 		} else {
-			fmt.Println(b.Text)
+			fmt.Println(b.Text())
 		}
 	}
 	// Output:

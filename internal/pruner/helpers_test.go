@@ -270,9 +270,9 @@ func texts(r *wire.Request) []string {
 			case wire.KindToolUse:
 				parts = append(parts, "C("+b.ID+")")
 			case wire.KindThinking, wire.KindReasoning:
-				parts = append(parts, "T:"+b.Text)
+				parts = append(parts, "T:"+b.Text())
 			default:
-				parts = append(parts, b.Text)
+				parts = append(parts, b.Text())
 			}
 		}
 		out = append(out, string(m.Role)+"|"+strings.Join(parts, "|"))

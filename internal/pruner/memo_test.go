@@ -16,7 +16,7 @@ func TestSummaryBlockMemo(t *testing.T) {
 		for _, text := range []string{"Summary of t1: \"quoted\"\n\ttab é \u2028", "", strings.Repeat("x", 1000)} {
 			got := summaryBlock(f, text)
 			want := wire.NewTextBlock(f, text)
-			if !bytes.Equal(got.Raw(), want.Raw()) || got.Text != want.Text || got.Kind != want.Kind {
+			if !bytes.Equal(got.Raw(), want.Raw()) || got.Text() != want.Text() || got.Kind != want.Kind {
 				t.Fatalf("%v %q: memoised block %s, new block %s", f, text, got.Raw(), want.Raw())
 			}
 			if again := summaryBlock(f, text); again != got {
@@ -97,11 +97,11 @@ func TestShownSummaryRemembered(t *testing.T) {
 	}
 	c := *s
 	c.Text = "Summary of `t2`"
-	if got := c.shownIn(wire.Anthropic).b; got.Text != c.Text {
-		t.Fatalf("a copy with another text shows %q", got.Text)
+	if got := c.shownIn(wire.Anthropic).b; got.Text() != c.Text {
+		t.Fatalf("a copy with another text shows %q", got.Text())
 	}
-	if got := s.shownIn(wire.Anthropic).b; got.Text != s.Text {
-		t.Fatalf("the original shows %q after its copy", got.Text)
+	if got := s.shownIn(wire.Anthropic).b; got.Text() != s.Text {
+		t.Fatalf("the original shows %q after its copy", got.Text())
 	}
 }
 

@@ -410,7 +410,7 @@ func unreachableStubRef(r *wire.Request) string {
 	for _, m := range r.Messages {
 		for _, b := range m.Blocks {
 			if b.Kind != wire.KindToolResult {
-				other.WriteString(b.Text + "\n")
+				other.WriteString(b.Text() + "\n")
 				continue
 			}
 			t := b.ResultText()

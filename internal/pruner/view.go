@@ -244,7 +244,7 @@ func (r *result) occKey() string {
 func isSynthetic(m *wire.Message) bool {
 	for _, b := range m.Blocks {
 		if b.Kind == wire.KindText {
-			return strings.HasPrefix(strings.TrimLeftFunc(b.Text, jsSpace), "<compressed-chain")
+			return strings.HasPrefix(strings.TrimLeftFunc(b.Text(), jsSpace), "<compressed-chain")
 		}
 		return false
 	}
@@ -350,7 +350,7 @@ func assistantText(m *wire.Message) string {
 	var parts []string
 	for _, b := range m.Blocks {
 		if b.Kind == wire.KindText {
-			parts = append(parts, b.Text)
+			parts = append(parts, b.Text())
 		}
 	}
 	return jsTrim(strings.Join(parts, "\n"))

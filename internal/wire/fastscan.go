@@ -6,7 +6,7 @@ import (
 )
 
 // bodyString returns b as a string sharing its memory: only for bytes never written again,
-// the parsed body's (Parse's contract) and the arena's below its length.
+// the parsed body's (Parse's contract) and decoded strings'.
 func bodyString(b []byte) string {
 	if len(b) == 0 {
 		return ""

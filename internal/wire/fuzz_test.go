@@ -138,8 +138,8 @@ func checkDecodedText(t *testing.T, r *Request) {
 					}
 				}
 			}
-			if err == nil && want != b.Text {
-				t.Fatalf("decoded text %q, encoding/json says %q (raw %s)", b.Text, want, b.Raw())
+			if err == nil && want != b.Text() {
+				t.Fatalf("decoded text %q, encoding/json says %q (raw %s)", b.Text(), want, b.Raw())
 			}
 		}
 		for _, c := range b.Content {

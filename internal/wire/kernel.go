@@ -12,7 +12,7 @@ import (
 var (
 	// decodeRun decodes the longest handled prefix it chooses of src into dst and
 	// returns the number of bytes of src consumed and of dst written. It requires
-	// len(dst) >= len(src) and may write anywhere in dst[:len(src)] (the parser's arena
+	// len(dst) >= len(src) and may write anywhere in dst[:len(src)] (appendDecoded's buffer
 	// has that room past the string being decoded).
 	decodeRun = decodeRunGo
 	// scanRun validates the longest handled prefix it chooses of src and returns its

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -178,7 +177,8 @@ type stringResult struct {
 	plainE  string
 }
 
-// scanAllWays runs scanString, plainRun and scanText on the literal at body[start].
+// scanAllWays runs scanString and plainRun on the literal at body[start] and decodes it as
+// Block.Text does.
 func scanAllWays(body []byte, start int) stringResult {
 	var r stringResult
 	var err error
@@ -188,15 +188,11 @@ func scanAllWays(body []byte, start int) stringResult {
 	if r.plain, err = plainRun(body, start); err != nil {
 		r.plainE = err.Error()
 	}
-	p := &parser{d: body, f: Anthropic}
-	end, text, err := p.scanText(start)
-	switch {
-	case err != nil && err.Error() != r.err:
-		r.err += " / scanText: " + err.Error()
-	case err == nil && (r.err != "" || end != r.end):
-		r.err += fmt.Sprintf(" / scanText accepted, ending at %d", end)
+	if r.err == "" {
+		b := &Block{}
+		b.setText(bodyString(body[start+1:r.end-1]), r.escaped)
+		r.text = b.Text()
 	}
-	r.text = text
 	return r
 }
 

@@ -12,8 +12,8 @@
 // Parsed values are immutable: change them with the copy-on-write With… methods, which
 // return new values and leave the receiver untouched, so values can be shared between
 // requests and goroutines. Blocks and messages keep internal caches of derived values
-// (IdentitySum, ShapeSum, the last WithResultText / WithBlocks result), safe for concurrent use, which
-// never change what a value holds or serializes to. Assigning to a Block's or Message's
+// (IdentitySum, ShapeSum, a text decoded on first use, the last WithResultText / WithBlocks result),
+// safe for concurrent use, which never change what a value holds or serializes to. Assigning to a Block's or Message's
 // fields does not change its bytes. The exported fields of Request (Model, Stream, System, Tools, Messages, including
 // their elements) may be reassigned on a request the caller owns; serialization compares
 // them with what was parsed.
@@ -21,6 +21,7 @@ package wire
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -169,11 +170,14 @@ type Block struct {
 	// atomically (a parsed block is shared by the requests that reuse it and their flushes).
 	idSumSet uint32
 	f        Format
+	// textEsc is set when text is the body of a JSON string literal with escapes (between its
+	// quotes) that Text decodes on first use, into textDec.
+	textEsc bool
 
 	Kind      Kind
 	IsError   bool
 	Type      string // the raw "type" value
-	Text      string // text / thinking text
+	text      string // Text, or the literal body it decodes from (textEsc)
 	Signature string // thinking signature
 	// ID is the tool_use / server_tool_use / OpenAI tool_call id; for results, the id they
 	// answer (tool_use_id, tool_call_id).
@@ -198,7 +202,48 @@ type Block struct {
 	// pairMemo is the *pairMemo of the last SetPairMemo call (nil before one), read and
 	// written atomically.
 	pairMemo unsafe.Pointer
+	// textDec is the *string Text decoded (textEsc; nil before), read and written atomically.
+	textDec unsafe.Pointer
 }
+
+// Text returns the text of a text block or part, the thinking text of a thinking block, the
+// summary of a Responses reasoning item ("" for other blocks). Texts with escapes are decoded
+// on first use (docs/design/wire.md, "Lazy texts").
+func (b *Block) Text() string {
+	if !b.textEsc {
+		return b.text
+	}
+	if p := (*string)(atomic.LoadPointer(&b.textDec)); p != nil {
+		return *p
+	}
+	s := bodyString(appendDecoded(nil, b.text))
+	atomic.StorePointer(&b.textDec, unsafe.Pointer(&s)) // racing callers store equal strings
+	return s
+}
+
+// setText sets the text: s itself, or with escaped set the body of a string literal that
+// Text decodes.
+func (b *Block) setText(s string, escaped bool) { b.text, b.textEsc = s, escaped }
+
+// withText calls fn with b's text: Text when it is at hand, else the text decoded into
+// scratch memory, which fn must not keep.
+func (b *Block) withText(fn func(string)) {
+	if !b.textEsc || atomic.LoadPointer(&b.textDec) != nil {
+		fn(b.Text())
+		return
+	}
+	p := scratch.Get().(*[]byte)
+	*p = appendDecoded((*p)[:0], b.text)
+	fn(bodyString(*p))
+	if cap(*p) <= maxScratch {
+		scratch.Put(p)
+	}
+}
+
+// scratch holds buffers for withText; maxScratch bounds the ones it keeps.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+const maxScratch = 1 << 20
 
 // pairMemo remembers one value derived from a block together with another block.
 type pairMemo struct {
@@ -376,7 +421,7 @@ func (m *Message) ShapeSum() uint64 {
 	for _, b := range m.Blocks {
 		num(int(b.Kind))
 		str(b.Type)
-		str(b.Text)
+		b.withText(str)
 		str(b.Signature)
 		str(b.ID)
 		str(b.Name)
@@ -386,7 +431,7 @@ func (m *Message) ShapeSum() uint64 {
 		num(len(b.Content))
 		for _, c := range b.Content {
 			num(int(c.Kind))
-			str(c.Text)
+			c.withText(str)
 		}
 	}
 	if h == 0 {
@@ -404,7 +449,7 @@ func (b *Block) ResultTextLen() int {
 }
 
 // eachResultPart calls fn with the pieces of ResultText in order: each text part of the
-// content, with a "\n" piece between two of them.
+// content, with a "\n" piece between two of them (withText: fn must not keep them).
 func (b *Block) eachResultPart(fn func(part string)) {
 	first := true
 	for _, c := range b.Content {
@@ -415,24 +460,32 @@ func (b *Block) eachResultPart(fn func(part string)) {
 			fn("\n")
 		}
 		first = false
-		fn(c.Text)
+		c.withText(fn)
 	}
 }
 
 // ResultText returns the text parts of a tool result's content joined with "\n".
 func (b *Block) ResultText() string {
-	switch len(b.Content) {
-	case 0:
-		return ""
-	case 1:
-		if b.Content[0].Kind == KindText {
-			return b.Content[0].Text
-		}
-		return ""
+	if len(b.Content) == 1 && b.Content[0].Kind == KindText {
+		return b.Content[0].Text()
 	}
-	buf := make([]byte, 0, b.ResultTextLen())
-	b.eachResultPart(func(part string) { buf = append(buf, part...) })
-	return string(buf)
+	return bodyString(b.AppendResultText(nil))
+}
+
+// AppendResultText appends ResultText to dst, decoding the parts straight into it.
+func (b *Block) AppendResultText(dst []byte) []byte {
+	first := true
+	for _, c := range b.Content {
+		if c.Kind != KindText {
+			continue
+		}
+		if !first {
+			dst = append(dst, '\n')
+		}
+		first = false
+		dst = appendText(dst, c.text, c.textEsc)
+	}
+	return dst
 }
 
 // encodeElem writes the block as an array element (a string-form block becomes a text

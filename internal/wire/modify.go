@@ -18,7 +18,7 @@ func NewTextBlock(f Format, text string) *Block {
 	raw = appendQuoted(raw, text)
 	raw = append(raw, '}')
 	n := len(raw) - 23 // the literal's length
-	return &Block{f: f, Kind: KindText, Type: "text", Text: text,
+	return &Block{f: f, Kind: KindText, Type: "text", text: text,
 		obj: &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 21, v: 22, e: 22 + n}}}}
 }
 
@@ -199,7 +199,7 @@ func (b *Block) clone(obj *object) *Block {
 	// Field by field, not *b: the cached identity sum and the WithResultText and pair memos
 	// are written atomically by other goroutines sharing b, and belong to b's content anyway.
 	// TestBlockCloneCopiesEveryField fails when a field is added and not copied here.
-	return &Block{Kind: b.Kind, Type: b.Type, Text: b.Text, Signature: b.Signature, ID: b.ID, Name: b.Name,
+	return &Block{Kind: b.Kind, Type: b.Type, text: b.text, textEsc: b.textEsc, Signature: b.Signature, ID: b.ID, Name: b.Name,
 		Input: b.Input, IsError: b.IsError, Content: b.Content, ContentString: b.ContentString,
 		CacheControl: b.CacheControl, f: b.f, obj: obj, fn: b.fn, contentArr: b.contentArr}
 }
@@ -320,5 +320,5 @@ func textStringBlock(f Format, lit []byte, text string, replaced bool) *Block {
 	if replaced {
 		return stringBlock(f, lit)
 	}
-	return &Block{f: f, Kind: KindText, Type: "text", Text: text, str: lit}
+	return &Block{f: f, Kind: KindText, Type: "text", text: text, str: lit}
 }

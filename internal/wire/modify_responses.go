@@ -39,7 +39,7 @@ func newPart(typ, text string) *Block {
 	if replaced {
 		text = unquote(lit)
 	}
-	return &Block{f: Responses, Kind: KindText, Type: typ, Text: text, obj: ob.done()}
+	return &Block{f: Responses, Kind: KindText, Type: typ, text: text, obj: ob.done()}
 }
 
 // newItemMessage is NewTextMessage for Responses: a message item with one text part, or for
@@ -71,7 +71,7 @@ func newItemMessage(role Role, text string) *Message {
 	part.obj.raw = obj.raw[v+1 : pe : pe] // the part's bytes inside the item
 	arr := &array{raw: obj.raw[v : v+len(content) : v+len(content)], spans: []span{{s: 1, e: 1 + len(part.obj.raw)}}}
 	if role == RoleAssistant {
-		b := &Block{f: Responses, Kind: KindText, Type: "message", Text: part.Text, obj: obj}
+		b := &Block{f: Responses, Kind: KindText, Type: "message", text: part.text, obj: obj}
 		return &Message{Role: role, Blocks: []*Block{b}, f: Responses, obj: &object{raw: obj.raw}, constructed: true, hasContent: true,
 			itemsArr: &array{raw: obj.raw, spans: []span{{s: 0, e: len(obj.raw)}}}}
 	}
@@ -124,7 +124,7 @@ func itemRun(layout *array, b []*Block) (*object, *array) {
 		s := len(buf)
 		if x.Kind == KindText && (x.obj == nil || x.obj.find("role") < 0) { // a part, not a message item
 			buf = append(buf, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":`...)
-			buf = appendQuoted(buf, x.Text)
+			buf = appendQuoted(buf, x.Text())
 			buf = append(buf, `}]}`...)
 		} else {
 			buf = append(buf, x.Raw()...)

@@ -490,7 +490,7 @@ func sameBlocks(t *testing.T, where string, got []*Block, want []refBlock) {
 	}
 	for i, b := range got {
 		w := want[i]
-		g := refBlock{Kind: b.Kind, Type: b.Type, Text: b.Text, Sig: b.Signature, ID: b.ID, Name: b.Name,
+		g := refBlock{Kind: b.Kind, Type: b.Type, Text: b.Text(), Sig: b.Signature, ID: b.ID, Name: b.Name,
 			IsError: b.IsError, ContentString: b.ContentString}
 		if b.f == OpenAI && b.Kind == KindToolUse {
 			g.Input = string(b.Input)

@@ -64,8 +64,6 @@ type parser struct {
 	f      Format
 	prev   *Request // ParseReusing: the previous request whose identical values are shared
 	chunks int      // slab chunks allocated so far (reusing parse)
-	arena  []byte   // decoded string bytes; the strings point into it
-	arenas [][]byte // a reusing parse's earlier arena chunks (their used part), for compactArenas
 	home   *backing // the memory this parse's values keep alive (retained.go)
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
@@ -194,30 +192,15 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 	return o, end, nil
 }
 
-// text decodes a validated JSON string literal: the body's own bytes without escapes, else
-// a string in the parser's arena (which only appends, so its strings never change).
+// text decodes a validated JSON string literal: the body's own bytes without escapes (Parse
+// never copies them), else a string of its own.
 func (p *parser) text(lit []byte) string {
 	s := lit[1 : len(lit)-1]
-	j := indexBackslash(s)
-	if j == len(s) {
-		return bodyString(s) // no escapes: the body's own bytes (Parse never copies them)
+	if !hasBackslash(s) {
+		return bodyString(s)
 	}
-	p.reserve(len(s), p.offset(lit))
-	start := len(p.arena)
-	p.arena = unescape(p.arena, s)
-	return bodyString(p.arena[start:])
-}
-
-// reserve makes room for n more bytes in the arena, for a string at body offset pos: a new
-// chunk holds the rest of the body, which bounds the text still to decode.
-func (p *parser) reserve(n, pos int) {
-	if cap(p.arena)-len(p.arena) < n {
-		if p.prev != nil && len(p.arena) > 0 {
-			p.arenas = append(p.arenas, p.arena) // for compactArenas
-		}
-		p.arena = noZeroBytes(max(n, len(p.d)-pos))
-		p.keep(cap(p.arena))
-	}
+	p.keep(len(s))
+	return decoded(bodyString(s))
 }
 
 // noZeroBytes returns an empty slice with room for at least n bytes whose memory is not
@@ -228,101 +211,6 @@ func noZeroBytes(n int) []byte {
 	b.Grow(n)
 	b.WriteByte(0) // so that String has the buffer's address
 	return unsafe.Slice(unsafe.StringData(b.String()), b.Cap())[:0]
-}
-
-// scanText validates and decodes the JSON string at d[i] == '"', returning the offset past
-// its closing quote and the text: the body's own bytes without escapes, else decoded into
-// the arena in the pass that validates it.
-func (p *parser) scanText(i int) (int, string, error) {
-	j, err := plainRun(p.d, i)
-	if err != nil {
-		return 0, "", err
-	}
-	if p.d[j] == '"' {
-		return j + 1, bodyString(p.d[i+1 : j]), nil
-	}
-	return p.decodeText(i, j)
-}
-
-// decodeText validates and decodes the string at d[start] == '"' whose bytes before d[i] (a
-// backslash) are validated, in one pass with the string kernel, which leaves the string's
-// end, \u escapes and errors to this loop.
-func (p *parser) decodeText(start, i int) (int, string, error) {
-	d := p.d
-	// Room for the rest of the body, which bounds this string's decoded text (never
-	// longer than its literal) and is what decodeRun may write (it needs len(dst) >=
-	// len(src)); a chunk reserved earlier in this parse normally still has it (the text
-	// decoded since is no longer than the body consumed since). This spares a pass to
-	// find the closing quote.
-	p.reserve(len(d)-start, start)
-	buf := p.arena[:cap(p.arena)] // bytes past len(p.arena) belong to no string yet
-	base := len(p.arena)
-	j := base + copy(buf[base:], d[start+1:i])
-	for {
-		n, m := decodeRun(buf[j:], d[i:])
-		i += n
-		j += m
-		for i < len(d) && strPlain[d[i]] {
-			buf[j] = d[i]
-			i++
-			j++
-		}
-		if i >= len(d) {
-			return 0, "", synErr(start, "unterminated string")
-		}
-		c := d[i]
-		switch {
-		case c == '"':
-			p.arena = buf[:j]
-			return i + 1, bodyString(buf[base:j]), nil
-		case c == '\\':
-			if i+1 >= len(d) {
-				return 0, "", synErr(start, "unterminated string")
-			}
-			if e := escDecode[d[i+1]]; e != 0 {
-				buf[j] = e
-				i += 2
-				j++
-				continue
-			}
-			if e := d[i+1]; e != 'u' {
-				return 0, "", synErr(i, "invalid escape character %q", e)
-			}
-			if i+6 > len(d) {
-				return 0, "", synErr(i, "truncated \\u escape")
-			}
-			for k := i + 2; k < i+6; k++ {
-				if unhex(d[k]) < 0 {
-					return 0, "", synErr(k, "invalid hex digit in \\u escape")
-				}
-			}
-			// A following \uXXXX may complete a surrogate pair: validate it first.
-			n := 6
-			if i+12 <= len(d) && d[i+6] == '\\' && d[i+7] == 'u' {
-				ok := true
-				for k := i + 8; k < i+12; k++ {
-					ok = ok && unhex(d[k]) >= 0
-				}
-				if ok {
-					n = 12
-				}
-			}
-			// The UTF-8 form (at most 4 bytes) is shorter than the escape it replaces.
-			out, used := decodeU(d[i:i+n], buf[j:j])
-			j += len(out)
-			i += used
-			continue
-		case c < 0x20:
-			return 0, "", synErr(i, "control character 0x%02x in string", c)
-		default:
-			r, size := utf8.DecodeRune(d[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return 0, "", synErr(i, "invalid UTF-8 in string")
-			}
-			j += copy(buf[j:], d[i:i+size])
-			i += size
-		}
-	}
 }
 
 // decodeU decodes the \uXXXX escape (or surrogate pair) at the start of s, returning the
@@ -340,11 +228,28 @@ func decodeU(s, dst []byte) ([]byte, int) {
 	return utf8.AppendRune(dst, r), 6
 }
 
-// textBlock returns the string-form text block of the string literal lit, which decodes
-// to text.
-func (p *parser) textBlock(lit []byte, text string) *Block {
+// lazyText returns the body of the validated string literal lit and whether it has escapes,
+// for setText.
+func lazyText(lit []byte) (string, bool) {
+	body := lit[1 : len(lit)-1]
+	return bodyString(body), hasBackslash(body)
+}
+
+// appendText appends the text s stands for: s itself, or when escaped the decoding of the
+// string literal body s.
+func appendText(dst []byte, s string, escaped bool) []byte {
+	if escaped {
+		return appendDecoded(dst, s)
+	}
+	return append(dst, s...)
+}
+
+// textBlock returns the string-form text block of the string literal lit (esc: it has
+// escapes).
+func (p *parser) textBlock(lit []byte, esc bool) *Block {
 	c := p.newBlock()
-	c.Kind, c.Type, c.Text, c.str = KindText, "text", text, lit
+	c.Kind, c.Type, c.str = KindText, "text", lit
+	c.setText(bodyString(lit[1:len(lit)-1]), esc)
 	return c
 }
 
@@ -538,11 +443,11 @@ func (p *parser) request() (*Request, error) {
 			}
 			switch {
 			case vs < len(d) && d[vs] == '"':
-				e, txt, err := p.scanText(vs)
+				e, esc, err := scanString(d, vs)
 				if err != nil {
 					return 0, err
 				}
-				r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], txt)})
+				r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
 				r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
 				return e, nil
 			case vs < len(d) && d[vs] == '[':
@@ -569,9 +474,8 @@ func (p *parser) request() (*Request, error) {
 	if p.prev != nil {
 		fv := r.detach(p.prev)
 		p.keep(fv.copied)
-		compacted := p.compactArenas(r, &fv)
 		r.unslab(p.prev)
-		p.sweep(compacted)
+		p.sweep()
 	} else {
 		p.keep(cap(d)) // the values of a whole parse live in the body (all of its array)
 	}
@@ -785,7 +689,9 @@ func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *ar
 }
 
 func stringBlock(f Format, lit []byte) *Block {
-	return &Block{f: f, Kind: KindText, Type: "text", Text: unquote(lit), str: lit}
+	b := &Block{f: f, Kind: KindText, Type: "text", str: lit}
+	b.setText(lazyText(lit))
+	return b
 }
 
 // kindOf returns the Kind of a block whose "type" is typ in format f (KindUnknown for
@@ -896,32 +802,28 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	var contentArr *array
 	var contentErr error
 	// last[f] is 1 + the index of the last member of field f (0: none), as object.find
-	// would find it; text[f] its decoded string value when the walk decoded it (the
-	// string members a block's kind reads are decoded as they are scanned).
+	// would find it; bit f of esc is set when that member is a string with escapes (string
+	// members are scanned once, as the walk meets them).
 	var last [bfCount]int32
-	var text [bfSignature + 1]string
+	var esc uint32
 	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
 		f := blockField(d[ks:ke])
 		last[f] = int32(idx + 1)
 		switch {
-		case f >= bfText && f <= bfSignature && d[vs] == '"':
-			e, s, err := p.scanText(vs)
-			if err != nil {
-				return 0, err
+		case f != bfNone && d[vs] == '"':
+			e, x, err := scanString(d, vs)
+			esc &^= 1 << f
+			if x {
+				esc |= 1 << f
 			}
-			text[f] = s
-			return e, nil
+			return e, err
 		case f == bfContent && p.f == Anthropic && d[vs] == '[':
 			blocks, arr, e, err := p.blockList(vs, depth+1, list.at(bi).key("content"), false)
 			if err != nil && !isSchema(err) {
 				return 0, err
 			}
 			contentBlocks, contentArr, contentErr = blocks, arr, err
-			text[f] = ""
 			return e, nil
-		}
-		if f <= bfSignature {
-			text[f] = ""
 		}
 		return scanValue(d, vs, depth)
 	})
@@ -940,19 +842,32 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 		m := obj.members[last[f]-1]
 		return obj.raw[m.v:m.e:m.e], m.v
 	}
-	// str returns the decoded string of field f; ok is false when absent.
-	str := func(f int) (string, bool, error) {
+	// lit returns the body of the string field f and whether it has escapes; ok is false when
+	// absent.
+	lit := func(f int) (body string, escaped, ok bool, err error) {
 		v, off := value(f)
 		if v == nil {
-			return "", false, nil
+			return "", false, false, nil
 		}
 		if v[0] != '"' {
-			return "", false, p.schemaErr(i+off, list.at(bi).key(blockFieldNames[f]), "expected string, found %s", jsonType(v[0]))
+			return "", false, false, p.schemaErr(i+off, list.at(bi).key(blockFieldNames[f]), "expected string, found %s", jsonType(v[0]))
 		}
-		if f < len(text) && text[f] != "" {
-			return text[f], true, nil
+		return bodyString(v[1 : len(v)-1]), esc&(1<<f) != 0, true, nil
+	}
+	// str returns the decoded string of field f; ok is false when absent.
+	str := func(f int) (string, bool, error) {
+		s, escaped, ok, err := lit(f)
+		if escaped {
+			p.keep(len(s))
+			s = decoded(s)
 		}
-		return p.text(v), true, nil
+		return s, ok, err
+	}
+	// setText makes the string field f the block's text.
+	setText := func(f int) error {
+		s, escaped, _, err := lit(f)
+		b.setText(s, escaped)
+		return err
 	}
 	typ, ok, err := str(bfType)
 	if err != nil {
@@ -968,11 +883,11 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	}
 	switch b.Kind {
 	case KindText:
-		if b.Text, _, err = str(bfText); err != nil {
+		if err := setText(bfText); err != nil {
 			return fail(err)
 		}
 	case KindThinking:
-		if b.Text, _, err = str(bfThinking); err != nil {
+		if err := setText(bfThinking); err != nil {
 			return fail(err)
 		}
 		if b.Signature, _, err = str(bfSignature); err != nil {
@@ -1007,8 +922,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 		if v, off := value(bfContent); v != nil {
 			switch v[0] {
 			case '"':
-				txt, _, _ := str(bfContent)
-				b.Content = p.blockSlice([]*Block{p.textBlock(v, txt)})
+				b.Content = p.blockSlice([]*Block{p.textBlock(v, esc&(1<<bfContent) != 0)})
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
@@ -1050,11 +964,11 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 			m.hasContent = true
 			switch d[vs] {
 			case '"':
-				e, txt, err := p.scanText(vs)
+				e, esc, err := scanString(d, vs)
 				if err != nil {
 					return 0, err
 				}
-				m.Blocks = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], txt)})
+				m.Blocks = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
 				m.StringContent = true
 				m.contentArr = nil
 				return e, nil
@@ -1099,11 +1013,11 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 			parts, content, m.StringContent, m.contentArr = nil, nil, false, nil
 			switch d[vs] {
 			case '"':
-				e, txt, err := p.scanText(vs)
+				e, esc, err := scanString(d, vs)
 				if err != nil {
 					return 0, err
 				}
-				content = p.textBlock(d[vs:e:e], txt)
+				content = p.textBlock(d[vs:e:e], esc)
 				m.StringContent = true
 				return e, nil
 			case '[':

@@ -90,8 +90,10 @@ func (p *parser) inputStringMessage(lit []byte) *Message {
 	v, e := len(prefix), len(prefix)+len(lit)
 	obj := &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 24, v: v, e: e}}}
 	m := &Message{Role: RoleUser, StringContent: true, f: p.f, obj: obj, hasContent: true}
-	m.Blocks = []*Block{{f: p.f, Kind: KindText, Type: "text", Text: unquote(lit), str: raw[v:e:e]}}
-	p.keep(cap(raw) + len(lit) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})+2*unsafe.Sizeof(member{})))
+	c := &Block{f: p.f, Kind: KindText, Type: "text", str: raw[v:e:e]}
+	c.setText(lazyText(c.str))
+	m.Blocks = []*Block{c}
+	p.keep(cap(raw) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})+2*unsafe.Sizeof(member{})))
 	return m
 }
 
@@ -329,9 +331,9 @@ func (p *parser) assistantItem(obj *object, i, depth int, path jpath, typ string
 	switch {
 	case v == nil:
 	case v[0] == '"':
-		b.Text = p.text(v)
+		b.setText(lazyText(v))
 	case v[0] == '[':
-		b.Text = p.partsText(off, depth+1)
+		b.setText(p.partsText(off, depth+1))
 	default:
 		return nil, p.wrongType(off, depth, path.key("content"), "string or array")
 	}
@@ -339,39 +341,45 @@ func (p *parser) assistantItem(obj *object, i, depth int, path jpath, typ string
 }
 
 // partsText returns the "text" members of the objects of the array at d[i] joined with "\n"
-// (the text of an assistant message's output_text parts, of a reasoning summary). The array
-// is already validated.
-func (p *parser) partsText(i, depth int) string {
+// (the text of an assistant message's output_text parts, of a reasoning summary), for
+// setText: a lone text stays undecoded. The array is already validated.
+func (p *parser) partsText(i, depth int) (string, bool) {
 	d := p.d
 	var first string
-	var rest []string
+	var firstEsc bool
+	var joined []byte
+	n := 0
 	_, _ = scanArray(d, i, depth, func(_, es int) (int, error) {
 		if d[es] != '{' {
 			return scanValue(d, es, depth)
 		}
 		var text string
-		var has bool
+		var esc, has bool
 		e, err := scanObject(d, es, depth+1, func(ks, ke, vs int) (int, error) {
-			if d[vs] == '"' && keyIs(d, ks, ke, "text") {
-				e, s, err := p.scanText(vs)
-				text, has = s, true
-				return e, err
+			if d[vs] != '"' || !keyIs(d, ks, ke, "text") {
+				return scanValue(d, vs, depth+1)
 			}
-			return scanValue(d, vs, depth+1)
+			e, x, err := scanString(d, vs)
+			text, esc, has = bodyString(d[vs+1:e-1]), x, true
+			return e, err
 		})
 		if has {
-			if first == "" && rest == nil {
-				first = text
-			} else {
-				rest = append(rest, text)
+			switch n++; n {
+			case 1:
+				first, firstEsc = text, esc
+			case 2:
+				joined = appendText(append(appendText(nil, first, firstEsc), '\n'), text, esc)
+			default:
+				joined = appendText(append(joined, '\n'), text, esc)
 			}
 		}
 		return e, err
 	})
-	if rest == nil {
-		return first
+	if n <= 1 {
+		return first, firstEsc
 	}
-	return first + "\n" + strings.Join(rest, "\n")
+	p.keep(len(joined))
+	return bodyString(joined), false
 }
 
 // modelItem parses a model-produced item other than an assistant message.
@@ -384,7 +392,7 @@ func (p *parser) modelItem(obj *object, i, depth int, path jpath, typ string) (*
 		b.Kind = KindReasoning
 		b.Signature, _, _ = p.itemString(obj, i, path, "encrypted_content", false)
 		if v, off := itemValue(obj, i, "summary"); v != nil && v[0] == '[' {
-			b.Text = p.partsText(off, depth+1)
+			b.setText(p.partsText(off, depth+1))
 		}
 	case "function_call", "custom_tool_call":
 		b.Kind = KindToolUse
@@ -456,7 +464,7 @@ func (p *parser) outputItem(obj *object, i, depth int, path jpath, typ string) (
 		return nil, err
 	}
 	m.contentArr, m.StringContent = b.contentArr, b.ContentString
-	b.IsError = OutputFailed(b.ResultText())
+	b.IsError = b.outputFailed()
 	m.Blocks = p.blockSlice([]*Block{b})
 	return m, nil
 }
@@ -471,9 +479,7 @@ func (p *parser) itemContent(obj *object, i, depth int, path jpath, key string, 
 	}
 	switch {
 	case v[0] == '"':
-		c := p.newBlock()
-		c.Kind, c.Type, c.Text, c.str = KindText, "text", p.text(v), v
-		return p.blockSlice([]*Block{c}), nil, true, true, nil
+		return p.blockSlice([]*Block{p.textBlock(v, hasBackslash(v[1:len(v)-1]))}), nil, true, true, nil
 	case v[0] == '[':
 		blocks, arr, _, err := p.blockList(off, depth+1, path.key(key), true)
 		return blocks, arr, false, true, err
@@ -489,11 +495,11 @@ func (p *parser) itemContent(obj *object, i, depth int, path jpath, key string, 
 // writes it: "Exit code: N" or "Process exited with code N" in the header before "Output:",
 // or {"output":…,"metadata":{"exit_code":N}}.
 func OutputFailed(text string) bool {
+	if !startsLikeFailure(text) {
+		return false
+	}
 	if strings.HasPrefix(text, `{"output":`) {
 		return structuredExitCode(text)
-	}
-	if !strings.HasPrefix(text, "Exit code: ") && !strings.HasPrefix(text, "Chunk ID: ") && !strings.HasPrefix(text, "Wall time: ") {
-		return false
 	}
 	for n := 0; n < 8 && text != ""; n++ {
 		line := text
@@ -513,6 +519,34 @@ func OutputFailed(text string) bool {
 		}
 	}
 	return false
+}
+
+// startsLikeFailure reports whether text starts as the outputs OutputFailed reads further
+// do; failureStartLen bounds the length of those starts.
+func startsLikeFailure(text string) bool {
+	for _, pre := range [...]string{`{"output":`, "Exit code: ", "Chunk ID: ", "Wall time: "} {
+		if strings.HasPrefix(text, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+const failureStartLen = len("Exit code: ")
+
+// outputFailed is OutputFailed(b.ResultText()), decoding a lazy text (into scratch memory)
+// only when it can start as a failed output's: its literal up to the first escape is text.
+func (b *Block) outputFailed() bool {
+	if len(b.Content) != 1 || b.Content[0].Kind != KindText || !b.Content[0].textEsc {
+		return OutputFailed(b.ResultText())
+	}
+	c := b.Content[0]
+	if k := strings.IndexByte(c.text, '\\'); k >= failureStartLen && !startsLikeFailure(c.text[:k]) {
+		return false
+	}
+	failed := false
+	c.withText(func(t string) { failed = OutputFailed(t) })
+	return failed
 }
 
 // structuredExitCode reports a non-zero metadata.exit_code in the JSON object text.

@@ -69,7 +69,7 @@ func TestConstructedTextDecodesToText(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%q: %v", text, err)
 			}
-			if got, want := r.Messages[0].Blocks[0].Text, m.Blocks[0].Text; got != want || got != wantDecoded(text) {
+			if got, want := r.Messages[0].Blocks[0].Text(), m.Blocks[0].Text(); got != want || got != wantDecoded(text) {
 				t.Fatalf("%q: parsed %q, constructed %q", text, got, want)
 			}
 		}

@@ -76,7 +76,7 @@ func TestParseResponsesModel(t *testing.T) {
 			}
 		}
 	}
-	if m := r.Messages[1]; !m.StringContent || m.Blocks[0].Text != "hi" || string(m.Blocks[0].Raw()) != `"hi"` {
+	if m := r.Messages[1]; !m.StringContent || m.Blocks[0].Text() != "hi" || string(m.Blocks[0].Raw()) != `"hi"` {
 		t.Errorf("string content: %+v", m.Blocks[0])
 	}
 	a := r.Messages[3]
@@ -88,10 +88,10 @@ func TestParseResponsesModel(t *testing.T) {
 		t.Fatalf("run raw:\n%s", a.Raw())
 	}
 	rs, txt, fc, ct, ls := a.Blocks[0], a.Blocks[1], a.Blocks[2], a.Blocks[3], a.Blocks[4]
-	if rs.Text != "plan\nmore" || rs.Signature != "gAAAA==" || rs.Type != "reasoning" || !strings.HasPrefix(string(rs.Raw()), `{"type":"reasoning"`) {
+	if rs.Text() != "plan\nmore" || rs.Signature != "gAAAA==" || rs.Type != "reasoning" || !strings.HasPrefix(string(rs.Raw()), `{"type":"reasoning"`) {
 		t.Errorf("reasoning %+v", rs)
 	}
-	if txt.Text != "I'll look" || txt.Type != "message" {
+	if txt.Text() != "I'll look" || txt.Type != "message" {
 		t.Errorf("assistant text %+v", txt)
 	}
 	if fc.ID != "call_1" || fc.Name != "exec_command" || string(fc.Input) != `{"cmd":"ls"}` || fc.Type != "function_call" {
@@ -126,7 +126,7 @@ func TestParseResponsesModel(t *testing.T) {
 	if b := r.Messages[9].Blocks[0]; b.Type != "computer_call_output" || b.ID != "cc_1" {
 		t.Errorf("computer_call_output %+v", b)
 	}
-	if r.Messages[10].Blocks[0].Text != "done" {
+	if r.Messages[10].Blocks[0].Text() != "done" {
 		t.Error("final assistant text")
 	}
 	if err := Validate(r); err != nil {
@@ -208,7 +208,7 @@ func TestResponsesModifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(r2.Messages); n != len(msgs) || r2.Messages[6].Blocks[0].ResultText() != "[pruned]" || r2.Messages[n-1].Blocks[0].Text != "more \"quoted\"\n" {
+	if n := len(r2.Messages); n != len(msgs) || r2.Messages[6].Blocks[0].ResultText() != "[pruned]" || r2.Messages[n-1].Blocks[0].Text() != "more \"quoted\"\n" {
 		t.Fatalf("reparse: %d messages", n)
 	}
 	// A text block inserted into a run becomes an assistant message item.
@@ -248,7 +248,7 @@ func TestResponsesStringInput(t *testing.T) {
 		t.Fatal(r.Messages)
 	}
 	m := r.Messages[0]
-	if m.Role != RoleUser || !m.StringContent || m.Blocks[0].Text != "fix \"it\"\n" {
+	if m.Role != RoleUser || !m.StringContent || m.Blocks[0].Text() != "fix \"it\"\n" {
 		t.Fatalf("%+v", m)
 	}
 	if offsetIn(body, m.Raw()) >= 0 || offsetIn(body, m.Blocks[0].Raw()) >= 0 {
@@ -260,12 +260,12 @@ func TestResponsesStringInput(t *testing.T) {
 		t.Fatalf("%s", out)
 	}
 	r2 := mustParse(t, Responses, string(out))
-	if len(r2.Messages) != 2 || r2.Messages[1].Blocks[0].Text != "ok" || Validate(r2) != nil {
+	if len(r2.Messages) != 2 || r2.Messages[1].Blocks[0].Text() != "ok" || Validate(r2) != nil {
 		t.Fatalf("reparse %v", Validate(r2))
 	}
 	// SetField on the modelled member re-parses.
 	r3, err := r.SetField("input", []byte(`[{"role":"user","content":"x"}]`))
-	if err != nil || r3.Messages[0].Blocks[0].Text != "x" || r3.inputStr {
+	if err != nil || r3.Messages[0].Blocks[0].Text() != "x" || r3.inputStr {
 		t.Fatalf("SetField input: %v", err)
 	}
 	// "messages" and "system" are plain members in this format.
@@ -290,7 +290,7 @@ func TestNewTextMessageResponses(t *testing.T) {
 		if string(m.Bytes()) != tc.raw || m.Raw() != nil || m.Blocks[0].Kind != tc.kind || m.Format() != Responses {
 			t.Fatalf("%s: %s", tc.role, m.Bytes())
 		}
-		if m.Blocks[0].Kind == KindText && m.Blocks[0].Text != "a\tb" || m.Blocks[0].Kind == KindToolResult && m.Blocks[0].ResultText() != "a\tb" {
+		if m.Blocks[0].Kind == KindText && m.Blocks[0].Text() != "a\tb" || m.Blocks[0].Kind == KindToolResult && m.Blocks[0].ResultText() != "a\tb" {
 			t.Fatalf("%s: text", tc.role)
 		}
 		// Parsed, it is the same message (apart from being constructed).
@@ -299,7 +299,7 @@ func TestNewTextMessageResponses(t *testing.T) {
 			t.Fatalf("%s: parsed %q shape %x, built %x", tc.role, p.Role, p.ShapeSum(), m.ShapeSum())
 		}
 	}
-	if b := NewTextBlock(Responses, "x"); string(b.Raw()) != `{"type":"input_text","text":"x"}` || b.Text != "x" || b.Type != "input_text" {
+	if b := NewTextBlock(Responses, "x"); string(b.Raw()) != `{"type":"input_text","text":"x"}` || b.Text() != "x" || b.Type != "input_text" {
 		t.Fatalf("%s", b.Raw())
 	}
 	// A user message gets the block in its content.

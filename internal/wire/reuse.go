@@ -62,7 +62,7 @@ func (rb *rebaser) array(a *array) {
 
 func (rb *rebaser) block(b *Block) {
 	b.Type = rb.str(b.Type)
-	b.Text = rb.str(b.Text)
+	b.text = rb.str(b.text)
 	b.Signature = rb.str(b.Signature)
 	b.ID = rb.str(b.ID)
 	b.Name = rb.str(b.Name)
@@ -180,28 +180,6 @@ func (fv *freshValues) rebaseSystem(rb *rebaser) {
 	rb.array(fv.sysArr)
 }
 
-// compactArenas moves the decoded strings a reusing parse's request keeps (of the messages
-// and system value parsed anew, and the model name) out of its mostly unused arena chunks,
-// and returns those chunks, for sweep (docs/design/wire.md, "Memory").
-func (p *parser) compactArenas(r *Request, fv *freshValues) [][]byte {
-	var moved [][]byte
-	for _, a := range append(p.arenas, p.arena) {
-		if len(a) == 0 || cap(a)-len(a) < max(len(a), minArenaWaste) {
-			continue
-		}
-		rb := newRebaser(a, 0, len(a))
-		fv.rebaseMessages(rb)
-		fv.rebaseSystem(rb)
-		r.Model = rb.str(r.Model)
-		moved = append(moved, a[:cap(a)])
-		p.keep(len(a) - cap(a)) // the chunk is let go for a copy of its strings
-	}
-	return moved
-}
-
-// minArenaWaste is the least unused room for which compactArenas copies a chunk's strings.
-const minArenaWaste = 4 << 10
-
 // unslab moves the request's own top-level object, its messages and tools arrays and the
 // system array this parse made (which point into its body and only r references) out of
 // the parser's slab chunks and clears their slots there.
@@ -228,20 +206,13 @@ func unslabArray(a *array) *array {
 	return &c
 }
 
-// sweep clears, after detach, compactArenas and unslab, every slot of a reusing parse's slab
-// chunks that still points into the body or a chunk in arenas: a value the parse read and
-// dropped, which would pin them (docs/design/wire.md, "Memory").
-func (p *parser) sweep(arenas [][]byte) {
+// sweep clears, after detach and unslab, every slot of a reusing parse's slab chunks that
+// still points into the body: a value the parse read and dropped, which would pin it
+// (docs/design/wire.md, "Memory").
+func (p *parser) sweep() {
 	in := func(b []byte) bool {
-		if _, _, ok := bodySpan(p.d, b); ok {
-			return true
-		}
-		for _, a := range arenas {
-			if _, _, ok := bodySpan(a, b); ok {
-				return true
-			}
-		}
-		return false
+		_, _, ok := bodySpan(p.d, b)
+		return ok
 	}
 	str := func(s string) bool { return len(s) > 0 && in(unsafe.Slice(unsafe.StringData(s), len(s))) }
 	for _, c := range p.objChunks {
@@ -261,7 +232,7 @@ func (p *parser) sweep(arenas [][]byte) {
 	for _, c := range p.blockChunks {
 		for i := range c {
 			b := &c[i]
-			if str(b.Type) || str(b.Text) || str(b.Signature) || str(b.ID) || str(b.Name) || in(b.Input) || in(b.CacheControl) || in(b.str) {
+			if str(b.Type) || str(b.text) || str(b.Signature) || str(b.ID) || str(b.Name) || in(b.Input) || in(b.CacheControl) || in(b.str) {
 				*b = Block{}
 			}
 		}

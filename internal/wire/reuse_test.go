@@ -26,7 +26,7 @@ func dropCaches(msgs []*Message) {
 	var blocks func([]*Block)
 	blocks = func(bs []*Block) {
 		for _, b := range bs {
-			b.idSum, b.idSumSet, b.resultMemo = 0, 0, nil
+			b.idSum, b.idSumSet, b.resultMemo, b.textDec = 0, 0, nil, nil
 			blocks(b.Content)
 		}
 	}
@@ -231,12 +231,11 @@ func openAISession(raws []json.RawMessage) func(int) []byte {
 	}
 }
 
-// TestParseReusingCompactsDecodedStrings: a string with escapes is decoded into an arena chunk
-// reserved up to the end of the body. With large members after "messages" (SDKs send
-// "system" and "tools" after them), each request's new messages would keep such a chunk —
-// the size of those members — alive for the whole session; compactArenas moves their strings
-// onto a copy of just the decoded bytes. Measured by what the last request alone keeps
-// alive on the heap.
+// TestParseReusingCompactsDecodedStrings: strings with escapes, decoded at parse (ids,
+// names) or when read (texts), must not share memory sized by the rest of the body: with
+// large members after "messages" (SDKs send "system" and "tools" after them), each request's
+// new messages would keep such memory — the size of those members — alive for the whole
+// session. Measured by what the last request alone keeps alive on the heap.
 func TestParseReusingCompactsDecodedStrings(t *testing.T) {
 	tools := `"tools":[` + strings.Repeat(`{"name":"tool","description":"`+strings.Repeat("d", 1000)+`","input_schema":{"type":"object"}},`, 300) +
 		`{"name":"last","input_schema":{"type":"object"}}]`
@@ -284,10 +283,8 @@ func TestParseReusingCompactsDecodedStrings(t *testing.T) {
 			kept := heapKept(&last)
 			t.Logf("the last request keeps %d KiB alive", kept>>10)
 			// At least its own body. At most: its body (~330 KB), the first (whose messages
-			// it shares) with the first request's arena chunk (a whole parse keeps its
-			// strings where they are), the parsed form and the decoded strings, about
-			// 1.5 MB. Keeping each request's arena chunk costs n × the tools (~330 KB
-			// each): 14 MB.
+			// it shares), the parsed form and the decoded strings, about 1.5 MB. Decoded
+			// strings each keeping memory the size of the tools cost n × ~330 KB: 14 MB.
 			if kept < int64(lastLen) {
 				t.Fatalf("the last request keeps %d bytes alive, less than its own %d-byte body: nothing measured", kept, lastLen)
 			}
@@ -482,7 +479,7 @@ func pinsBody(r *Request, body []byte) string {
 		switch {
 		case in(b.Raw()):
 			return "block raw"
-		case str(b.Text) || str(b.ID) || str(b.Name) || str(b.Type) || str(b.Signature):
+		case str(b.Text()) || str(b.ID) || str(b.Name) || str(b.Type) || str(b.Signature):
 			return "block string " + b.ID
 		case in(b.Input) || in(b.CacheControl):
 			return "block input"
@@ -541,7 +538,7 @@ func TestParseReusingConcurrent(t *testing.T) {
 				}
 				for _, m := range prev.Messages {
 					for _, b := range m.Blocks {
-						_ = b.Name + b.Text + b.ResultText()
+						_ = b.Name + b.Text() + b.ResultText()
 					}
 				}
 			}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/condense-dev/condense/internal/jsonesc"
 )
@@ -349,42 +351,59 @@ func scanArray(d []byte, i, depth int, fn elemFunc) (int, error) {
 	}
 }
 
-// unquote decodes a validated JSON string literal (including quotes).
+// unquote decodes a validated JSON string literal (including quotes) into a string of its own.
 func unquote(lit []byte) string {
 	s := lit[1 : len(lit)-1]
 	if !hasBackslash(s) {
 		return string(s)
 	}
-	return string(unescape(make([]byte, 0, len(s)), s))
+	return decoded(bodyString(s))
 }
 
 func hasBackslash(s []byte) bool { return indexBackslash(s) < len(s) }
 
-// unescape appends the decoded form of the validated string body s to dst, in place when dst
-// has room for len(s) more bytes (decoded text is never longer than its escaped form).
-func unescape(dst, s []byte) []byte {
-	if cap(dst)-len(dst) < len(s) {
-		nd := make([]byte, len(dst), len(dst)+len(s))
-		copy(nd, dst)
-		dst = nd
-	}
-	for len(s) > 0 {
-		j := indexBackslash(s)
-		dst = append(dst, s[:j]...)
-		if j == len(s) {
+// decoded returns, in memory of its own, the text that s, the body of a validated string
+// literal with escapes, decodes to.
+func decoded(s string) string {
+	return bodyString(appendDecoded(noZeroBytes(len(s)), s))
+}
+
+// appendDecoded appends the text that s, the body of a validated string literal, decodes to
+// (never longer than s): the string kernel takes most of it, the loop \u escapes and what the
+// kernel leaves.
+func appendDecoded(dst []byte, s string) []byte {
+	dst = slices.Grow(dst, len(s))
+	src := unsafe.Slice(unsafe.StringData(s), len(s))
+	buf := dst[len(dst) : len(dst)+len(s)] // decodeRun writes anywhere in buf[j:j+len(src)-i]
+	i, j := 0, 0
+	for i < len(src) {
+		n, m := decodeRun(buf[j:], src[i:])
+		i += n
+		j += m
+		for i < len(src) && strPlain[src[i]] {
+			buf[j] = src[i]
+			i++
+			j++
+		}
+		if i >= len(src) {
 			break
 		}
-		s = s[j:]
-		if e := escDecode[s[1]]; e != 0 {
-			dst = append(dst, e)
-			s = s[2:]
-			continue
+		switch c := src[i]; {
+		case c >= utf8.RuneSelf: // a UTF-8 sequence the kernel left (validated: complete)
+			size := max(utf8Size(src[i:]), 1)
+			j += copy(buf[j:], src[i:i+size])
+			i += size
+		case escDecode[src[i+1]] != 0:
+			buf[j] = escDecode[src[i+1]]
+			i += 2
+			j++
+		default: // \uXXXX, the only other escape
+			out, used := decodeU(src[i:min(i+12, len(src))], buf[j:j])
+			j += len(out)
+			i += used
 		}
-		var used int // validated: the only other escape is \uXXXX
-		dst, used = decodeU(s, dst)
-		s = s[used:]
 	}
-	return dst
+	return dst[:len(dst)+j]
 }
 
 // indexBackslash returns the index of the first backslash in s, or len(s).

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxCacheControl is the most cache_control markers a request may carry (tools, system and
@@ -146,6 +147,29 @@ func validCallID(id string) bool {
 
 func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 
+// blank is isBlank(b.Text()), decoding a lazy text (into scratch memory) only when its first
+// character that is not white space is non-ASCII or a \u escape.
+func (b *Block) blank() bool {
+	s := b.text
+	if !b.textEsc {
+		return isBlank(s)
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == ' ':
+		case c == '\\' && strings.IndexByte("nrtf", s[i+1]) >= 0: // white space escapes
+			i++
+		case c == '\\' && s[i+1] == 'u' || c >= utf8.RuneSelf:
+			blank := false
+			b.withText(func(t string) { blank = isBlank(t) })
+			return blank
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // validateMidSystem checks a mid-conversation system message (messages[mi], role system): it
 // directly follows a user message, or another system message that does, and holds text only.
 func validateMidSystem(r *Request, mi int) error {
@@ -164,7 +188,7 @@ func validateMidSystem(r *Request, mi int) error {
 		if b.Kind != KindText {
 			return verr(RuleBlockPlacement, mi, bi, "%s block in a system message (text only)", b.Type)
 		}
-		if isBlank(b.Text) {
+		if b.blank() {
 			return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
 		}
 	}
@@ -212,7 +236,7 @@ func validateAnthropic(r *Request) error {
 			}
 			switch b.Kind {
 			case KindText:
-				if isBlank(b.Text) && !finalAssistant {
+				if b.blank() && !finalAssistant {
 					return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
 				}
 			case KindToolUse, KindServerToolUse:
@@ -257,14 +281,14 @@ func validateAnthropic(r *Request) error {
 				}
 				answered[b.ID] = true
 				for ci, c := range b.Content {
-					if c.Kind == KindText && c.Text == "" && len(b.Content) > 1 {
+					if c.Kind == KindText && c.text == "" && len(b.Content) > 1 {
 						return verr(RuleEmptyContent, mi, bi, "tool_result content block %d is empty text", ci)
 					}
 				}
 			}
 		}
 		if finalAssistant && len(m.Blocks) > 0 {
-			if lb := m.Blocks[len(m.Blocks)-1]; lb.Kind == KindText && lb.Text != "" && strings.TrimRight(lb.Text, " \t\r\n") != lb.Text {
+			if lb := m.Blocks[len(m.Blocks)-1]; lb.Kind == KindText && lb.text != "" && strings.TrimRight(lb.Text(), " \t\r\n") != lb.Text() {
 				return verr(RuleEmptyContent, mi, len(m.Blocks)-1, "final assistant content must not end with whitespace")
 			}
 		}

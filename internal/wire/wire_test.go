@@ -75,7 +75,7 @@ func TestParseAnthropicModel(t *testing.T) {
 	if r.Model != "claude-sonnet-4-5" || !r.Stream || r.Format != Anthropic {
 		t.Fatalf("model/stream: %q %v", r.Model, r.Stream)
 	}
-	if len(r.System) != 1 || r.System[0].Text != "sys" || string(r.System[0].CacheControl) != `{"type":"ephemeral"}` {
+	if len(r.System) != 1 || r.System[0].Text() != "sys" || string(r.System[0].CacheControl) != `{"type":"ephemeral"}` {
 		t.Fatalf("system: %+v", r.System)
 	}
 	if len(r.Tools) != 2 || r.Tools[0].Name != "bash" || r.Tools[1].Name != "web_search" {
@@ -85,7 +85,7 @@ func TestParseAnthropicModel(t *testing.T) {
 		t.Fatalf("messages: %d", len(r.Messages))
 	}
 	m0 := r.Messages[0]
-	if m0.Role != RoleUser || !m0.StringContent || len(m0.Blocks) != 1 || m0.Blocks[0].Text != "hi there" || string(m0.Blocks[0].Raw()) != `"hi there"` {
+	if m0.Role != RoleUser || !m0.StringContent || len(m0.Blocks) != 1 || m0.Blocks[0].Text() != "hi there" || string(m0.Blocks[0].Raw()) != `"hi there"` {
 		t.Fatalf("m0: %+v", m0)
 	}
 	a := r.Messages[1].Blocks
@@ -98,7 +98,7 @@ func TestParseAnthropicModel(t *testing.T) {
 			t.Errorf("block %d kind %v want %v", i, a[i].Kind, k)
 		}
 	}
-	if a[0].Text != "hmm" || a[0].Signature != "sig==" {
+	if a[0].Text() != "hmm" || a[0].Signature != "sig==" {
 		t.Errorf("thinking %+v", a[0])
 	}
 	if a[3].ID != "toolu_1" || a[3].Name != "bash" || string(a[3].Input) != `{"cmd":"ls -la","n":1}` {
@@ -115,8 +115,8 @@ func TestParseAnthropicModel(t *testing.T) {
 	if tr.Kind != KindToolResult || tr.ID != "toolu_1" || !tr.IsError || !tr.ContentString || tr.ResultText() != "exit 1\nno such file" || tr.Name != "bash" {
 		t.Errorf("tool_result %+v", tr)
 	}
-	if u[1].Text != "and é😀" {
-		t.Errorf("escaped text %q", u[1].Text)
+	if u[1].Text() != "and é😀" {
+		t.Errorf("escaped text %q", u[1].Text())
 	}
 	if u[2].Kind != KindImage || u[3].Kind != KindDocument {
 		t.Errorf("image/document kinds %v %v", u[2].Kind, u[3].Kind)
@@ -165,7 +165,7 @@ func TestParseOpenAIModel(t *testing.T) {
 	if got := r.Messages[5].Blocks[0].ResultText(); got != "p1\np2" {
 		t.Errorf("parts result %q", got)
 	}
-	if r.Messages[6].Blocks[0].Text != "done" {
+	if r.Messages[6].Blocks[0].Text() != "done" {
 		t.Error("assistant text")
 	}
 }
@@ -523,8 +523,8 @@ func TestEscapedKeys(t *testing.T) {
 		t.Fatalf("model %q, %d messages", r.Model, len(r.Messages))
 	}
 	b := r.Messages[0].Blocks[0]
-	if b.Kind != KindText || b.Text != "hi" {
-		t.Fatalf("block %v %q", b.Kind, b.Text)
+	if b.Kind != KindText || b.Text() != "hi" {
+		t.Fatalf("block %v %q", b.Kind, b.Text())
 	}
 	for lit, want := range map[string]bool{`"text"`: true, `"t\u0065xt"`: true, `"tex\""`: false, `"te\\t"`: false, `"tex"`: false, `"texts"`: false, `"\u0074\u0065\u0078\u0074"`: true, `"\u0074ext"`: true, `"x\u0065xt"`: false} {
 		if got := keyMatch([]byte(lit), "text"); got != want {
@@ -569,8 +569,8 @@ func TestBlockDuplicateKeysLastWins(t *testing.T) {
 		{`{"type":"image","type":"text","text":"t"}`, "t"},
 	} {
 		b, err := parse(tc.in)
-		if err != nil || b.Text != tc.text {
-			t.Errorf("%s: text %q, %v; want %q", tc.in, b.Text, err, tc.text)
+		if err != nil || b.Text() != tc.text {
+			t.Errorf("%s: text %q, %v; want %q", tc.in, b.Text(), err, tc.text)
 		}
 	}
 	b, err := parse(`{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"arr"}],"content":"str"}`)
@@ -667,20 +667,22 @@ func TestIdentitySum(t *testing.T) {
 
 // TestBlockCloneCopiesEveryField: clone copies every field but the object (replaced), the
 // string-form literal (dropped), the cached identity sum (recomputed), the WithResultText
-// memo and the pair memo. Adding a field
+// memo, the pair memo and the decoded text (decoded again when read). Adding a field
 // to Block fails the count below until clone and this test handle it.
 func TestBlockCloneCopiesEveryField(t *testing.T) {
-	if n := reflect.TypeFor[Block]().NumField(); n != 20 {
-		t.Fatalf("Block has %d fields, this test and Block.clone know 20", n)
+	if n := reflect.TypeFor[Block]().NumField(); n != 22 {
+		t.Fatalf("Block has %d fields, this test and Block.clone know 22", n)
 	}
-	b := &Block{Kind: KindToolResult, Type: "tool_result", Text: "t", Signature: "s", ID: "i", Name: "n",
-		Input: []byte("{}"), IsError: true, Content: []*Block{{Text: "c"}}, ContentString: true,
+	decoded := "t\n"
+	b := &Block{Kind: KindToolResult, Type: "tool_result", text: `t\n`, textEsc: true, Signature: "s", ID: "i", Name: "n",
+		Input: []byte("{}"), IsError: true, Content: []*Block{{text: "c"}}, ContentString: true,
 		CacheControl: []byte(`{"type":"ephemeral"}`), f: OpenAI, obj: &object{}, str: []byte(`"x"`),
-		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1, resultMemo: unsafe.Pointer(&textMemo{}), pairMemo: unsafe.Pointer(&pairMemo{})}
+		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1, resultMemo: unsafe.Pointer(&textMemo{}), pairMemo: unsafe.Pointer(&pairMemo{}),
+		textDec: unsafe.Pointer(&decoded)}
 	obj := &object{}
 	c := b.clone(obj)
 	want := *b
-	want.obj, want.str, want.idSum, want.idSumSet, want.resultMemo, want.pairMemo = obj, nil, 0, 0, nil, nil
+	want.obj, want.str, want.idSum, want.idSumSet, want.resultMemo, want.pairMemo, want.textDec = obj, nil, 0, 0, nil, nil, nil
 	if !reflect.DeepEqual(*c, want) {
 		t.Fatalf("clone:\n%+v\nwant\n%+v", *c, want)
 	}

@@ -102,7 +102,7 @@ func position(req *wire.Request) (promptN, done int) {
 			continue
 		}
 		for _, b := range m.Blocks {
-			if sm := markerRe.FindStringSubmatch(b.Text); sm != nil {
+			if sm := markerRe.FindStringSubmatch(b.Text()); sm != nil {
 				n, _ := strconv.Atoi(sm[1])
 				for _, later := range req.Messages[i+1:] {
 					for _, lb := range later.Blocks {
