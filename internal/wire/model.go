@@ -225,25 +225,27 @@ func (b *Block) Text() string {
 // Text decodes.
 func (b *Block) setText(s string, escaped bool) { b.text, b.textEsc = s, escaped }
 
-// withText calls fn with b's text: Text when it is at hand, else the text decoded into
-// scratch memory, which fn must not keep.
-func (b *Block) withText(fn func(string)) {
+// peekText returns b's text: Text when it is at hand, else the text decoded into *scratch,
+// valid until *scratch is written again.
+func (b *Block) peekText(scratch *[]byte) string {
 	if !b.textEsc || atomic.LoadPointer(&b.textDec) != nil {
-		fn(b.Text())
-		return
+		return b.Text()
 	}
-	p := scratch.Get().(*[]byte)
-	*p = appendDecoded((*p)[:0], b.text)
-	fn(bodyString(*p))
-	if cap(*p) <= maxScratch {
+	*scratch = appendDecoded((*scratch)[:0], b.text)
+	return bodyString(*scratch)
+}
+
+// scratch holds buffers for peekText (getScratch, putScratch).
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+func getScratch() *[]byte { return scratch.Get().(*[]byte) }
+
+// putScratch returns p to the pool unless it grew past 1 MiB.
+func putScratch(p *[]byte) {
+	if cap(*p) <= 1<<20 {
 		scratch.Put(p)
 	}
 }
-
-// scratch holds buffers for withText; maxScratch bounds the ones it keeps.
-var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
-
-const maxScratch = 1 << 20
 
 // pairMemo remembers one value derived from a block together with another block.
 type pairMemo struct {
@@ -416,12 +418,14 @@ func (m *Message) ShapeSum() uint64 {
 		}
 		bytes(s)
 	}
+	sp := getScratch()
+	defer putScratch(sp)
 	str(string(m.Role))
 	num(len(m.Blocks))
 	for _, b := range m.Blocks {
 		num(int(b.Kind))
 		str(b.Type)
-		b.withText(str)
+		str(b.peekText(sp))
 		str(b.Signature)
 		str(b.ID)
 		str(b.Name)
@@ -431,7 +435,7 @@ func (m *Message) ShapeSum() uint64 {
 		num(len(b.Content))
 		for _, c := range b.Content {
 			num(int(c.Kind))
-			c.withText(str)
+			str(c.peekText(sp))
 		}
 	}
 	if h == 0 {
@@ -449,8 +453,10 @@ func (b *Block) ResultTextLen() int {
 }
 
 // eachResultPart calls fn with the pieces of ResultText in order: each text part of the
-// content, with a "\n" piece between two of them (withText: fn must not keep them).
+// content, with a "\n" piece between two of them (which fn must not keep).
 func (b *Block) eachResultPart(fn func(part string)) {
+	sp := getScratch()
+	defer putScratch(sp)
 	first := true
 	for _, c := range b.Content {
 		if c.Kind != KindText {
@@ -460,7 +466,7 @@ func (b *Block) eachResultPart(fn func(part string)) {
 			fn("\n")
 		}
 		first = false
-		c.withText(fn)
+		fn(c.peekText(sp))
 	}
 }
 

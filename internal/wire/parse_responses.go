@@ -544,9 +544,9 @@ func (b *Block) outputFailed() bool {
 	if k := strings.IndexByte(c.text, '\\'); k >= failureStartLen && !startsLikeFailure(c.text[:k]) {
 		return false
 	}
-	failed := false
-	c.withText(func(t string) { failed = OutputFailed(t) })
-	return failed
+	sp := getScratch()
+	defer putScratch(sp)
+	return OutputFailed(c.peekText(sp))
 }
 
 // structuredExitCode reports a non-zero metadata.exit_code in the JSON object text.

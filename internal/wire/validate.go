@@ -160,9 +160,9 @@ func (b *Block) blank() bool {
 		case c == '\\' && strings.IndexByte("nrtf", s[i+1]) >= 0: // white space escapes
 			i++
 		case c == '\\' && s[i+1] == 'u' || c >= utf8.RuneSelf:
-			blank := false
-			b.withText(func(t string) { blank = isBlank(t) })
-			return blank
+			sp := getScratch()
+			defer putScratch(sp)
+			return isBlank(b.peekText(sp))
 		default:
 			return false
 		}
