@@ -82,7 +82,7 @@ func TestResponsesAPIQueryAnsweredInProxy(t *testing.T) {
 		rec, next := lastModelRequest(t, r.up, wire.Responses)
 		n := len(next.Messages)
 		q, res, final := next.Messages[n-4], next.Messages[n-3], next.Messages[n-2]
-		if q.Role != wire.RoleAssistant || q.Blocks[len(q.Blocks)-1].Name != pruner.QueryToolName || res.Blocks[0].ID != "call_q1" || final.Blocks[len(final.Blocks)-1].Text != "Line 42 says the build passed." {
+		if q.Role != wire.RoleAssistant || q.Blocks[len(q.Blocks)-1].Name != pruner.QueryToolName || res.Blocks[0].ID != "call_q1" || final.Blocks[len(final.Blocks)-1].Text() != "Line 42 says the build passed." {
 			t.Fatalf("hidden exchange not re-inserted in place: %s / %s / %s", q.Raw(), res.Raw(), final.Raw())
 		}
 		if !strings.Contains(string(rec.Body), rs.Raw) || !strings.Contains(string(rec.Body), fc.Raw) {

@@ -187,7 +187,7 @@ func (o *observer) observation(asst, m *wire.Message) *obsMatch {
 	if len(m.Blocks) == 0 || m.Blocks[0].Kind != wire.KindText {
 		return nil
 	}
-	text := m.Blocks[0].Text
+	text := m.Blocks[0].Text()
 	for _, p := range o.ps {
 		idx := p.match.FindStringSubmatchIndex(text)
 		if idx == nil {
@@ -209,7 +209,7 @@ func (o *observer) observation(asst, m *wire.Message) *obsMatch {
 		id := "obs_" + strconv.FormatUint(xxhash.Sum64String(p.p.Tool+"\x00"+action+"\x00"+text), 16)
 		om.call = &wire.Block{Kind: wire.KindToolUse, Type: "observation", ID: id, Name: p.p.Tool, Input: input}
 		om.result = &wire.Block{Kind: wire.KindToolResult, Type: "observation", ID: id, Name: p.p.Tool, IsError: failed,
-			Content: []*wire.Block{{Kind: wire.KindText, Type: "text", Text: text}}}
+			Content: []*wire.Block{wire.NewTextBlock(m.Blocks[0].Format(), text)}}
 		return om
 	}
 	return nil

@@ -183,7 +183,7 @@ func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Resu
 			return replay.Result{}, err
 		}
 		for _, i := range pruner.ObservationMessages(wr, *r.obs) {
-			outs = append(outs, output{msg: i, text: wr.Messages[i].Blocks[0].Text,
+			outs = append(outs, output{msg: i, text: wr.Messages[i].Blocks[0].Text(),
 				edit: edit{msg: i, blk: -1, member: "content", raw: jsonString(MaskedPlaceholder)}})
 		}
 		sort.SliceStable(outs, func(a, b int) bool { return outs[a].msg < outs[b].msg })
