@@ -26,6 +26,24 @@ func (o *object) each(fn func(key, value []byte)) {
 	}
 }
 
+// duplicate returns the decoded name of the first member whose name an earlier member has
+// ("" for none). Objects have few members: the pairs are compared in place.
+func (o *object) duplicate() string {
+	if o == nil {
+		return ""
+	}
+	for i := 1; i < len(o.members); i++ {
+		ki := o.raw[o.members[i].k:o.members[i].ke]
+		for _, m := range o.members[:i] {
+			kj := o.raw[m.k:m.ke]
+			if bytes.Equal(ki, kj) || (hasBackslash(ki) || hasBackslash(kj)) && unquote(ki) == unquote(kj) {
+				return unquote(ki)
+			}
+		}
+	}
+	return ""
+}
+
 // find returns the index of the last member named name, or -1.
 func (o *object) find(name string) int {
 	for i := len(o.members) - 1; i >= 0; i-- {

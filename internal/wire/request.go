@@ -265,6 +265,13 @@ func (r *Request) WithSystem(s []*Block) *Request {
 	return nr
 }
 
+// DuplicateField returns the first top-level member name, decoded, that the body holds more
+// than once ("" when every name is unique). Parse and Field read the last such member, but
+// the body re-encoded from the request keeps every copy.
+func (r *Request) DuplicateField() string {
+	return r.obj.duplicate()
+}
+
 // Field returns the raw value of the top-level member key (the last one when duplicated).
 func (r *Request) Field(key string) (raw []byte, ok bool) {
 	return r.obj.get(key)

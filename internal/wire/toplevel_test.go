@@ -84,3 +84,28 @@ func FuzzTopLevel(f *testing.F) {
 		}
 	})
 }
+
+// TestDuplicateField: the first repeated top-level name, escaped keys by their decoded text,
+// nested repeats ignored, in every format; the re-encoded body keeps both copies, which is
+// why a caller that edits the request must refuse it.
+func TestDuplicateField(t *testing.T) {
+	for _, tc := range []struct {
+		f          Format
+		body, want string
+	}{
+		{Anthropic, `{"model":"m","messages":[{"role":"user","content":"a"}]}`, ""},
+		{Anthropic, `{"model":"m","messages":[],"messages":[{"role":"user","content":"a"}]}`, "messages"},
+		{OpenAI, `{"model":"a","messages":[],"x":1,"model":"b"}`, "model"},
+		{OpenAI, `{"x":1,"y":2,"\u0078":3,"messages":[]}`, "x"},
+		{Responses, `{"model":"m","input":"a","input":[]}`, "input"},
+		{Anthropic, `{"model":"m","metadata":{"a":1,"a":2},"messages":[]}`, ""},
+	} {
+		r, err := Parse(tc.f, []byte(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if got := r.DuplicateField(); got != tc.want {
+			t.Errorf("%s: DuplicateField() = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
