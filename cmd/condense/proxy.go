@@ -69,8 +69,11 @@ Docs: ` + docsURL + `proxy.md`,
 			}
 			defer closePprof()
 		}
-		err := proxy.Run(sd.Context(), cfg, proxy.RunOptions{Log: log})
-		sd.Stopped(err)
+		var drained []any
+		err := proxy.Run(sd.Context(), cfg, proxy.RunOptions{Log: log, Drained: func(d proxy.Drain, err error) {
+			drained = []any{"requests", d.Requests, "background", d.Background, "flushes", d.Flushes, "complete", err == nil}
+		}})
+		sd.Stopped(err, drained...)
 		return err
 	}
 	rootCmd.AddCommand(cmd)

@@ -53,20 +53,21 @@ func (s *shutdown) follow() {
 // Context ends at the first signal.
 func (s *shutdown) Context() context.Context { return s.ctx }
 
-// Stopped logs, after a signal, that the command stopped and how long it drained; err is what
-// the command ended with.
-func (s *shutdown) Stopped(err error) {
+// Stopped logs, after a signal, that the command stopped, how long it drained and attrs (what
+// it drained); err is what the command ended with.
+func (s *shutdown) Stopped(err error, attrs ...any) {
 	s.mu.Lock()
 	at := s.at
 	s.mu.Unlock()
 	if at.IsZero() {
 		return // it ended by itself, with err; main reports it
 	}
+	attrs = append([]any{"drainMs", logs.Ms(time.Since(at))}, attrs...)
 	if err != nil {
-		s.log.Error("stopped", "drainMs", logs.Ms(time.Since(at)), "err", err)
+		s.log.Error("stopped", append(attrs, "err", err)...)
 		return
 	}
-	s.log.Info("stopped", "drainMs", logs.Ms(time.Since(at)))
+	s.log.Info("stopped", attrs...)
 }
 
 // Close stops following the signals.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -17,13 +16,13 @@ import (
 func errorType(f wire.Format, status int) string {
 	if f != wire.Anthropic {
 		switch status {
-		case http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusBadRequest:
+		case http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusBadRequest, http.StatusRequestTimeout, http.StatusUnsupportedMediaType:
 			return "invalid_request_error" // OpenAI's 401 too (code invalid_api_key)
 		}
 		return "server_error"
 	}
 	switch status {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusRequestTimeout, http.StatusUnsupportedMediaType:
 		return "invalid_request_error"
 	case http.StatusUnauthorized:
 		return "authentication_error"
@@ -81,26 +80,28 @@ func writeError(w http.ResponseWriter, f wire.Format, status int, code, msg stri
 }
 
 // upstreamFailed answers a request whose provider could not be reached or sent no response
-// headers in time (UpstreamHeaderTimeout): a 502 in the provider's error shape.
-func (s *Server) upstreamFailed(w http.ResponseWriter, f wire.Format, log *slog.Logger, ep endpoint, err error) {
+// headers in time (UpstreamHeaderTimeout): a 502 in the provider's error shape, err kept for
+// the request's log line.
+func (s *Server) upstreamFailed(w http.ResponseWriter, t *turn, err error) {
 	code, msg := "upstream_unreachable", "condense proxy: upstream unreachable: "
 	var ul *upstreamLimit
 	if errors.As(err, &ul) {
-		s.countLimit(ep, err)
+		s.countLimit(t.ep, err)
 		code, msg = "upstream_timeout", "condense proxy: "
 	}
-	log.Warn("upstream request failed", "err", err)
-	writeError(w, f, http.StatusBadGateway, code, msg+err.Error())
+	t.err = err
+	writeError(w, t.f, http.StatusBadGateway, code, msg+err.Error())
 }
 
 // abortBroken ends a response whose provider body broke off (err) while it was relayed: it
-// counts and logs it, sends event (nil: none) and aborts the client's connection, so the
-// client sees an error, not a truncated answer. It does not return.
-func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ep endpoint, event []byte, err error) {
+// counts it, keeps err for the request's log line, sends event (nil: none) and aborts the
+// client's connection, so the client sees an error, not a truncated answer. It does not
+// return.
+func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, t *turn, event []byte, err error) {
 	if ctx.Err() == nil { // else the client went away, and with it the upstream request
-		s.met.UpstreamBroken.WithLabelValues(string(ep)).Inc()
-		s.countLimit(ep, err)
-		log.Warn("the provider's response broke off; aborting the client's response", "err", err)
+		s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
+		s.countLimit(t.ep, err)
+		t.err = err
 	}
 	abortResponse(ctx, w, event)
 }

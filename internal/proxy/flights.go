@@ -133,7 +133,7 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 			return nil
 		}
 		s.met.FlushTriggers.WithLabelValues(trigger).Inc()
-		t.log.Info("flush started", "trigger", trigger)
+		t.log.Debug("flush submitted", "trigger", trigger) // the flusher logs the flush's one line
 		return tk
 	}
 	_, local := s.opt.Flusher.(*flush.InProcess)
@@ -157,12 +157,9 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 			s.flushServed(t)
 		}
 		if err != nil && c.Err() == nil {
-			t.log.Warn("flush failed", "trigger", trigger, "err", err)
-		} else if res != nil {
-			t.log.Info("flush finished", "trigger", trigger, "outcome", string(res.Outcome), "version", res.Version, "reason", res.Reason)
-			if res.Outcome == flush.OutcomeFlushed || res.Outcome == flush.OutcomePartial {
-				s.warmState(t.f, t.sid, res.Version)
-			}
+			t.log.Debug("flush failed", "trigger", trigger, "err", err) // the flusher's flush line says so
+		} else if res != nil && (res.Outcome == flush.OutcomeFlushed || res.Outcome == flush.OutcomePartial) {
+			s.warmState(t.f, t.sid, res.Version)
 		}
 	}
 	if waited {
@@ -174,10 +171,10 @@ func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []b
 		go track(tk)
 		return f.done
 	}
-	s.bg.Add(1)
+	s.bgAdd()
 	go func() {
 		tk := submit()
-		s.bg.Done()
+		s.bgDone()
 		track(tk)
 	}()
 	return f.done

@@ -42,13 +42,18 @@ func (s *Server) upstreamRequest(ctx context.Context, t *turn, body wire.Segment
 	return up, nil
 }
 
-// upstreamURL returns the provider URL for a request path.
+// upstreamURL returns the provider URL for a request path: the Anthropic base URL (without
+// /v1) followed by the path; for OpenAI, a path under /v1 maps onto the base URL (which
+// includes /v1), any other path goes unchanged to the base URL's origin.
 func (s *Server) upstreamURL(f wire.Format, path, rawQuery string) string {
 	var u string
-	if f != wire.Anthropic {
-		u = s.opt.OpenAIBaseURL + strings.TrimPrefix(path, "/v1")
-	} else {
+	switch {
+	case f == wire.Anthropic:
 		u = s.opt.AnthropicBaseURL + path
+	case path == "/v1" || strings.HasPrefix(path, "/v1/"):
+		u = s.opt.OpenAIBaseURL + path[len("/v1"):]
+	default:
+		u = s.openAIOrigin + path
 	}
 	if rawQuery != "" {
 		u += "?" + rawQuery

@@ -76,18 +76,27 @@ func (s *Server) sessionOf(f wire.Format, h http.Header, body []byte) identity {
 // exact id from a header or a known client's own session id, else "<ns>:<key>" or "d-<key>"
 // with the conversation key (conversationKey).
 func identify(f wire.Format, h http.Header, body []byte) identity {
+	if id, ok := headerIdentity(h); ok {
+		return id
+	}
+	return identifyBody(f, readBodyFields(body))
+}
+
+// headerIdentity names the session of a request by its headers alone — X-Condense-Session,
+// else a known client's own session header — and reports whether they name one.
+func headerIdentity(h http.Header) (identity, bool) {
 	if v := strings.TrimSpace(h.Get(HeaderSession)); v != "" {
-		return identity{sid: v, src: SourceHeader}
+		return identity{sid: v, src: SourceHeader}, true
 	}
 	if v := strings.TrimSpace(h.Get(headerClaudeCode)); v != "" {
-		return identity{sid: "claude-" + urlSafe(v), src: SourceClaudeCode}
+		return identity{sid: "claude-" + urlSafe(v), src: SourceClaudeCode}, true
 	}
 	for _, k := range []string{headerCodex, headerCodexAlt} {
 		if v := strings.TrimSpace(h.Get(k)); v != "" {
-			return identity{sid: "codex-" + urlSafe(v), src: SourceCodex}
+			return identity{sid: "codex-" + urlSafe(v), src: SourceCodex}, true
 		}
 	}
-	return identifyBody(f, readBodyFields(body))
+	return identity{}, false
 }
 
 // identifyBody is identify for a request without session headers, from its body's fields.

@@ -22,6 +22,15 @@ const (
 	DefaultStoreTimeout = 2 * time.Second
 	// DefaultBodyReadTimeout bounds reading one request body.
 	DefaultBodyReadTimeout = config.DefaultBodyReadTimeout
+	// DefaultBodyIdleTimeout bounds each wait for more of a request body: a client that sent
+	// part of its body and then nothing for this long has stopped.
+	DefaultBodyIdleTimeout = 30 * time.Second
+	// DefaultIdleFlushWait bounds the wait for a due flush of a session whose prompt cache
+	// expired, for an LLM summarizer (Run gives the extractive one ExtractiveIdleFlushWait).
+	DefaultIdleFlushWait = 2 * time.Second
+	// ExtractiveIdleFlushWait is IdleFlushWait with the extractive summarizer: its flushes take
+	// milliseconds, and the bound only matters on an overloaded machine.
+	ExtractiveIdleFlushWait = 5 * time.Second
 	// BudgetCap caps the budget trigger: a flush is due at min(BudgetCap, threshold × window).
 	BudgetCap = 300_000
 )
@@ -95,9 +104,18 @@ type Options struct {
 	// BodyReadTimeout bounds reading a model request's body, from the end of its headers: a
 	// client that stops sending gets 408 (0: DefaultBodyReadTimeout; negative: no bound).
 	BodyReadTimeout time.Duration
+	// BodyIdleTimeout bounds each wait for more of a model request's body: a client that sends
+	// nothing for this long gets 408 (0: DefaultBodyIdleTimeout; negative: no bound; never
+	// longer than BodyReadTimeout).
+	BodyIdleTimeout time.Duration
 	// FlushWaitTimeout is how long a request waits for an unfinished flush of its session
 	// (0: never wait, use the last committed state).
 	FlushWaitTimeout time.Duration
+	// IdleFlushWait is how long a request whose session's prompt cache has expired waits for
+	// the flush it finds due, so that it goes out pruned and the provider writes the cache once
+	// (0: DefaultIdleFlushWait; negative: only FlushWaitTimeout). The longer of it and
+	// FlushWaitTimeout applies.
+	IdleFlushWait time.Duration
 	// SlowRequestLog logs, with its phase timings, every request whose own time before going
 	// upstream reaches this (0: never).
 	SlowRequestLog time.Duration

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,22 +11,58 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// handlePassThrough forwards any other path untouched: Anthropic when the request carries
-// anthropic-version or x-api-key, OpenAI otherwise.
+// handlePassThrough forwards any other path as it came: to the Anthropic upstream when the
+// request carries anthropic-version or x-api-key, else to the OpenAI one (upstreamURL).
 func (s *Server) handlePassThrough(w http.ResponseWriter, r *http.Request) {
-	f := wire.OpenAI
-	if r.Header.Get("Anthropic-Version") != "" || r.Header.Get("X-Api-Key") != "" {
-		f = wire.Anthropic
+	s.passThrough(w, r, headerFormat(r.Header), "")
+}
+
+// headerFormat is the API a request without a body the proxy reads is for, by its headers:
+// Anthropic with anthropic-version or x-api-key, else OpenAI.
+func headerFormat(h http.Header) wire.Format {
+	if h.Get("Anthropic-Version") != "" || h.Get("X-Api-Key") != "" {
+		return wire.Anthropic
 	}
-	s.forwardUntouched(w, r, f)
+	return wire.OpenAI
 }
 
 // handleResponsesPassThrough forwards the Responses API's other paths (compact, retrieve,
-// delete, cancel, input_items) to the OpenAI upstream untouched, counted by why
+// delete, cancel, input_items) to the OpenAI upstream as they came, counted by why
 // (condense_responses_passthrough_total).
 func (s *Server) handleResponsesPassThrough(w http.ResponseWriter, r *http.Request) {
-	s.met.ResponsesPassThrough.WithLabelValues(responsesPathReason(r.Method, r.URL.Path)).Inc()
-	s.forwardUntouched(w, r, wire.Responses)
+	reason := responsesPathReason(r.Method, r.URL.Path)
+	s.met.ResponsesPassThrough.WithLabelValues(reason).Inc()
+	s.passThrough(w, r, wire.Responses, reason)
+}
+
+// passThrough forwards a request as it came (forwardUntouched) once its session token, with
+// session auth, is valid for the session its headers name.
+func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, f wire.Format, reason string) {
+	rw, t := s.begin(w, r, f, epOther)
+	defer s.finish(r, rw, t)
+	t.passed = reason
+	if len(s.opt.SessionSecret) > 0 {
+		id, ok := headerIdentity(r.Header)
+		if !ok {
+			s.refuse(rw, t, &refusal{status: http.StatusUnauthorized, code: "invalid_session_token",
+				msg: "condense proxy: with session auth a request the proxy does not prune must name its session (" + HeaderSession + ") and carry its " + HeaderToken})
+			return
+		}
+		if !s.admit(rw, r, t, id) {
+			return
+		}
+	}
+	s.forwardUntouched(rw, r, t)
+}
+
+// handleProbe answers GET / and HEAD / itself (200, no upstream call): clients probe the
+// base URL they were given (Claude Code sends HEAD / without any provider header), and no
+// provider serves anything there worth relaying.
+func (s *Server) handleProbe(w http.ResponseWriter, r *http.Request) {
+	rw, t := s.begin(w, r, headerFormat(r.Header), epProbe)
+	defer s.finish(r, rw, t)
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(rw, "condense proxy\n")
 }
 
 // Reasons of condense_responses_passthrough_total{reason}.
@@ -77,47 +112,42 @@ func heldHistory(body []byte) string {
 	return ""
 }
 
-// forwardUntouched forwards a request as it came, its body streamed, to format f's upstream
-// and relays the answer as it comes (relayRaw), counted under endpoint "other".
-func (s *Server) forwardUntouched(w http.ResponseWriter, r *http.Request, f wire.Format) {
-	up, err := http.NewRequestWithContext(r.Context(), r.Method, s.upstreamURL(f, r.URL.Path, r.URL.RawQuery), r.Body)
+// forwardUntouched forwards a request as it came, its body streamed, to format t.f's
+// upstream and relays the answer as it comes (relayRaw).
+func (s *Server) forwardUntouched(w http.ResponseWriter, r *http.Request, t *turn) {
+	up, err := http.NewRequestWithContext(r.Context(), r.Method, s.upstreamURL(t.f, r.URL.Path, r.URL.RawQuery), r.Body)
 	if err != nil {
-		writeError(w, f, http.StatusBadGateway, "bad_upstream_url", err.Error())
+		s.refuse(w, t, &refusal{status: http.StatusBadGateway, code: "bad_upstream_url", msg: err.Error()})
 		return
 	}
 	up.ContentLength = r.ContentLength
 	copyRequestHeaders(up.Header, r.Header)
 	resp, err := s.do(up)
 	if err != nil {
-		s.met.Requests.WithLabelValues(string(epOther), f.String(), "502").Inc()
-		s.upstreamFailed(w, f, s.log.With("endpoint", string(epOther)), epOther, err)
+		if r.Context().Err() == nil {
+			s.upstreamFailed(w, t, err)
+		}
 		return
 	}
 	defer resp.Body.Close()
-	s.met.Requests.WithLabelValues(string(epOther), f.String(), fmt.Sprint(resp.StatusCode)).Inc()
 	if err := relayRaw(w, resp); err != nil {
-		s.abortBroken(r.Context(), w, s.log.With("endpoint", string(epOther)), epOther, nil, err)
+		s.abortBroken(r.Context(), w, t, nil, err)
 	}
 }
 
-// forwardRead forwards a model request whose body the proxy read, as the client sent it, and
-// relays the answer as it comes. status gets the status the client is answered with (499:
-// it went away) before anything is relayed.
-func (s *Server) forwardRead(ctx context.Context, w http.ResponseWriter, t *turn, body []byte, status func(int)) {
+// forwardRead forwards a model request whose body the proxy read, as the client sent it
+// (decoded), and relays the answer as it comes.
+func (s *Server) forwardRead(ctx context.Context, w http.ResponseWriter, t *turn, body []byte) {
 	resp, err := s.send(ctx, t, wire.Segments{body})
 	if err != nil {
-		if ctx.Err() != nil {
-			status(499)
-			return
+		if ctx.Err() == nil {
+			s.upstreamFailed(w, t, err)
 		}
-		status(http.StatusBadGateway)
-		s.upstreamFailed(w, t.f, t.log, t.ep, err)
 		return
 	}
 	defer resp.Body.Close()
-	status(resp.StatusCode)
 	if err := relayRaw(w, resp); err != nil {
-		s.abortBroken(ctx, w, t.log, t.ep, nil, err)
+		s.abortBroken(ctx, w, t, nil, err)
 	}
 }
 

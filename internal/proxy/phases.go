@@ -3,6 +3,8 @@ package proxy
 import (
 	"log/slog"
 	"time"
+
+	"github.com/condense-dev/condense/internal/logs"
 )
 
 // phase is one step of a request's handling before it goes upstream (the proxy's own time,
@@ -40,12 +42,13 @@ func (c *phaseClock) done(p phase) {
 	c.mark = now
 }
 
-// attrs returns the phases that took any time, in milliseconds, for a log line.
+// attrs returns the phases that took any time, in milliseconds, for a log line: readMs,
+// parseMs, ...
 func (c *phaseClock) attrs() []any {
-	out := make([]any, 0, 2*nPhases)
+	out := make([]any, 0, nPhases)
 	for p, d := range c.spent {
 		if d > 0 {
-			out = append(out, slog.Float64(phaseNames[p]+"_ms", float64(d.Microseconds())/1000))
+			out = append(out, slog.Float64(phaseNames[p]+"Ms", logs.Ms(d)))
 		}
 	}
 	return out

@@ -83,7 +83,7 @@ func TestRequestPhasesTimedAndSlowRequestsLogged(t *testing.T) {
 				t.Fatalf("slow request logged = %v, want %v; logs:\n%s", line != "", tc.logged, logs.String())
 			}
 			if tc.logged {
-				for _, want := range []string{"session=phases", "own_ms=", "bytes=", "read_ms=", "parse_ms=", "render_ms="} {
+				for _, want := range []string{"session=phases", "ownMs=", "bytes=", "readMs=", "parseMs=", "renderMs="} {
 					if !strings.Contains(line, want) {
 						t.Fatalf("slow request line lacks %q: %s", want, line)
 					}

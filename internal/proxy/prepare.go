@@ -68,8 +68,9 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 			if t.fwd == t.view && len(t.body) == 1 {
 				body = t.body[0] // nothing was pruned or added: the forwarded bytes are the view's
 			}
-			tk := s.startFlush(t, trig, t.view, body, opts, s.opt.FlushWaitTimeout > 0)
-			if tk != nil && s.opt.FlushWaitTimeout > 0 {
+			s.waitIfCacheExpired(t)
+			tk := s.startFlush(t, trig, t.view, body, opts, t.flushWait > 0)
+			if tk != nil && t.flushWait > 0 {
 				if s.waitTicket(ctx, t, tk) {
 					if snap, err := s.load(ctx, t.sid); err == nil && snap.Version != t.snap.Version {
 						if s.useSnapshot(t, snap) == nil {
@@ -80,6 +81,17 @@ func (s *Server) prepare(ctx context.Context, t *turn) {
 			}
 		}
 	}
+}
+
+// waitIfCacheExpired lets a request whose session's prompt cache has expired wait for the
+// flush it found due (IdleFlushWait): forwarded unpruned, it would write the cache with the
+// old prefix, and the flush's commit would make the next request write it again.
+func (s *Server) waitIfCacheExpired(t *turn) {
+	if s.opt.IdleFlushWait <= 0 || s.lastRequest(t).IsZero() || s.cacheAlive(t) {
+		return
+	}
+	t.flushWait = max(t.flushWait, s.opt.IdleFlushWait)
+	t.attrs = append(t.attrs, "cacheExpiredFlush", true)
 }
 
 // prepareOpening renders a conversation's opening request with an empty state (it only adds

@@ -99,14 +99,15 @@ func (s *Server) continueWith(ctx context.Context, t *turn, msgs []json.RawMessa
 	return &continuation{resp: resp, next: next, appended: msgs}, nil
 }
 
-// continuationFailed counts and logs a failed recovery continuation and returns it.
+// continuationFailed counts a failed recovery continuation, keeps why for the request's log
+// line and returns it.
 func (s *Server) continuationFailed(t *turn, f *contFailure) *contFailure {
 	s.met.Recoveries.WithLabelValues("failed").Inc()
 	if f.resp != nil {
-		t.log.Warn("the provider refused the recovery continuation; relaying its error", "status", f.resp.StatusCode)
+		t.err = fmt.Errorf("the provider refused the recovery continuation with %d", f.resp.StatusCode)
 	} else {
 		s.countLimit(t.ep, f.err)
-		t.log.Warn("the recovery continuation failed; failing the request", "err", f.err)
+		t.err = fmt.Errorf("the recovery continuation failed: %w", f.err)
 	}
 	return f
 }
@@ -147,12 +148,12 @@ func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round i
 // error as it came, or a 502.
 func (s *Server) writeJSONFailure(ctx context.Context, w http.ResponseWriter, t *turn, f *contFailure) {
 	if f.resp == nil {
-		s.upstreamFailed(w, t.f, t.log, t.ep, f.err)
+		s.upstreamFailed(w, t, f.err)
 		return
 	}
 	defer f.resp.Body.Close()
 	if err := relayRaw(w, f.resp); err != nil {
-		s.abortBroken(ctx, w, t.log, t.ep, nil, err)
+		s.abortBroken(ctx, w, t, nil, err)
 	}
 }
 

@@ -293,7 +293,7 @@ func (s *Server) readFailed(ctx context.Context, w http.ResponseWriter, t *turn,
 	if ctx.Err() == nil {
 		s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
 		s.countLimit(t.ep, err)
-		t.log.Warn("the provider's response could not be read whole", "err", err)
+		t.err = err
 	}
 	writeError(w, t.f, http.StatusBadGateway, "upstream_read_failed", "condense proxy: reading upstream response: "+err.Error())
 }

@@ -103,7 +103,7 @@ func (s *Server) readEvent(ctx context.Context, e emitter, t *turn, br *bufio.Re
 		msg = "condense proxy: "
 	}
 	event := streamErrorEvent(e, t.f, http.StatusBadGateway, "upstream_read_failed", msg+err.Error(), nil)
-	s.abortBroken(ctx, e.w, t.log, t.ep, event, err)
+	s.abortBroken(ctx, e.w, t, event, err)
 	return ev, err
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,9 @@ type RunOptions struct {
 	Log *slog.Logger
 	// Ready, when set, is called with the proxy's address once it serves.
 	Ready func(addr string)
+	// Drained, when set, is called when Run has stopped: with what was under way when it
+	// began to drain, and the error that cut the drain short (nil: everything ended).
+	Drained func(underway Drain, err error)
 }
 
 // OptionsFromConfig maps a configuration document to Options (without Store, Flusher and
@@ -43,6 +47,7 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 		Policy:                flush.PolicyFromConfig(cfg.Engine),
 		MaxBodyBytes:          cfg.Limits.MaxBodyBytes,
 		FlushWaitTimeout:      cfg.Limits.FlushWaitTimeout.D(),
+		IdleFlushWait:         idleFlushWait(cfg),
 		MaxRecoveryRounds:     cfg.Limits.MaxRecoveryRounds,
 		SlowRequestLog:        cfg.Limits.SlowRequestLog.D(),
 		AdminOnProxyPort:      cfg.Listen.AdminOnProxyPort,
@@ -79,8 +84,12 @@ func OptionsFromConfig(cfg *config.Config) (Options, error) {
 	return o, nil
 }
 
+// drainGrace bounds how long Run waits, once its context ended, for in-flight requests and
+// in-process flushes.
+const drainGrace = 30 * time.Second
+
 // Run runs `condense proxy` (store, flusher, proxy, metrics and health listeners) until ctx
-// ends, then lets in-flight requests finish (up to 30 s) and in-process flushes end.
+// ends, then lets in-flight requests finish (up to drainGrace) and in-process flushes end.
 func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	log := ro.Log
 	if log == nil {
@@ -171,13 +180,19 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	metrics := http.NewServeMux()
 	metrics.Handle("/metrics", px.MetricsHandler())
 	defer func() {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		underway := px.Underway()
+		c, cancel := context.WithTimeout(context.Background(), drainGrace)
 		defer cancel()
+		var err error
 		for _, s := range servers {
-			_ = s.Shutdown(c)
+			err = cmp.Or(err, s.Shutdown(c))
 		}
 		if inproc != nil {
-			_ = inproc.Close(c)
+			err = cmp.Or(err, inproc.Close(c))
+		}
+		_ = px.Close() // the requests' background tasks
+		if ro.Drained != nil {
+			ro.Drained(underway, err)
 		}
 	}()
 	if err := serve(ro.ProxyListener, cfg.Listen.Proxy, px, "proxy"); err != nil {
@@ -195,6 +210,20 @@ func Run(ctx context.Context, cfg *config.Config, ro RunOptions) error {
 	case err := <-errc:
 		return err
 	}
+}
+
+// idleFlushWait is how long a request of a session whose prompt cache expired waits for its
+// due flush: limits.flushWaitTimeout, else DefaultIdleFlushWait, for an LLM summarizer; at
+// least ExtractiveIdleFlushWait for the extractive one.
+func idleFlushWait(cfg *config.Config) time.Duration {
+	wait := cfg.Limits.FlushWaitTimeout.D()
+	if m := strings.TrimSpace(cfg.Summarizer.Model); m == "" || m == summarize.ExtractiveModel {
+		return max(wait, ExtractiveIdleFlushWait)
+	}
+	if wait > 0 {
+		return wait
+	}
+	return DefaultIdleFlushWait
 }
 
 // orNone maps a configured timeout to an Options one: 0 (disabled) becomes -1 (no bound),

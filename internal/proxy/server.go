@@ -3,11 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,10 +39,14 @@ type Server struct {
 	servedFlush *boundedMap[string, int64]
 	// spliceCache holds hidden exchanges read or written by this process.
 	spliceCache *boundedMap[spliceKey, cachedSplice]
-	bg          sync.WaitGroup
-	watching    sync.WaitGroup // watchCommits
-	ctx         context.Context
-	cancel      context.CancelFunc
+	// openAIOrigin is the OpenAI base URL's scheme and host: other paths than /v1/... go there.
+	openAIOrigin string
+	bg           sync.WaitGroup
+	active       atomic.Int64   // client requests being answered (begin to finish)
+	pending      atomic.Int64   // background tasks (bgAdd to bgDone)
+	watching     sync.WaitGroup // watchCommits
+	ctx          context.Context
+	cancel       context.CancelFunc
 }
 
 // New returns a Server.
@@ -49,6 +56,10 @@ func New(opt Options) (*Server, error) {
 	}
 	opt.AnthropicBaseURL = strings.TrimRight(opt.AnthropicBaseURL, "/")
 	opt.OpenAIBaseURL = strings.TrimRight(opt.OpenAIBaseURL, "/")
+	base, err := url.Parse(opt.OpenAIBaseURL)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return nil, fmt.Errorf("proxy: the OpenAI base URL %q is not an absolute URL", opt.OpenAIBaseURL)
+	}
 	if opt.MaxBodyBytes <= 0 {
 		opt.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -57,6 +68,12 @@ func New(opt Options) (*Server, error) {
 	}
 	if opt.BodyReadTimeout == 0 {
 		opt.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if opt.BodyIdleTimeout == 0 {
+		opt.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	if opt.IdleFlushWait == 0 {
+		opt.IdleFlushWait = DefaultIdleFlushWait
 	}
 	if opt.UpstreamHeaderTimeout == 0 {
 		opt.UpstreamHeaderTimeout = DefaultUpstreamHeaderTimeout
@@ -76,7 +93,7 @@ func New(opt Options) (*Server, error) {
 	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client, parses: newParseCache(opt.ParseCacheBytes),
 		states: newBoundedMap[string, cachedState](maxStateCache), midCuts: newBoundedMap[string, uint64](maxStateCache),
 		lastReq: newBoundedMap[string, time.Time](maxStateCache), servedFlush: newBoundedMap[string, int64](maxStateCache),
-		spliceCache: newBoundedMap[spliceKey, cachedSplice](4 * maxStateCache)}
+		spliceCache: newBoundedMap[spliceKey, cachedSplice](4 * maxStateCache), openAIOrigin: base.Scheme + "://" + base.Host}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -118,6 +135,7 @@ func New(opt Options) (*Server, error) {
 	s.mcp = s.newMCPHandler()
 	s.mux.Handle("/mcp", s.mcp)
 	s.mux.Handle("/mcp/", s.mcp)
+	s.mux.HandleFunc("GET /{$}", s.handleProbe) // and HEAD /
 	s.mux.HandleFunc("/", s.handlePassThrough)
 	if opt.Store != nil {
 		s.watching.Add(1)
@@ -165,13 +183,37 @@ func (s *Server) Close() error {
 
 // background runs f detached from the request with a store-sized timeout.
 func (s *Server) background(f func(ctx context.Context)) {
-	s.bg.Add(1)
+	s.bgAdd()
 	go func() {
-		defer s.bg.Done()
+		defer s.bgDone()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), s.opt.StoreTimeout)
 		defer cancel()
 		f(ctx)
 	}()
+}
+
+// bgAdd and bgDone bracket a background task (Close waits for them; Drain counts them).
+func (s *Server) bgAdd() { s.bg.Add(1); s.pending.Add(1) }
+
+func (s *Server) bgDone() { s.pending.Add(-1); s.bg.Done() }
+
+// Drain is what a server had under way when it began to stop: client requests being
+// answered, background tasks (session counters, log lines, flush submissions) and flushes
+// it started that had not ended.
+type Drain struct {
+	Requests, Background, Flushes int
+}
+
+// Underway returns what the server has under way now.
+func (s *Server) Underway() Drain {
+	d := Drain{Requests: int(s.active.Load()), Background: int(s.pending.Load())}
+	s.flights.Range(func(_, v any) bool {
+		if v.(*flight).running() {
+			d.Flushes++
+		}
+		return true
+	})
+	return d
 }
 
 // handleReady answers /readyz: 200 while the proxy serves, whatever the store's state (it
@@ -203,7 +245,8 @@ const (
 	epChat                 endpoint = "chat_completions"
 	epResponses            endpoint = "responses"
 	epResponsesInputTokens endpoint = "responses_input_tokens"
-	epOther                endpoint = "other"
+	epOther                endpoint = "other" // passed through as it came
+	epProbe                endpoint = "probe" // GET / and HEAD /, answered by the proxy
 )
 
 // countsTokens reports whether the endpoint only counts a request's tokens (Anthropic

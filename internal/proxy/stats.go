@@ -35,13 +35,6 @@ func contextStartsOver(t *turn) bool {
 	return int64(len(t.client.Messages)) < t.snap.Stats[statLastMessages]
 }
 
-// recordStats writes the request's session counters (in the background).
-func (s *Server) recordStats(t *turn, u usage) {
-	if st := s.sessionStats(t, u); st != nil {
-		s.background(func(ctx context.Context) { s.storeStats(ctx, t, st) })
-	}
-}
-
 // sessionStats counts the request's usage in the metrics and returns its session counters
 // (nil when the request is not recorded in the session): what it adds, the last values it
 // sets, and the times it raises.
@@ -96,10 +89,4 @@ func (s *Server) storeStats(ctx context.Context, t *turn, st *store.StatsUpdate)
 		s.met.StoreErrors.WithLabelValues("update_stats").Inc()
 		t.log.Warn("recording stats failed", "err", err)
 	}
-}
-
-// afterResponse logs the request.
-func (s *Server) afterResponse(t *turn, out *outcome) {
-	t.log.Info("request", "status", 200, "bytesBefore", len(t.client.Raw()), "bytesAfter", t.body.Len(),
-		"final", out.final, "hidden", out.splice != nil, "failOpen", t.open, "ms", time.Since(t.t0).Milliseconds())
 }
