@@ -261,7 +261,7 @@ func TestStoreErrorHasNoLibraryLine(t *testing.T) {
 
 // TestProxyStartAndStopLines runs `condense proxy` until SIGTERM: it logs one start line with
 // its listen addresses and store, and on the signal a stopping line and a stopped line with
-// how long it drained.
+// how long it drained and what was under way.
 func TestProxyStartAndStopLines(t *testing.T) {
 	resetFlags(t, rootCmd)
 	var errOut logbuf.Buffer
@@ -310,7 +310,16 @@ func TestProxyStartAndStopLines(t *testing.T) {
 	if l := line("stopping: draining"); l.Get("signal").Str != "terminated" {
 		t.Fatalf("no stopping line:\n%s", errOut.String())
 	}
-	if l := line("stopped"); l.Get("drainMs").Type != gjson.Number {
+	l := line("stopped")
+	if l.Get("drainMs").Type != gjson.Number {
 		t.Fatalf("no stopped line with drainMs:\n%s", errOut.String())
+	}
+	for _, k := range []string{"requests", "background", "flushes"} { // what it drained: nothing was under way
+		if v := l.Get(k); v.Type != gjson.Number || v.Int() != 0 {
+			t.Fatalf("stopped line %s: %s = %s, want 0", l.Raw, k, v.Raw)
+		}
+	}
+	if !l.Get("complete").Bool() {
+		t.Fatalf("stopped line %s: the drain must be complete", l.Raw)
 	}
 }

@@ -19,10 +19,11 @@ func init() {
 	var cfgFile, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "proxy [--config FILE]",
-		Short: "Run the pruning proxy (Anthropic Messages and OpenAI Chat Completions compatible)",
-		Long: `Proxy serves the Anthropic Messages API (/v1/messages, /v1/messages/count_tokens) and OpenAI
-Chat Completions (/v1/chat/completions): it prunes each request with its session's state,
-forwards it, relays the response and starts flushes; other paths pass through untouched.
+		Short: "Run the pruning proxy (Anthropic Messages, OpenAI Chat Completions and Responses)",
+		Long: `Proxy serves the Anthropic Messages API (/v1/messages, count_tokens), OpenAI Chat
+Completions (/v1/chat/completions) and the OpenAI Responses API (/v1/responses): it prunes
+each request with its session's state, forwards it, relays the response and starts flushes.
+Other paths pass through with their path unchanged; GET / and HEAD / are answered.
 Point an agent's base URL at it.
 
 Without --config every default applies (in-memory store, extractive summarizer, the public

@@ -195,3 +195,45 @@ func TestMidRunFlushInLongToolRun(t *testing.T) {
 		t.Fatalf("no mid-run flush committed (deferred: %v)", testutil.ToFloat64(met.Flushes.WithLabelValues(string(flush.OutcomeDeferred))))
 	}
 }
+
+// idleReturnBody runs a cache-aware conversation whose agent-message flush is deferred while
+// the cache is warm, then comes back 7 minutes later (cache expired, flush due) without any
+// FlushWaitTimeout, and returns the body the provider got for that returning request.
+func idleReturnBody(t *testing.T, idleWait time.Duration) string {
+	clock := &testClock{t: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}
+	r := newRig(t, nil, nil, func(o *Options) {
+		o.Trigger = Trigger{CacheAware: true}
+		o.Now = clock.Now
+		o.FlushWaitTimeout = 0
+		o.IdleFlushWait = idleWait
+	})
+	c := r.anthropic("sess-idle")
+	r.up.Enqueue(
+		upstreamfake.Reply{Text: "Let me build.", ToolCalls: []upstreamfake.ToolCall{{ID: "toolu_i1", Name: "bash", Input: `{"cmd":"make build"}`}}},
+		upstreamfake.Reply{Text: "The build passed."},
+		upstreamfake.Reply{Text: "Noted."},
+	)
+	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Please build the project."))}
+	m := cachedTurn(t, c, msgs)
+	clock.Advance(10 * time.Second)
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_i1", bigOutput("build", 60), false)))
+	m = cachedTurn(t, c, msgs) // final answer: the agent-message flush is weighed and deferred
+	r.settle()
+	clock.Advance(7 * time.Minute) // past the 5-minute prompt cache lifetime
+	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("And the linter?")))
+	cachedTurn(t, c, msgs)
+	rec, _ := lastModelRequest(t, r.up, wire.Anthropic)
+	return string(rec.Body)
+}
+
+// TestIdleReturnWaitsForTheDueFlush: a session that comes back after its prompt cache expired
+// with a flush due goes out pruned although FlushWaitTimeout is 0 (IdleFlushWait), so the
+// provider writes the cache once; with IdleFlushWait off it goes out verbatim (the control).
+func TestIdleReturnWaitsForTheDueFlush(t *testing.T) {
+	if body := idleReturnBody(t, 0); strings.Contains(body, "build line 030") || !strings.Contains(body, "`t1`") {
+		t.Fatalf("the returning request must wait for the due flush and go out pruned (%d bytes)", len(body))
+	}
+	if body := idleReturnBody(t, -1); !strings.Contains(body, "build line 030") {
+		t.Fatal("control: without IdleFlushWait the returning request must not wait (the tool output goes out verbatim)")
+	}
+}
