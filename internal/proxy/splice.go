@@ -250,6 +250,9 @@ func (s *Server) reinsert(t *turn) (*wire.Request, error) {
 		if err != nil {
 			return nil, err
 		}
+		if last := len(repl) - 1; last >= 0 && repl[last].Role == wire.RoleAssistant && messageDigest(repl[last]) == sp.Digest {
+			repl[last] = m // the continuation the client saw goes up as the client sends it back
+		}
 		out = append(out, repl...)
 		changed = true
 		if len(sp.Results) == 0 {

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -604,7 +605,11 @@ func AnthropicMessage(id, model string, rep Reply) []byte {
 	return b.Bytes()
 }
 
-func signature(s string) string { return fmt.Sprintf("fakesig%08x", len(s)*2654435761&0xffffffff) }
+func signature(s string) string {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return fmt.Sprintf("fakesig%016x", h.Sum64())
+}
 
 // OpenAICompletion renders a Reply as a non-streaming Chat Completions response body.
 func OpenAICompletion(id, model string, rep Reply) []byte {

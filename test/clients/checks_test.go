@@ -359,3 +359,51 @@ func checkShrunk(t *testing.T, r *rig, max float64) {
 		t.Errorf("the last request is %.0f %% of what the agent sent, want at most %.0f %%", 100*ratio, 100*max)
 	}
 }
+
+// checkReasoning: every reasoning item the agent sent back (encrypted, Responses API) reaches
+// the provider byte for byte, still followed by the item it preceded, unless the proxy left
+// out the whole exchange; at least one came back in every request after a tool round.
+func checkReasoning(t *testing.T, all []sent) {
+	t.Helper()
+	echoed := 0
+	for _, s := range all {
+		up := map[string]int{} // raw reasoning item → index in the provider's input
+		upItems := gjson.GetBytes(s.rec.Body, "input").Array()
+		for i, it := range upItems {
+			if it.Get("type").Str == "reasoning" {
+				up[it.Raw] = i
+			}
+		}
+		items := gjson.GetBytes(s.client.Body, "input").Array()
+		for i, it := range items {
+			if it.Get("type").Str != "reasoning" {
+				continue
+			}
+			echoed++
+			if it.Get("encrypted_content").Str == "" {
+				t.Errorf("provider request %d: the agent's reasoning item %d has no encrypted_content", s.rec.Seq, i)
+			}
+			j, ok := up[it.Raw]
+			if !ok {
+				if gjson.GetBytes(s.rec.Body, "input.#(encrypted_content=="+strconv.Quote(it.Get("encrypted_content").Str)+")").Exists() {
+					t.Errorf("provider request %d: the reasoning item %d was changed:\n agent: %s\n provider: %s", s.rec.Seq, i, it.Raw,
+						gjson.GetBytes(s.rec.Body, "input.#(encrypted_content=="+strconv.Quote(it.Get("encrypted_content").Str)+")").Raw)
+				}
+				continue // left out with its exchange (a compressed chain)
+			}
+			if i+1 < len(items) {
+				next, want := "", items[i+1].Get("call_id").Str+items[i+1].Get("type").Str
+				if j+1 < len(upItems) {
+					next = upItems[j+1].Get("call_id").Str + upItems[j+1].Get("type").Str
+				}
+				if next != want {
+					t.Errorf("provider request %d: the reasoning item %d is no longer followed by %s (got %q)", s.rec.Seq, i, want, next)
+				}
+			}
+		}
+	}
+	if echoed == 0 {
+		t.Error("the agent sent no reasoning item back: the check proves nothing")
+	}
+	t.Logf("%d reasoning items sent back by the agent", echoed)
+}

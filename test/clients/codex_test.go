@@ -9,7 +9,8 @@ import (
 )
 
 // TestCodex drives the real Codex CLI (`codex exec`, then `codex exec resume --last` twice)
-// through the proxy over the Responses API, pointed at it by a model provider in config.toml.
+// through the proxy over the Responses API, pointed at it by a model provider in config.toml;
+// every tool call of the model comes after an encrypted reasoning item.
 func TestCodex(t *testing.T) {
 	bin := clientBin(t, "codex")
 	repo := scratchRepo(t)
@@ -17,6 +18,7 @@ func TestCodex(t *testing.T) {
 		return upstreamfake.ToolCall{Name: "exec_command", Input: jsonArgs("cmd", cmd)}
 	}
 	m := newModel(t, repo, toolSet{read: func(p string) upstreamfake.ToolCall { return exec("cat " + p) }, shell: exec})
+	m.reasoning = true
 	r := startRig(t, m.respond)
 	r.tap.onFirst = m.release
 	home := t.TempDir()
@@ -42,4 +44,5 @@ wire_api = "responses"
 	}
 	checkShrunk(t, r, 0.40) // issue 25: the last request at most 40 % of what Codex sent
 	checkSession(t, r, m)
+	checkReasoning(t, collect(t, r))
 }

@@ -64,6 +64,9 @@ type model struct {
 	// holdAt is the prompt whose final answer is streamed with a pause after its first event,
 	// until the tap saw that event arrive (proof the proxy relays event by event).
 	holdAt int
+	// reasoning makes every tool-calling reply start with a reasoning item (Responses API):
+	// the agent sends it back encrypted, and the proxy must keep it whole before its call.
+	reasoning bool
 
 	mu       sync.Mutex
 	queried  []string // refs the model asked context_tree_query for
@@ -156,11 +159,15 @@ func (m *model) respond(rec upstreamfake.Recorded) upstreamfake.Reply {
 		return rep
 	}
 	s := plan[n-1][done]
+	var thinking string
+	if m.reasoning {
+		thinking = fmt.Sprintf("P%d step %d: pick the next command.", n, done+1)
+	}
 	switch {
 	case s.read != "":
-		return upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{m.tools.read(filepath.Join(m.repo, s.read))}}
+		return upstreamfake.Reply{Thinking: thinking, ToolCalls: []upstreamfake.ToolCall{m.tools.read(filepath.Join(m.repo, s.read))}}
 	case s.shell != "":
-		return upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{m.tools.shell(s.shell)}}
+		return upstreamfake.Reply{Thinking: thinking, ToolCalls: []upstreamfake.ToolCall{m.tools.shell(s.shell)}}
 	}
 	refs := refRe.FindAllStringSubmatch(string(rec.Body), -1)
 	if len(refs) == 0 {
@@ -171,7 +178,7 @@ func (m *model) respond(rec upstreamfake.Recorded) upstreamfake.Reply {
 	m.mu.Lock()
 	m.queried = append(m.queried, ref)
 	m.mu.Unlock()
-	return upstreamfake.Reply{ToolCalls: []upstreamfake.ToolCall{{Name: "context_tree_query", Input: `{"toolCallIds":["` + ref + `"]}`}}}
+	return upstreamfake.Reply{Thinking: thinking, ToolCalls: []upstreamfake.ToolCall{{Name: "context_tree_query", Input: `{"toolCallIds":["` + ref + `"]}`}}}
 }
 
 // hold returns a channel that pauses the reply after its first event until the tap saw that
