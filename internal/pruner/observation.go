@@ -336,14 +336,25 @@ func ToolTurns(req *wire.Request, pol Policy) []bool {
 	return out
 }
 
-// ObservationMessages returns the indices of req's messages that are text observations under
-// pol (none when observations are off), in order.
-func ObservationMessages(req *wire.Request, pol Policy) []int {
+// Observation is a text observation of a request: its message and the call and result
+// blocks the engine prunes it as (synthetic, never sent; the result's ID is the call id its
+// record is kept under, its content the message's first block).
+type Observation struct {
+	Msg          int
+	Call, Result *wire.Block
+}
+
+// Observations returns req's text observations under pol (none when observations are off),
+// in message order.
+func Observations(req *wire.Request, pol Policy) []Observation {
+	if !pol.Observations.Enabled {
+		return nil
+	}
 	v := viewFor(req.Format, req.Messages, &pol)
-	var out []int
+	var out []Observation
 	for _, r := range v.results {
 		if r.obs != nil {
-			out = append(out, r.msg)
+			out = append(out, Observation{Msg: r.msg, Call: r.obs.call, Result: r.obs.result})
 		}
 	}
 	return out

@@ -67,7 +67,14 @@ func TestObservationRecognition(t *testing.T) {
 					}
 				}
 				req := x.req(t)
-				got := ObservationMessages(req, c.pol)
+				var got []int
+				for _, o := range Observations(req, c.pol) {
+					got = append(got, o.Msg)
+					if o.Call.ID != o.Result.ID || o.Call.Kind != wire.KindToolUse || o.Result.Kind != wire.KindToolResult ||
+						o.Result.ResultText() != req.Messages[o.Msg].Blocks[0].Text() {
+						t.Fatalf("observation %d: call %+v, result %+v", o.Msg, o.Call, o.Result)
+					}
+				}
 				if fmt.Sprint(got) != fmt.Sprint(c.want) {
 					t.Fatalf("observations %v, want %v", got, c.want)
 				}
@@ -118,6 +125,20 @@ func TestObservationRecords(t *testing.T) {
 			}
 			if !strings.Contains(p.Batches[0].Prompt, "Assistant said: THOUGHT: read") {
 				t.Fatalf("the batch prompt lacks the assistant's text:\n%s", p.Batches[0].Prompt)
+			}
+			// The committed records are found under the ids Observations gives.
+			st, err := p.Commit(map[string]string{p.Batches[0].ID: "- read a.py", p.Batches[1].ID: "- pytest failed"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs := Observations(req, pol)
+			if len(obs) != 2 {
+				t.Fatalf("%d observations", len(obs))
+			}
+			for _, o := range obs {
+				if len(st.KeysForID(o.Result.ID)) == 0 {
+					t.Fatalf("no record under observation %d's id %s", o.Msg, o.Result.ID)
+				}
 			}
 		})
 	}

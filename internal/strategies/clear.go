@@ -148,8 +148,8 @@ func (m ObservationMask) New(_ context.Context, t replay.Transcript) (replay.Run
 		return nil, fmt.Errorf("observation-mask: negative window")
 	}
 	r := maskRunner{m: m}
-	if h := replay.ObservationHarness(t); h != "" {
-		r.obs = &pruner.Policy{Observations: pruner.ObservationPolicy{Enabled: true, Harness: h}}
+	if o := replay.ObservationPolicy(t); o.Enabled {
+		r.obs = &pruner.Policy{Observations: o}
 	}
 	return r, nil
 }
@@ -182,9 +182,9 @@ func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Resu
 		if err != nil {
 			return replay.Result{}, err
 		}
-		for _, i := range pruner.ObservationMessages(wr, *r.obs) {
-			outs = append(outs, output{msg: i, text: wr.Messages[i].Blocks[0].Text(),
-				edit: edit{msg: i, blk: -1, member: "content", raw: jsonString(MaskedPlaceholder)}})
+		for _, o := range pruner.Observations(wr, *r.obs) {
+			outs = append(outs, output{msg: o.Msg, text: o.Result.ResultText(),
+				edit: edit{msg: o.Msg, blk: -1, member: "content", raw: jsonString(MaskedPlaceholder)}})
 		}
 		sort.SliceStable(outs, func(a, b int) bool { return outs[a].msg < outs[b].msg })
 	}
