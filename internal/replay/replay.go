@@ -16,6 +16,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/fidelity"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -58,6 +59,13 @@ func ObservationHarness(t Transcript) string {
 		return o.ObservationHarness()
 	}
 	return ""
+}
+
+// ObservationPolicy returns the engine's observation policy for t: the built-in patterns of
+// its text-protocol harness, off when t is not one.
+func ObservationPolicy(t Transcript) pruner.ObservationPolicy {
+	h := ObservationHarness(t)
+	return pruner.ObservationPolicy{Enabled: h != "", Harness: h}
 }
 
 // Request is one request of a session as the agent sent it, handed to a strategy.

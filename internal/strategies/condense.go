@@ -135,9 +135,9 @@ func (e *Engine) New(ctx context.Context, t replay.Transcript) (replay.Runner, e
 		g = DefaultGraceTurns
 	}
 	pol := e.pol
-	if harness := replay.ObservationHarness(t); harness != "" && !pol.Observations.Enabled {
+	if o := replay.ObservationPolicy(t); o.Enabled && !pol.Observations.Enabled {
 		// A text-protocol agent's observations are its tool results.
-		pol.Observations = pruner.ObservationPolicy{Enabled: true, Harness: harness}
+		pol.Observations = o
 	}
 	return &engineRunner{e: e, pol: pol, st: pruner.NewState(), sum: sum, horizon: h, maxHorizon: mh, grace: g, memo: map[uint64]memoOut{},
 		store: st, session: fmt.Sprintf("replay-%016x", xxhash.Sum64String(t.Name()))}, nil
