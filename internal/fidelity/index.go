@@ -7,6 +7,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -68,14 +69,32 @@ func (m *Memo) get(k uint64) *forms {
 	return nil
 }
 
+// blockKey is the memo key of a content block: a hash of its bytes and kind.
+func blockKey(b *wire.Block) uint64 {
+	if raw := b.Raw(); len(raw) > 0 {
+		return xxhash.Sum64(raw) ^ uint64(b.Kind)
+	}
+	return xxhash.Sum64String(b.Text()) ^ uint64(b.Kind)<<8
+}
+
+// observation returns the forms of a text observation (pruner.Observations): the text of its
+// message's first block b, as the result of call id.
+func (m *Memo) observation(b *wire.Block, id string) *forms {
+	k := blockKey(b) ^ xxhash.Sum64String("observation\x00"+id)
+	if f := m.get(k); f != nil {
+		return f
+	}
+	var c collector
+	Forms(b.Text(), c.add)
+	f := &forms{tool: true, id: strings.Clone(id), toks: filter(c.sorted(), m.keep)}
+	m.m[k] = f
+	return f
+}
+
 // block returns the forms of a content block: its text (text, thinking), the string values
 // of its input (tool calls) or the text of its content (tool results).
 func (m *Memo) block(b *wire.Block) *forms {
-	raw := b.Raw()
-	k := xxhash.Sum64(raw) ^ uint64(b.Kind)
-	if len(raw) == 0 {
-		k = xxhash.Sum64String(b.Text()) ^ uint64(b.Kind)<<8
-	}
+	k := blockKey(b)
 	if f := m.get(k); f != nil {
 		return f
 	}
@@ -144,13 +163,14 @@ func (c *collector) sorted() []Token {
 	return slices.Compact(c.toks)
 }
 
-// Index is the set of tokens one request shows, split into those inside tool results and
-// those anywhere else (system prompt, tool definitions, user and assistant text, tool-call
-// arguments). Update moves it from one request to the next by re-reading only the messages
-// that changed, so following a session costs about one scan of each distinct block. An
-// Index is not safe for concurrent use.
+// Index is the set of tokens one request shows, split into those inside tool results (and
+// text observations, when Observe turned them on) and those anywhere else (system prompt, tool
+// definitions, user and assistant text, tool-call arguments). Update moves it from one request
+// to the next by re-reading only the messages that changed, so following a session costs
+// about one scan of each distinct block. An Index is not safe for concurrent use.
 type Index struct {
 	memo  *Memo
+	obs   pruner.Policy // its Observations select the text observations counted as tool results
 	ents  []entry
 	count [2]map[Token]int32 // [0] inside tool results, [1] elsewhere
 }
@@ -169,6 +189,10 @@ func NewIndex(memo *Memo) *Index {
 	}
 	return &Index{memo: memo, count: [2]map[Token]int32{{}, {}}}
 }
+
+// Observe makes the index count the text observations o recognises (pruner.Observations: the
+// engine's own recognition) as tool results of their synthetic calls, from the next Update on.
+func (x *Index) Observe(o pruner.ObservationPolicy) { x.obs = pruner.Policy{Observations: o} }
 
 // Update makes the index show request r.
 func (x *Index) Update(r *wire.Request) {
@@ -189,8 +213,18 @@ func (x *Index) Update(r *wire.Request) {
 		_, _ = d.WriteString(b.Text())
 	}
 	x.set(1, d.Sum64(), func() []*forms { return x.blocks(r.System) })
+	obs := pruner.Observations(r, x.obs)
 	for i, m := range r.Messages {
-		x.set(2+i, xxhash.Sum64(m.Bytes())^uint64(len(m.Blocks)), func() []*forms { return x.blocks(m.Blocks) })
+		key := xxhash.Sum64(m.Bytes()) ^ uint64(len(m.Blocks))
+		if len(obs) > 0 && obs[0].Msg == i {
+			id := obs[0].Result.ID
+			obs = obs[1:]
+			x.set(2+i, key^xxhash.Sum64String(id), func() []*forms {
+				return append([]*forms{x.memo.observation(m.Blocks[0], id)}, x.blocks(m.Blocks[1:])...)
+			})
+			continue
+		}
+		x.set(2+i, key, func() []*forms { return x.blocks(m.Blocks) })
 	}
 	for i := 2 + len(r.Messages); i < len(x.ents); i++ {
 		x.apply(x.ents[i].parts, -1)
@@ -247,7 +281,8 @@ func (x *Index) OnlyInToolResults(t Token) bool {
 	return x.count[0][t] > 0 && x.count[1][t] == 0
 }
 
-// sources returns the ids of the tool calls whose results show t, in request order.
+// sources returns the ids of the tool calls whose results (or observations) show t, in
+// request order.
 func (x *Index) sources(t Token) []string {
 	var ids []string
 	for _, e := range x.ents {

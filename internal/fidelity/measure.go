@@ -4,17 +4,19 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
 // Use is one salient token the agent used: it wrote it in its response to a request, and the
-// request (as the agent built it) showed it only inside tool results.
+// request (as the agent built it) showed it only inside tool results (or text observations).
 type Use struct {
 	// Token is the token.
 	Token Token
 	// Text is the token as the agent wrote it (normalized).
 	Text string
-	// Sources are the ids of the tool calls whose results show it, in request order.
+	// Sources are the ids of the tool calls whose results show it, in request order (for a
+	// text observation, the id of its synthetic call, pruner.Observation).
 	Sources []string
 }
 
@@ -37,7 +39,7 @@ func Response(prev, next *wire.Request) []*wire.Message {
 
 // Uses returns the uses of response against the request the index shows: each distinct
 // mention (Mentions) of the response's text and tool-call arguments that the request shows
-// only inside tool results, in the order the response first mentions them.
+// only inside tool results (Index), in the order the response first mentions them.
 func (x *Index) Uses(response []*wire.Message) []Use {
 	var out []Use
 	seen := map[Token]bool{}
@@ -155,13 +157,16 @@ func (t Tally) Plus(u Tally) Tally {
 
 // Measure is the whole measure for one request: the uses of response (the agent's reply to
 // original, the request as the agent built it) judged against rendered, what the provider
-// received instead; recoverable is as for Classify.
-func Measure(original, rendered *wire.Request, response []*wire.Message, recoverable func(id string) bool) []Verdict {
+// received instead; obs selects the text observations (Index.Observe), recoverable is as for
+// Classify.
+func Measure(original, rendered *wire.Request, response []*wire.Message, obs pruner.ObservationPolicy, recoverable func(id string) bool) []Verdict {
 	memo := NewMemo()
 	orig := NewIndex(memo)
+	orig.Observe(obs)
 	orig.Update(original)
 	uses := orig.Uses(response)
 	seen := NewIndex(memo)
+	seen.Observe(obs)
 	seen.Update(rendered)
 	return seen.Classify(uses, recoverable)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -131,7 +132,7 @@ func TestClassifyRenderings(t *testing.T) {
 		{"masked", withResult(session[:3], "a", "[earlier tool output omitted]"), nil,
 			map[string]Outcome{"TestOpenRedis": Lost, "redis_test.go:31": Lost, "redis_test.go": Lost}, "a"},
 	} {
-		vs := Measure(original, request(t, tc.rendered), response, tc.recoverable)
+		vs := Measure(original, request(t, tc.rendered), response, pruner.ObservationPolicy{}, tc.recoverable)
 		if got := texts(vs); len(got) != len(tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		} else {
