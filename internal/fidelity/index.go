@@ -1,6 +1,7 @@
 package fidelity
 
 import (
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -21,12 +22,13 @@ type Memo struct {
 	m      map[uint64]*forms
 }
 
-// forms are the token forms of one block or tool: its class, its tool call id (tool
-// results), and its distinct tokens, sorted.
+// forms are the token forms of one block or tool: its class (tool: a tool result or text
+// observation; obs: the latter), its tool call id (tool results, observations), and its
+// distinct tokens, sorted.
 type forms struct {
-	tool bool
-	id   string
-	toks []Token
+	tool, obs bool
+	id        string
+	toks      []Token
 }
 
 // NewMemo returns an empty memo that keeps every token.
@@ -38,7 +40,7 @@ func NewMemo() *Memo { return &Memo{m: map[uint64]*forms{}} }
 func (m *Memo) Restrict(keep map[Token]struct{}) *Memo {
 	r := &Memo{keep: keep, m: make(map[uint64]*forms, len(m.m))}
 	for k, f := range m.m {
-		r.m[k] = &forms{tool: f.tool, id: f.id, toks: filter(f.toks, keep)}
+		r.m[k] = &forms{tool: f.tool, obs: f.obs, id: f.id, toks: filter(f.toks, keep)}
 	}
 	return r
 }
@@ -77,7 +79,7 @@ func blockKey(b *wire.Block) uint64 {
 	return xxhash.Sum64String(b.Text()) ^ uint64(b.Kind)<<8
 }
 
-// observation returns the forms of a text observation (pruner.Observations): the text of its
+// observation returns the forms of a text observation (pruner.ObservationOf): the text of its
 // message's first block b, as the result of call id.
 func (m *Memo) observation(b *wire.Block, id string) *forms {
 	k := blockKey(b) ^ xxhash.Sum64String("observation\x00"+id)
@@ -86,7 +88,7 @@ func (m *Memo) observation(b *wire.Block, id string) *forms {
 	}
 	var c collector
 	Forms(b.Text(), c.add)
-	f := &forms{tool: true, id: strings.Clone(id), toks: filter(c.sorted(), m.keep)}
+	f := &forms{tool: true, obs: true, id: strings.Clone(id), toks: filter(c.sorted(), m.keep)}
 	m.m[k] = f
 	return f
 }
@@ -170,7 +172,7 @@ func (c *collector) sorted() []Token {
 // about one scan of each distinct block. An Index is not safe for concurrent use.
 type Index struct {
 	memo  *Memo
-	obs   pruner.Policy // its Observations select the text observations counted as tool results
+	obs   pruner.ObservationPolicy // selects the text observations counted as tool results
 	ents  []entry
 	count [2]map[Token]int32 // [0] inside tool results, [1] elsewhere
 }
@@ -190,9 +192,9 @@ func NewIndex(memo *Memo) *Index {
 	return &Index{memo: memo, count: [2]map[Token]int32{{}, {}}}
 }
 
-// Observe makes the index count the text observations o recognises (pruner.Observations: the
+// Observe makes the index count the text observations o recognises (pruner.ObservationOf: the
 // engine's own recognition) as tool results of their synthetic calls, from the next Update on.
-func (x *Index) Observe(o pruner.ObservationPolicy) { x.obs = pruner.Policy{Observations: o} }
+func (x *Index) Observe(o pruner.ObservationPolicy) { x.obs = o }
 
 // Update makes the index show request r.
 func (x *Index) Update(r *wire.Request) {
@@ -213,23 +215,30 @@ func (x *Index) Update(r *wire.Request) {
 		_, _ = d.WriteString(b.Text())
 	}
 	x.set(1, d.Sum64(), func() []*forms { return x.blocks(r.System) })
-	obs := pruner.Observations(r, x.obs)
+	var prev *wire.Message
+	var prevHash uint64
 	for i, m := range r.Messages {
-		key := xxhash.Sum64(m.Bytes()) ^ uint64(len(m.Blocks))
-		if len(obs) > 0 && obs[0].Msg == i {
-			id := obs[0].Result.ID
-			obs = obs[1:]
-			x.set(2+i, key^xxhash.Sum64String(id), func() []*forms {
-				return append([]*forms{x.memo.observation(m.Blocks[0], id)}, x.blocks(m.Blocks[1:])...)
-			})
-			continue
+		h := xxhash.Sum64(m.Bytes()) ^ uint64(len(m.Blocks))
+		key := h
+		if x.obs.Enabled && prev != nil {
+			key ^= bits.RotateLeft64(prevHash, 1) // whether m is an observation, and its id, depend on prev
 		}
-		x.set(2+i, key, func() []*forms { return x.blocks(m.Blocks) })
+		x.set(2+i, key, func() []*forms { return x.message(prev, m) })
+		prev, prevHash = m, h
 	}
 	for i := 2 + len(r.Messages); i < len(x.ents); i++ {
 		x.apply(x.ents[i].parts, -1)
 	}
 	x.ents = x.ents[:2+len(r.Messages)]
+}
+
+// message returns the forms of message m, which follows prev: its blocks', the first read as
+// an observation's when m is one.
+func (x *Index) message(prev, m *wire.Message) []*forms {
+	if o, ok := pruner.ObservationOf(prev, m, x.obs); ok {
+		return append([]*forms{x.memo.observation(m.Blocks[0], o.Result.ID)}, x.blocks(m.Blocks[1:])...)
+	}
+	return x.blocks(m.Blocks)
 }
 
 func (x *Index) blocks(bs []*wire.Block) []*forms {
@@ -279,6 +288,19 @@ func (x *Index) Shows(t Token) bool {
 // OnlyInToolResults reports whether t occurs in the request's tool results and nowhere else.
 func (x *Index) OnlyInToolResults(t Token) bool {
 	return x.count[0][t] > 0 && x.count[1][t] == 0
+}
+
+// ObservationMessage returns the index of the message of the indexed request that is the text
+// observation with call id id (Observe), or -1.
+func (x *Index) ObservationMessage(id string) int {
+	for i := 2; i < len(x.ents); i++ {
+		for _, f := range x.ents[i].parts {
+			if f.obs && f.id == id {
+				return i - 2
+			}
+		}
+	}
+	return -1
 }
 
 // sources returns the ids of the tool calls whose results (or observations) show t, in

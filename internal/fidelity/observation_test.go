@@ -80,8 +80,10 @@ func msaRequests(t *testing.T, f wire.Format) []*wire.Request {
 // observationIDs returns the engine's call id of each observation of r, by message index.
 func observationIDs(r *wire.Request) map[int]string {
 	ids := map[int]string{}
-	for _, o := range pruner.Observations(r, pruner.Policy{Observations: msaObs}) {
-		ids[o.Msg] = o.Result.ID
+	for i := 1; i < len(r.Messages); i++ {
+		if o, ok := pruner.ObservationOf(r.Messages[i-1], r.Messages[i], msaObs); ok {
+			ids[i] = o.Result.ID
+		}
 	}
 	return ids
 }
@@ -215,7 +217,16 @@ func TestIndexFollowsObservations(t *testing.T) {
 	}
 	r := requestIn(t, wire.OpenAI, otherAction)
 	follow.Update(r)
-	if got, want := follow.sources(TokenOf("src/httpkit/headers.py:88")), observationIDs(r)[2]; !slices.Equal(got, []string{want}) {
-		t.Errorf("after the action changed: sources %v, want [%s]", got, want)
+	ids := observationIDs(r)
+	if got := follow.sources(TokenOf("src/httpkit/headers.py:88")); !slices.Equal(got, []string{ids[2]}) {
+		t.Errorf("after the action changed: sources %v, want [%s]", got, ids[2])
+	}
+	for i, id := range ids {
+		if got := follow.ObservationMessage(id); got != i {
+			t.Errorf("observation %s is message %d, want %d", id, got, i)
+		}
+	}
+	if got := follow.ObservationMessage("nope"); got != -1 {
+		t.Errorf("an unknown id is message %d", got)
 	}
 }

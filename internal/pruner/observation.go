@@ -149,8 +149,7 @@ type observer struct {
 var observers sync.Map // observerKey -> *observer
 
 // observerOf returns the observer of a policy, nil when observations are off.
-func observerOf(pol *Policy) *observer {
-	o := &pol.Observations
+func observerOf(o *ObservationPolicy) *observer {
 	if !o.Enabled {
 		return nil
 	}
@@ -181,10 +180,12 @@ type obsMatch struct {
 	result *wire.Block
 }
 
-// observation recognises message m, a user message right after assistant message asst
-// without tool calls, as an observation: its first block is text a pattern matches.
-func (o *observer) observation(asst, m *wire.Message) *obsMatch {
-	if len(m.Blocks) == 0 || m.Blocks[0].Kind != wire.KindText {
+// observation recognises message m, right after message prev, as an observation: m is a
+// user message without tool results whose first block is text a pattern matches, prev an
+// assistant message without tool calls.
+func (o *observer) observation(prev, m *wire.Message) *obsMatch {
+	if prev == nil || prev.Role != wire.RoleAssistant || m.Role != wire.RoleUser || hasToolCall(prev) || hasToolResult(m) ||
+		len(m.Blocks) == 0 || m.Blocks[0].Kind != wire.KindText {
 		return nil
 	}
 	text := m.Blocks[0].Text()
@@ -204,7 +205,7 @@ func (o *observer) observation(asst, m *wire.Message) *obsMatch {
 			n, err := strconv.Atoi(om.groups[p.rc])
 			failed = failed || err != nil || n != 0
 		}
-		action := p.actionOf(assistantText(asst))
+		action := p.actionOf(assistantText(prev))
 		input := commandJSON(action)
 		id := "obs_" + strconv.FormatUint(xxhash.Sum64String(p.p.Tool+"\x00"+action+"\x00"+text), 16)
 		om.call = &wire.Block{Kind: wire.KindToolUse, Type: "observation", ID: id, Name: p.p.Tool, Input: input}
@@ -336,26 +337,24 @@ func ToolTurns(req *wire.Request, pol Policy) []bool {
 	return out
 }
 
-// Observation is a text observation of a request: its message and the call and result
-// blocks the engine prunes it as (synthetic, never sent; the result's ID is the call id its
-// record is kept under, its content the message's first block).
+// Observation is a text observation as the engine prunes it: the synthetic call and result
+// blocks it stands for (never sent; the result's ID is the call id its record is kept under,
+// its content the message's first block).
 type Observation struct {
-	Msg          int
 	Call, Result *wire.Block
 }
 
-// Observations returns req's text observations under pol (none when observations are off),
-// in message order.
-func Observations(req *wire.Request, pol Policy) []Observation {
-	if !pol.Observations.Enabled {
-		return nil
+// ObservationOf returns message m, which follows message prev (nil for the first), as a text
+// observation under o: a user message a pattern recognises right after an assistant message
+// without tool calls. ok is false when m is none or observations are off.
+func ObservationOf(prev, m *wire.Message, o ObservationPolicy) (obs Observation, ok bool) {
+	ob := observerOf(&o)
+	if ob == nil {
+		return Observation{}, false
 	}
-	v := viewFor(req.Format, req.Messages, &pol)
-	var out []Observation
-	for _, r := range v.results {
-		if r.obs != nil {
-			out = append(out, Observation{Msg: r.msg, Call: r.obs.call, Result: r.obs.result})
-		}
+	om := ob.observation(prev, m)
+	if om == nil {
+		return Observation{}, false
 	}
-	return out
+	return Observation{Call: om.call, Result: om.result}, true
 }

@@ -95,7 +95,7 @@ func FuzzRenderBodyObservations(f *testing.F) {
 		renderBody(t, fm, body, st, pol)
 		if req, err := wire.Parse(fm, body); err == nil {
 			ToolTurns(req, pol)
-			Observations(req, pol)
+			observations(req, pol)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,22 @@ func obsPolicy(harness string) Policy {
 	p := noSpillPolicy()
 	p.Observations = ObservationPolicy{Enabled: true, Harness: harness}
 	return p
+}
+
+// observations returns req's text observations under pol by message index (ObservationOf of
+// each message after its predecessor).
+func observations(req *wire.Request, pol Policy) map[int]Observation {
+	out := map[int]Observation{}
+	for i, m := range req.Messages {
+		var prev *wire.Message
+		if i > 0 {
+			prev = req.Messages[i-1]
+		}
+		if o, ok := ObservationOf(prev, m, pol.Observations); ok {
+			out[i] = o
+		}
+	}
+	return out
 }
 
 // TestObservationRecognition: which user messages are observations, in every format, for the
@@ -68,13 +85,14 @@ func TestObservationRecognition(t *testing.T) {
 				}
 				req := x.req(t)
 				var got []int
-				for _, o := range Observations(req, c.pol) {
-					got = append(got, o.Msg)
+				for i, o := range observations(req, c.pol) {
+					got = append(got, i)
 					if o.Call.ID != o.Result.ID || o.Call.Kind != wire.KindToolUse || o.Result.Kind != wire.KindToolResult ||
-						o.Result.ResultText() != req.Messages[o.Msg].Blocks[0].Text() {
-						t.Fatalf("observation %d: call %+v, result %+v", o.Msg, o.Call, o.Result)
+						o.Result.ResultText() != req.Messages[i].Blocks[0].Text() {
+						t.Fatalf("observation %d: call %+v, result %+v", i, o.Call, o.Result)
 					}
 				}
+				slices.Sort(got)
 				if fmt.Sprint(got) != fmt.Sprint(c.want) {
 					t.Fatalf("observations %v, want %v", got, c.want)
 				}
@@ -131,13 +149,13 @@ func TestObservationRecords(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			obs := Observations(req, pol)
+			obs := observations(req, pol)
 			if len(obs) != 2 {
 				t.Fatalf("%d observations", len(obs))
 			}
-			for _, o := range obs {
+			for i, o := range obs {
 				if len(st.KeysForID(o.Result.ID)) == 0 {
-					t.Fatalf("no record under observation %d's id %s", o.Msg, o.Result.ID)
+					t.Fatalf("no record under observation %d's id %s", i, o.Result.ID)
 				}
 			}
 		})

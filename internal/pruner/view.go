@@ -146,7 +146,7 @@ func newView(f wire.Format, msgs []*wire.Message) *view { return viewFor(f, msgs
 func viewFor(f wire.Format, msgs []*wire.Message, pol *Policy) *view {
 	var obs *observer
 	if pol != nil {
-		obs = observerOf(pol)
+		obs = observerOf(&pol.Observations)
 	}
 	n := len(msgs)
 	v := &view{f: f, msgs: msgs, cls: make([]class, n), turnOf: make([]int, n), callSpan: make([]span, n), resultSpan: make([]span, n),
@@ -156,7 +156,7 @@ func viewFor(f wire.Format, msgs []*wire.Message, pol *Policy) *view {
 	prompts := 0
 	for i, m := range msgs {
 		var om *obsMatch
-		if obs != nil && m.Role == wire.RoleUser && i > 0 && v.cls[i-1] == clsAssistant && !v.toolUsing(i-1) && !hasToolResult(m) {
+		if obs != nil && i > 0 {
 			om = obs.observation(msgs[i-1], m)
 		}
 		switch {
@@ -215,6 +215,16 @@ func viewFor(f wire.Format, msgs []*wire.Message, pol *Policy) *view {
 		}
 	}
 	return v
+}
+
+// hasToolCall reports whether m holds a tool call with an id (what opens a call in a view).
+func hasToolCall(m *wire.Message) bool {
+	for _, b := range m.Blocks {
+		if b.Kind == wire.KindToolUse && b.ID != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func hasToolResult(m *wire.Message) bool {

@@ -9,16 +9,19 @@ import (
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/fidelity"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
 // sessionUses is the fidelity measure's view of one transcript (docs/fidelity.md): the uses of
-// every request, the memo every strategy's index reads (restricted to the used tokens), and
-// the size of every tool call a use came from, for the recovery charges.
+// every request, the memo every strategy's index reads (restricted to the used tokens), the
+// size of every tool call a use came from, for the recovery charges, and the text
+// observations counted as tool results (ObservationPolicy).
 type sessionUses struct {
 	uses  [][]fidelity.Use
 	memo  *fidelity.Memo
 	calls map[string]sourceCall
+	obs   pruner.ObservationPolicy
 }
 
 // sourceCall is a tool call a use came from, in tokens: its name and arguments (what a re-run
@@ -38,11 +41,13 @@ func wireFormatOf(f cost.WireFormat) wire.Format {
 // measureUses reads every request of t once, in order, and returns the uses of the response
 // to each: the response to request k is read from request k+1 (fidelity.Response), so the
 // last request and a request followed by a compaction have none. A request that does not
-// parse has no uses and breaks the chain for its neighbour.
+// parse has no uses and breaks the chain for its neighbour. The text observations of a
+// text-protocol transcript count as tool results.
 func measureUses(ctx context.Context, t Transcript, est cost.Estimator) (*sessionUses, error) {
-	su := &sessionUses{uses: make([][]fidelity.Use, t.Len()), calls: map[string]sourceCall{}}
+	su := &sessionUses{uses: make([][]fidelity.Use, t.Len()), calls: map[string]sourceCall{}, obs: ObservationPolicy(t)}
 	memo := fidelity.NewMemo()
 	idx := fidelity.NewIndex(memo)
+	idx.Observe(su.obs)
 	wf := wireFormatOf(t.WireFormat())
 	used := map[fidelity.Token]struct{}{}
 	var prev *wire.Request
@@ -63,7 +68,7 @@ func measureUses(ctx context.Context, t Transcript, est cost.Estimator) (*sessio
 			uses := idx.Uses(fidelity.Response(prev, r))
 			if len(uses) > 0 {
 				su.uses[k-1] = uses
-				su.noteCalls(prev, uses, est)
+				su.noteCalls(prev, idx, uses, est)
 				for _, u := range uses {
 					used[u.Token] = struct{}{}
 				}
@@ -76,8 +81,9 @@ func measureUses(ctx context.Context, t Transcript, est cost.Estimator) (*sessio
 	return su, nil
 }
 
-// noteCalls records the size of the tool calls of r that uses came from.
-func (su *sessionUses) noteCalls(r *wire.Request, uses []fidelity.Use, est cost.Estimator) {
+// noteCalls records the size of the tool calls of r that uses came from: the calls and
+// results of its messages, and the synthetic ones of its text observations (idx shows r).
+func (su *sessionUses) noteCalls(r *wire.Request, idx *fidelity.Index, uses []fidelity.Use, est cost.Estimator) {
 	want := map[string]bool{}
 	for _, u := range uses {
 		for _, id := range u.Sources {
@@ -85,20 +91,31 @@ func (su *sessionUses) noteCalls(r *wire.Request, uses []fidelity.Use, est cost.
 		}
 	}
 	block := est.Overhead("block")
+	note := func(b *wire.Block) {
+		if !want[b.ID] {
+			return
+		}
+		c := su.calls[b.ID]
+		switch b.Kind {
+		case wire.KindToolUse:
+			c.name = b.Name
+			c.args = block + est.Text(b.Name) + est.Text(string(b.Input))
+		case wire.KindToolResult:
+			c.result = block + est.Text(b.ResultText())
+		}
+		su.calls[b.ID] = c
+	}
 	for _, m := range r.Messages {
 		for _, b := range m.Blocks {
-			if !want[b.ID] {
-				continue
+			note(b)
+		}
+	}
+	for id := range want {
+		if i := idx.ObservationMessage(id); i > 0 {
+			if o, ok := pruner.ObservationOf(r.Messages[i-1], r.Messages[i], su.obs); ok {
+				note(o.Call)
+				note(o.Result)
 			}
-			c := su.calls[b.ID]
-			switch b.Kind {
-			case wire.KindToolUse:
-				c.name = b.Name
-				c.args = block + est.Text(b.Name) + est.Text(string(b.Input))
-			case wire.KindToolResult:
-				c.result = block + est.Text(b.ResultText())
-			}
-			su.calls[b.ID] = c
 		}
 	}
 }

@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/strategies"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // used is synthetic() with a salient path in the tool result that the agent's reply writes:
@@ -112,6 +115,118 @@ func TestRecoveryCharges(t *testing.T) {
 	tot := replay.NewReport([]replay.SessionReport{rep, rep}).Totals
 	if tot[1].Fidelity.Lost != 2 || tot[1].RecoveryRounds != 2 || math.Abs(tot[1].RecoveryCost-2*0.0119349) > 1e-12 {
 		t.Fatalf("totals: %+v", tot[1])
+	}
+}
+
+// textSession is a request log of a text-protocol agent (replay.TextObservations).
+type textSession struct {
+	*replay.Requests
+	harness string
+}
+
+func (t textSession) ObservationHarness() string { return t.harness }
+
+// usedText is used() for a text-protocol agent (mini-swe-agent): the action is assistant text,
+// its output a user message the engine recognises as an observation:
+//
+//	m0 user "U"×2000                                              2000
+//	m1 assistant "THOUGHT: list\n\n```bash\nls\n```"                 29
+//	m2 user "<returncode>0</returncode>\n<output>\nsee internal/proxy/flush.go " + "R"×2926 + "\n</output>"   3000
+//	m3 assistant text "Editing internal/proxy/flush.go"            31
+//	m4 user "again"                                                 5
+//
+// The reply m3 uses internal/proxy/flush.go, which R1 shows only in the observation m2.
+func usedText() (*replay.Requests, string) {
+	act := "THOUGHT: list\n\n```bash\nls\n```"
+	obs := "<returncode>0</returncode>\n<output>\nsee internal/proxy/flush.go " + strings.Repeat("R", 2926) + "\n</output>"
+	msgs := []string{
+		`{"role":"user","content":"` + strings.Repeat("U", 2000) + `"}`,
+		`{"role":"assistant","content":` + strconv.Quote(act) + `}`,
+		`{"role":"user","content":` + strconv.Quote(obs) + `}`,
+		`{"role":"assistant","content":"Editing internal/proxy/flush.go"}`,
+		`{"role":"user","content":"again"}`,
+	}
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	r := &replay.Requests{File: "used-text.json"}
+	for i, n := range []int{1, 3, 5} {
+		r.Bodies = append(r.Bodies, []byte(`{"model":"claude-sonnet-4-5","messages":[`+strings.Join(msgs[:n], ",")+`]}`))
+		r.Metas = append(r.Metas, replay.Meta{Time: t0.Add(time.Duration(i) * time.Minute)})
+	}
+	r1, err := wire.Parse(wire.Anthropic, r.Bodies[1])
+	if err != nil {
+		panic(err)
+	}
+	o, _ := pruner.ObservationOf(r1.Messages[1], r1.Messages[2], pruner.ObservationPolicy{Enabled: true, Harness: pruner.HarnessMiniSWEAgent})
+	return r, o.Result.ID
+}
+
+// textStubber stubs the observation's output and says the original is recoverable under the
+// observation's call id, as the condense engine does.
+type textStubber struct{ id string }
+
+func (textStubber) Name() string { return "stubber" }
+func (s textStubber) New(context.Context, replay.Transcript) (replay.Runner, error) {
+	return textStubRunner(s), nil
+}
+
+type textStubRunner struct{ id string }
+
+func (textStubRunner) Close() error { return nil }
+func (s textStubRunner) Rewrite(_ context.Context, r *replay.Request) (replay.Result, error) {
+	i := bytes.Index(r.Body, []byte(`see internal`))
+	if i < 0 {
+		return replay.Result{Body: r.Body}, nil
+	}
+	j := bytes.Index(r.Body[i:], []byte(`\n</output>`)) + i
+	body := append(append(append([]byte{}, r.Body[:i]...), `[stub t1]`...), r.Body[j:]...)
+	return replay.Result{Body: body, Recoverable: func(id string) bool { return id == s.id }}, nil
+}
+
+// TestRecoveryChargesText: TestRecoveryCharges for a text-protocol session. The observation
+// is a tool result of the engine's synthetic call (bash, {"command":"ls"}); without the
+// harness the session has no use at all.
+//
+//	mask R1 = 2000 + 29 + 29 = 2058 tokens, cached by R1 itself;
+//	  re-run: calls 4 ("bash") + 16 (`{"command":"ls"}`) = 20, results 3000
+//	  = (2058×0.30 + 3020×3.75 + 20×15)/1e6 = 0.0122424
+//	stubber R1 = 2000 + 29 + 55 (the observation around "[stub t1]") = 2084;
+//	  query: calls 32, results 3000 + 15 = 3015
+//	  = (2084×0.30 + 3047×3.75 + 32×15)/1e6 = 0.01253145
+func TestRecoveryChargesText(t *testing.T) {
+	reqs, id := usedText()
+	if !strings.HasPrefix(id, "obs_") {
+		t.Fatalf("observation id %q", id)
+	}
+	opts := replay.Options{
+		Strategies: []replay.Strategy{strategies.None{}, strategies.ObservationMask{Window: 0}, textStubber{id}},
+		Estimator:  lenEst{},
+	}
+	rep, err := replay.Run(context.Background(), textSession{reqs, "mini-swe-agent"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, mask, stub := rep.Strategies[0], rep.Strategies[1], rep.Strategies[2]
+	if none.Fidelity.Uses != 1 || none.Fidelity.Kept != 1 || none.RecoveryRounds != 0 || none.Cost != none.CostUncharged {
+		t.Fatalf("none: %+v", none)
+	}
+	if mask.Fidelity.Lost != 1 || mask.RecoveryRounds != 1 || mask.Reruns != 1 || mask.RecoveryQueries != 0 {
+		t.Fatalf("mask: fidelity %+v, rounds %d, reruns %d", mask.Fidelity, mask.RecoveryRounds, mask.Reruns)
+	}
+	if mask.Recovery.CacheRead != 2058 || mask.Recovery.CacheWrite5m != 3020 || mask.Recovery.Output != 20 ||
+		math.Abs(mask.RecoveryCost-0.0122424) > 1e-12 {
+		t.Fatalf("mask recovery usage %+v, cost %.10f", mask.Recovery, mask.RecoveryCost)
+	}
+	if stub.Fidelity.Recoverable != 1 || stub.RecoveryQueries != 1 || stub.Reruns != 0 || math.Abs(stub.RecoveryCost-0.01253145) > 1e-12 {
+		t.Fatalf("stubber: fidelity %+v, queries %d, recovery %+v %.10f", stub.Fidelity, stub.RecoveryQueries, stub.Recovery, stub.RecoveryCost)
+	}
+	rep, err = replay.Run(context.Background(), reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Strategies {
+		if s.Fidelity.Uses != 0 || s.RecoveryRounds != 0 {
+			t.Fatalf("%s without the harness: fidelity %+v", s.Name, s.Fidelity)
+		}
 	}
 }
 

@@ -397,6 +397,7 @@ func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Pr
 	popts := cost.PromptOptions{Format: format, Estimator: o.Estimator, Breakpoints: o.Breakpoints}
 	cache := cost.NewCache(prices)
 	seen := fidelity.NewIndex(su.memo.Overlay())
+	seen.Observe(su.obs)
 	runner, err := st.New(ctx, t)
 	if err != nil {
 		return rep, fmt.Errorf("replay %s: strategy %s: %w", t.Name(), st.Name(), err)

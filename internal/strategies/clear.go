@@ -148,15 +148,13 @@ func (m ObservationMask) New(_ context.Context, t replay.Transcript) (replay.Run
 		return nil, fmt.Errorf("observation-mask: negative window")
 	}
 	r := maskRunner{m: m}
-	if o := replay.ObservationPolicy(t); o.Enabled {
-		r.obs = &pruner.Policy{Observations: o}
-	}
+	r.obs = replay.ObservationPolicy(t)
 	return r, nil
 }
 
 type maskRunner struct {
 	m   ObservationMask
-	obs *pruner.Policy // recognises text observations; nil for a tool-calling agent
+	obs pruner.ObservationPolicy // recognises text observations; off for a tool-calling agent
 }
 
 // Close implements replay.Runner.
@@ -177,14 +175,16 @@ func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Resu
 			outs = append(outs, output{msg: u.resMsg, text: u.resultText, edit: resultEdit(req.Format, u, MaskedPlaceholder)})
 		}
 	}
-	if r.obs != nil {
+	if r.obs.Enabled {
 		wr, err := wire.Parse(replay.WireFormat(req.Format), req.Body)
 		if err != nil {
 			return replay.Result{}, err
 		}
-		for _, o := range pruner.Observations(wr, *r.obs) {
-			outs = append(outs, output{msg: o.Msg, text: o.Result.ResultText(),
-				edit: edit{msg: o.Msg, blk: -1, member: "content", raw: jsonString(MaskedPlaceholder)}})
+		for i := 1; i < len(wr.Messages); i++ {
+			if o, ok := pruner.ObservationOf(wr.Messages[i-1], wr.Messages[i], r.obs); ok {
+				outs = append(outs, output{msg: i, text: o.Result.ResultText(),
+					edit: edit{msg: i, blk: -1, member: "content", raw: jsonString(MaskedPlaceholder)}})
+			}
 		}
 		sort.SliceStable(outs, func(a, b int) bool { return outs[a].msg < outs[b].msg })
 	}
