@@ -92,7 +92,9 @@ func TestCorpusCodexResponses(t *testing.T) {
 // TestCorpusTextObservations replays the corpus's text-protocol sessions (mini-swe-agent
 // 1.x, text-mode SWE-agent): no strategy sends an invalid request; condense, with the
 // session's observations on, and observation-mask both change what is sent (they prune
-// observations); condense costs less than none.
+// observations); condense costs less than none. The fidelity measure finds uses of the
+// observations: condense loses none of them, observation-mask loses some in the long
+// mini-swe-agent sessions.
 func TestCorpusTextObservations(t *testing.T) {
 	cond, err := NewCondense(CondenseOptions{CacheAware: true, MidRun: true})
 	if err != nil {
@@ -119,6 +121,12 @@ func TestCorpusTextObservations(t *testing.T) {
 			}
 			if mask.Usage == none.Usage && tr.Len() > 11 {
 				t.Errorf("observation-mask masked nothing")
+			}
+			if none.Fidelity.Uses == 0 || c.Fidelity.Uses != none.Fidelity.Uses || c.Fidelity.Lost != 0 {
+				t.Errorf("fidelity: none %+v, condense %+v", none.Fidelity, c.Fidelity)
+			}
+			if strings.HasPrefix(name, "msa_") && mask.Fidelity.Lost == 0 {
+				t.Errorf("observation-mask lost nothing: %+v", mask.Fidelity)
 			}
 		})
 	}
