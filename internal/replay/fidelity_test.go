@@ -36,8 +36,14 @@ func used() *replay.Requests {
 		`{"role":"assistant","content":[{"type":"text","text":"Editing internal/proxy/flush.go"}]}`,
 		`{"role":"user","content":"again"}`,
 	}
+	return threeRequests("used.jsonl", msgs)
+}
+
+// threeRequests is the log of the requests R0 = m0, R1 = m0..m2, R2 = m0..m4 of five messages,
+// a minute apart (claude-sonnet-4-5).
+func threeRequests(file string, msgs []string) *replay.Requests {
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	r := &replay.Requests{File: "used.jsonl"}
+	r := &replay.Requests{File: file}
 	for i, n := range []int{1, 3, 5} {
 		r.Bodies = append(r.Bodies, []byte(`{"model":"claude-sonnet-4-5","messages":[`+strings.Join(msgs[:n], ",")+`]}`))
 		r.Metas = append(r.Metas, replay.Meta{Time: t0.Add(time.Duration(i) * time.Minute)})
@@ -146,12 +152,7 @@ func usedText() (*replay.Requests, string) {
 		`{"role":"assistant","content":"Editing internal/proxy/flush.go"}`,
 		`{"role":"user","content":"again"}`,
 	}
-	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	r := &replay.Requests{File: "used-text.json"}
-	for i, n := range []int{1, 3, 5} {
-		r.Bodies = append(r.Bodies, []byte(`{"model":"claude-sonnet-4-5","messages":[`+strings.Join(msgs[:n], ",")+`]}`))
-		r.Metas = append(r.Metas, replay.Meta{Time: t0.Add(time.Duration(i) * time.Minute)})
-	}
+	r := threeRequests("used-text.json", msgs)
 	r1, err := wire.Parse(wire.Anthropic, r.Bodies[1])
 	if err != nil {
 		panic(err)
