@@ -138,11 +138,11 @@ func TestPromptTTLAndSharedPrefix(t *testing.T) {
 		return []byte(`{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"You are a coding agent.","cache_control":` + cc + `}],` +
 			`"messages":[{"role":"user","content":"first question, long enough to count"},{"role":"assistant","content":"an answer"},{"role":"user","content":"second"}]}`)
 	}
-	p5, err := cost.FromBody(body(""), cost.PromptOptions{Format: cost.Anthropic, Breakpoints: cost.BreakpointsClient})
+	p5, err := cost.FromBody(body(""), cost.PromptOptions{Format: wire.Anthropic, Breakpoints: cost.BreakpointsClient})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p1, err := cost.FromBody(body("1h"), cost.PromptOptions{Format: cost.Anthropic, Breakpoints: cost.BreakpointsClient})
+	p1, err := cost.FromBody(body("1h"), cost.PromptOptions{Format: wire.Anthropic, Breakpoints: cost.BreakpointsClient})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestPromptTTLAndSharedPrefix(t *testing.T) {
 	if got, want := sharedPrefix(&p5, &p5), int64(p5.Tokens()); got != want {
 		t.Errorf("sharedPrefix(p, p) = %d, want %d", got, want)
 	}
-	edited, _ := cost.FromBody([]byte(strings.Replace(string(body("")), "an answer", "a different answer", 1)), cost.PromptOptions{Format: cost.Anthropic})
+	edited, _ := cost.FromBody([]byte(strings.Replace(string(body("")), "an answer", "a different answer", 1)), cost.PromptOptions{Format: wire.Anthropic})
 	sh := sharedPrefix(&p5, &edited)
 	want := int64(p5.Segments[0].Tokens + p5.Segments[1].Tokens) // system + first user message
 	if sh != want {

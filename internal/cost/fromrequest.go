@@ -57,25 +57,22 @@ func FromRequest(r *wire.Request, o PromptOptions, memo *PromptMemo) Prompt {
 		memo.blocks = map[*wire.Block]memoSeg{}
 		memo.tools = map[*wire.Tool]memoSeg{}
 	}
-	f := Anthropic
-	switch r.Format {
-	case wire.OpenAI:
-		f = OpenAI
-	case wire.Responses:
-		f = Responses
+	f := r.Format
+	if f != wire.OpenAI && f != wire.Responses {
+		f = wire.Anthropic
 	}
 	fb := fromRequest{builder: builder{est: est}, memo: memo, f: f}
 	b := &fb.builder
 	for _, t := range r.Tools {
 		b.addSeg(0x54, true, fb.tool(t), 0)
 	}
-	if f == Responses {
+	if f == wire.Responses {
 		fb.responsesRequest(r)
 		return Prompt{Model: r.Model, Segments: b.segs}
 	}
 	lastTool := len(b.segs) - 1
 	lastSystem := -1
-	if f == Anthropic && len(r.System) > 0 {
+	if f == wire.Anthropic && len(r.System) > 0 {
 		if len(r.System) == 1 && r.System[0].IsStringForm() {
 			b.addSeg(0x53, true, stringSeg(r.System[0], est), est.Overhead("message"))
 		} else {
@@ -88,7 +85,7 @@ func FromRequest(r *wire.Request, o PromptOptions, memo *PromptMemo) Prompt {
 	for _, m := range r.Messages {
 		fb.message(m)
 	}
-	if f == Anthropic && o.Breakpoints == BreakpointsAuto && !b.anyBreakpoint {
+	if f == wire.Anthropic && o.Breakpoints == BreakpointsAuto && !b.anyBreakpoint {
 		for _, i := range []int{lastTool, lastSystem, len(b.segs) - 1} {
 			if i >= 0 {
 				b.segs[i].Breakpoint = true
@@ -102,7 +99,7 @@ func FromRequest(r *wire.Request, o PromptOptions, memo *PromptMemo) Prompt {
 type fromRequest struct {
 	builder
 	memo *PromptMemo
-	f    WireFormat
+	f    wire.Format
 }
 
 // message adds the segments of one message: its content blocks, OpenAI parts and tool calls.
@@ -112,7 +109,7 @@ func (fb *fromRequest) message(m *wire.Message) {
 	est := fb.est
 	rk := roleKey(string(m.Role))
 	blocks := m.Blocks
-	if fb.f == OpenAI && m.Role == wire.RoleTool && len(blocks) == 1 && blocks[0].Kind == wire.KindToolResult {
+	if fb.f == wire.OpenAI && m.Role == wire.RoleTool && len(blocks) == 1 && blocks[0].Kind == wire.KindToolResult {
 		blocks = blocks[0].Content
 	}
 	if len(blocks) == 0 {
@@ -121,7 +118,7 @@ func (fb *fromRequest) message(m *wire.Message) {
 	}
 	// Content (OpenAI: every block but the tool calls) comes first, then the tool calls; a
 	// lone string-form block is string content.
-	isCall := func(blk *wire.Block) bool { return fb.f == OpenAI && blk.Kind == wire.KindToolUse }
+	isCall := func(blk *wire.Block) bool { return fb.f == wire.OpenAI && blk.Kind == wire.KindToolUse }
 	first := true
 	add := func(s memoSeg, overhead int) {
 		if first {
@@ -179,7 +176,7 @@ func (fb *fromRequest) block(blk *wire.Block) memoSeg {
 func (fb *fromRequest) blockTokens(blk *wire.Block) int {
 	est := fb.est
 	n := est.Overhead("block")
-	if fb.f == OpenAI {
+	if fb.f == wire.OpenAI {
 		if blk.Kind == wire.KindText && blk.Type == "text" && blk.Text() != "" {
 			return n + est.Text(blk.Text())
 		}

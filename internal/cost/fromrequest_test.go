@@ -18,14 +18,7 @@ import (
 // checkSame fails unless FromRequest(r) equals FromBody(body) segment for segment.
 func checkSame(t *testing.T, what string, body []byte, r *wire.Request, memo *cost.PromptMemo, bp cost.BreakpointMode) {
 	t.Helper()
-	f := cost.Anthropic
-	switch r.Format {
-	case wire.OpenAI:
-		f = cost.OpenAI
-	case wire.Responses:
-		f = cost.Responses
-	}
-	want, err := cost.FromBody(body, cost.PromptOptions{Format: f, Breakpoints: bp})
+	want, err := cost.FromBody(body, cost.PromptOptions{Format: r.Format, Breakpoints: bp})
 	if err != nil {
 		t.Fatalf("%s: FromBody: %v", what, err)
 	}

@@ -8,18 +8,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
-)
 
-// WireFormat is the request body format a Prompt is built from.
-type WireFormat uint8
-
-const (
-	// Anthropic is the Anthropic Messages API request body.
-	Anthropic WireFormat = iota
-	// OpenAI is the OpenAI Chat Completions request body.
-	OpenAI
-	// Responses is the OpenAI Responses API request body.
-	Responses
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // BreakpointMode says where the cache model takes Anthropic cache breakpoints from.
@@ -40,8 +30,8 @@ var ErrBody = errors.New("cost: unreadable request body")
 
 // PromptOptions configures FromBody.
 type PromptOptions struct {
-	// Format is the body's wire format.
-	Format WireFormat
+	// Format is the body's wire format (zero: wire.Anthropic).
+	Format wire.Format
 	// Estimator estimates tokens (DefaultEstimator when nil).
 	Estimator Estimator
 	// Breakpoints selects where Anthropic breakpoints come from.
@@ -63,9 +53,13 @@ func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	if !root.IsObject() {
 		return Prompt{}, fmt.Errorf("%w: not a JSON object", ErrBody)
 	}
+	f := o.Format
+	if f == 0 {
+		f = wire.Anthropic
+	}
 	b := builder{est: est}
 	p := Prompt{Model: root.Get("model").String()}
-	if o.Format == Responses {
+	if f == wire.Responses {
 		if err := b.responsesBody(root); err != nil {
 			return Prompt{}, err
 		}
@@ -82,7 +76,7 @@ func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	})
 	lastTool := len(b.segs) - 1
 	lastSystem := -1
-	if o.Format == Anthropic {
+	if f == wire.Anthropic {
 		sys := root.Get("system")
 		switch {
 		case sys.Type == gjson.String:
@@ -101,13 +95,13 @@ func FromBody(body []byte, o PromptOptions) (Prompt, error) {
 	}
 	var err error
 	msgs.ForEach(func(_, m gjson.Result) bool {
-		err = b.rawMessage(m, o.Format)
+		err = b.rawMessage(m, f)
 		return err == nil
 	})
 	if err != nil {
 		return Prompt{}, err
 	}
-	if o.Format == Anthropic && o.Breakpoints == BreakpointsAuto && !b.anyBreakpoint {
+	if f == wire.Anthropic && o.Breakpoints == BreakpointsAuto && !b.anyBreakpoint {
 		for _, i := range []int{lastTool, lastSystem, len(b.segs) - 1} {
 			if i >= 0 {
 				b.segs[i].Breakpoint = true
@@ -142,7 +136,7 @@ func roleKey(role string) byte {
 
 // rawMessage adds the segments of one message read from its JSON: its content blocks or
 // parts, then (OpenAI) its tool calls; an empty message is one segment of framing.
-func (b *builder) rawMessage(m gjson.Result, f WireFormat) error {
+func (b *builder) rawMessage(m gjson.Result, f wire.Format) error {
 	est := b.est
 	rk := roleKey(m.Get("role").String())
 	first := true
@@ -159,7 +153,7 @@ func (b *builder) rawMessage(m gjson.Result, f WireFormat) error {
 		add(content, est.Text(content.Str))
 	case content.IsArray():
 		content.ForEach(func(_, blk gjson.Result) bool {
-			if f != Anthropic {
+			if f != wire.Anthropic {
 				add(blk, b.partTokens(blk))
 			} else {
 				add(blk, b.blockTokens(blk))
@@ -169,7 +163,7 @@ func (b *builder) rawMessage(m gjson.Result, f WireFormat) error {
 	case content.Exists() && content.Type != gjson.Null:
 		return fmt.Errorf("%w: message content is neither a string nor an array", ErrBody)
 	}
-	if f == OpenAI {
+	if f == wire.OpenAI {
 		m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 			fn := tc.Get("function")
 			add(tc, est.Text(fn.Get("name").Str)+est.Text(fn.Get("arguments").Str)+est.Overhead("block"))

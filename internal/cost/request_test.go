@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 const anthropicBody = `{"model":"claude-sonnet-4-5","system":"abcdabcd","tools":[{"name":"t","input_schema":{}}],` +
@@ -82,7 +84,7 @@ func TestFromBodyOpenAI(t *testing.T) {
 	body := `{"model":"gpt-5","messages":[{"role":"user","content":"abcdabcd"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"ls","arguments":"{}"}}]},` +
 		`{"role":"tool","tool_call_id":"c1","content":"abcdabcdabcd"}]}`
-	got := unmarkedTokens(t, body, OpenAI)
+	got := unmarkedTokens(t, body, wire.OpenAI)
 	if len(got) != 3 || got[0] != 6 || got[1] != 8 || got[2] != 7 {
 		t.Fatalf("tokens = %v, want [6 8 7]", got)
 	}
@@ -90,7 +92,7 @@ func TestFromBodyOpenAI(t *testing.T) {
 
 // unmarkedTokens flattens body in format f and returns its segments' tokens, failing when a
 // segment is a breakpoint (only Anthropic prompts get them).
-func unmarkedTokens(t *testing.T, body string, f WireFormat) []int {
+func unmarkedTokens(t *testing.T, body string, f wire.Format) []int {
 	t.Helper()
 	p, err := FromBody([]byte(body), PromptOptions{Format: f})
 	if err != nil {
@@ -116,14 +118,14 @@ func TestFromBodyResponses(t *testing.T) {
 	items := `{"type":"message","role":"user","content":"abcdabcd"},` +
 		`{"type":"function_call","call_id":"c1","name":"ls","arguments":"{}"},` +
 		`{"type":"function_call_output","call_id":"c1","output":"abcdabcdabcd"}`
-	got := unmarkedTokens(t, `{"model":"gpt-5","instructions":"abcdabcd","input":[`+items+`]}`, Responses)
+	got := unmarkedTokens(t, `{"model":"gpt-5","instructions":"abcdabcd","input":[`+items+`]}`, wire.Responses)
 	if len(got) != 4 || got[0] != 6 || got[1] != 6 || got[2] != 8 || got[3] != 9 {
 		t.Fatalf("tokens = %v, want [6 6 8 9]", got)
 	}
 	long := strings.Repeat("abcd", 2000) // 2,000 tokens: over gpt-5's minimum cacheable prefix
-	first, _ := FromBody([]byte(`{"model":"gpt-5","instructions":"`+long+`","input":[`+items+`]}`), PromptOptions{Format: Responses})
+	first, _ := FromBody([]byte(`{"model":"gpt-5","instructions":"`+long+`","input":[`+items+`]}`), PromptOptions{Format: wire.Responses})
 	second, _ := FromBody([]byte(`{"model":"gpt-5","instructions":"`+long+`","input":[`+items+
-		`,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}]}`), PromptOptions{Format: Responses})
+		`,{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}]}`), PromptOptions{Format: wire.Responses})
 	c := NewCache(nil)
 	b1, b2 := c.Send(&first), c.Send(&second)
 	if b1.CacheRead != 0 || b1.CacheWrite() != 0 || b1.Input != int64(first.Tokens()) {

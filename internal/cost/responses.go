@@ -54,7 +54,7 @@ func (b *builder) responsesItem(it gjson.Result) error {
 		return fmt.Errorf("%w: input item is not an object", ErrBody)
 	}
 	if t := it.Get("type"); t.Str == "message" || !t.Exists() && it.Get("role").Exists() {
-		return b.rawMessage(it, Responses)
+		return b.rawMessage(it, wire.Responses)
 	}
 	b.add(itemKind, true, it, b.itemTokens(it)+b.est.Overhead("message"))
 	return nil
@@ -111,7 +111,7 @@ func (fb *fromRequest) responsesRequest(r *wire.Request) {
 			}
 			continue
 		}
-		_ = fb.rawMessage(gjson.ParseBytes(m.Bytes()), Responses)
+		_ = fb.rawMessage(gjson.ParseBytes(m.Bytes()), wire.Responses)
 	}
 }
 
@@ -134,7 +134,7 @@ func (fb *fromRequest) runItem(blk *wire.Block) {
 		if blk.Type == "input_text" || blk.Type == "output_text" {
 			raw = append(append([]byte(`{"type":"message","role":"assistant","content":[`), raw...), ']', '}')
 		}
-		_ = fb.rawMessage(gjson.ParseBytes(raw), Responses)
+		_ = fb.rawMessage(gjson.ParseBytes(raw), wire.Responses)
 		return
 	}
 	s, ok := fb.memo.blocks[blk]

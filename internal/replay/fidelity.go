@@ -31,8 +31,10 @@ type sourceCall struct {
 	args, result int
 }
 
-func wireFormatOf(f cost.WireFormat) wire.Format {
-	if f == cost.OpenAI {
+// wireFormatOf is the format measureUses and measure parse bodies as: Responses bodies are read
+// as Anthropic ones.
+func wireFormatOf(f wire.Format) wire.Format {
+	if f == wire.OpenAI {
 		return wire.OpenAI
 	}
 	return wire.Anthropic
@@ -189,7 +191,7 @@ func (su *sessionUses) recovery(k int, p *cost.Prompt, vs []fidelity.Verdict, es
 // strategy's cache (cost.Cache.Quote: later requests do not build on it). It returns the
 // charge in USD. seen must be updated with every request of the session in order.
 func (rep *StrategyReport) measure(k int, billed []byte, parsed *wire.Request, p *cost.Prompt, recoverable func(string) bool,
-	seen *fidelity.Index, su *sessionUses, cache *cost.Cache, f cost.WireFormat, est cost.Estimator) float64 {
+	seen *fidelity.Index, su *sessionUses, cache *cost.Cache, f wire.Format, est cost.Estimator) float64 {
 	if parsed == nil {
 		var err error
 		if parsed, err = wire.Parse(wireFormatOf(f), billed); err != nil {

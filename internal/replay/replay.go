@@ -37,7 +37,7 @@ type Transcript interface {
 	// Kind names the source format ("claude-code", "requests", ...).
 	Kind() string
 	// WireFormat is the format of the request bodies.
-	WireFormat() cost.WireFormat
+	WireFormat() wire.Format
 	// Len is the number of requests.
 	Len() int
 	// Meta returns request k's metadata.
@@ -77,7 +77,7 @@ type Request struct {
 	// Body is the request body the agent sent. Strategies must not modify it.
 	Body []byte
 	// Format is the body's wire format.
-	Format cost.WireFormat
+	Format wire.Format
 	// Time is when the agent sent it (zero when the transcript has no times).
 	Time time.Time
 	// Model is the model the agent asked for.
@@ -146,7 +146,7 @@ type Strategy interface {
 }
 
 // Validator checks that a body is a valid provider request; nil means valid.
-type Validator func(format cost.WireFormat, body []byte) error
+type Validator func(format wire.Format, body []byte) error
 
 // Options configures a replay.
 type Options struct {
@@ -246,8 +246,8 @@ type SessionReport struct {
 	File string `json:"file"`
 	// Format is the source format.
 	Format string `json:"format"`
-	// Provider is the request wire format replayed ("anthropic", "openai" or "responses").
-	Provider string `json:"provider"`
+	// Provider is the request wire format replayed.
+	Provider wire.Format `json:"provider"`
 	// Requests is the number of requests.
 	Requests int `json:"requests"`
 	// Models lists the models requested, in first-use order.
@@ -289,7 +289,7 @@ func Run(ctx context.Context, t Transcript, o Options) (SessionReport, error) {
 	if len(o.Strategies) == 0 {
 		return SessionReport{}, ErrNoStrategies
 	}
-	rep := SessionReport{File: t.Name(), Format: t.Kind(), Provider: formatName(t.WireFormat()), Requests: t.Len()}
+	rep := SessionReport{File: t.Name(), Format: t.Kind(), Provider: t.WireFormat(), Requests: t.Len()}
 	prices := o.Prices
 	if prices == nil {
 		prices = cost.DefaultPrices()
@@ -360,17 +360,6 @@ func savings(base, c float64) float64 {
 		return 0
 	}
 	return (base - c) / base
-}
-
-// formatName names a wire format in reports.
-func formatName(f cost.WireFormat) string {
-	switch f {
-	case cost.OpenAI:
-		return "openai"
-	case cost.Responses:
-		return "responses"
-	}
-	return "anthropic"
 }
 
 func runStrategy(ctx context.Context, t Transcript, st Strategy, prices *cost.Prices, su *sessionUses, o Options) (StrategyReport, error) {

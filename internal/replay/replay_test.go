@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/strategies"
 	"github.com/condense-dev/condense/internal/wire"
@@ -172,7 +171,7 @@ func TestRunBillsUnreadableRewritesAsOriginal(t *testing.T) {
 func TestValidate(t *testing.T) {
 	ok := `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"x","input":{}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"r"}]}]}`
-	if err := replay.Validate(cost.Anthropic, []byte(ok)); err != nil {
+	if err := replay.Validate(wire.Anthropic, []byte(ok)); err != nil {
 		t.Fatal(err)
 	}
 	bad := map[string]string{
@@ -190,14 +189,14 @@ func TestValidate(t *testing.T) {
 			`"messages":[{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b","cache_control":{"type":"ephemeral"}}]}]}`,
 	}
 	for name, body := range bad {
-		err := replay.Validate(cost.Anthropic, []byte(body))
+		err := replay.Validate(wire.Anthropic, []byte(body))
 		var ve *wire.ValidationError
 		if !errors.As(err, &ve) && !errors.Is(err, wire.ErrInvalid) {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
 	oa := `{"messages":[{"role":"user","content":"x"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}]}`
-	if err := replay.Validate(cost.OpenAI, []byte(oa)); err != nil {
+	if err := replay.Validate(wire.OpenAI, []byte(oa)); err != nil {
 		t.Fatal(err)
 	}
 	for _, body := range []string{
@@ -205,7 +204,7 @@ func TestValidate(t *testing.T) {
 		`{"messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"user","content":"x"}]}`,
 	} {
 		var ve *wire.ValidationError
-		if err := replay.Validate(cost.OpenAI, []byte(body)); !errors.As(err, &ve) {
+		if err := replay.Validate(wire.OpenAI, []byte(body)); !errors.As(err, &ve) {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
@@ -220,11 +219,11 @@ func TestParseRequestLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Len() != 2 || r.WireFormat() != cost.Anthropic || r.Meta(1).OutputTokens != 7 || r.Meta(1).Time.IsZero() || r.Meta(0).Model != "claude-sonnet-4-5" {
+	if r.Len() != 2 || r.WireFormat() != wire.Anthropic || r.Meta(1).OutputTokens != 7 || r.Meta(1).Time.IsZero() || r.Meta(0).Model != "claude-sonnet-4-5" {
 		t.Fatalf("%+v", r.Metas)
 	}
 	oa, err := replay.ParseRequestLog("oa.jsonl", []byte(`{"model":"gpt-5","messages":[{"role":"system","content":"s"},{"role":"user","content":"a"}]}`))
-	if err != nil || oa.WireFormat() != cost.OpenAI {
+	if err != nil || oa.WireFormat() != wire.OpenAI {
 		t.Fatalf("openai: %v %v", err, oa)
 	}
 	if _, err := replay.ParseRequestLog("x", []byte(`{"type":"session"}`)); !errors.Is(err, replay.ErrNotRequestLog) {

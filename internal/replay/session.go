@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/transcripts"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // sessionTranscript adapts an imported session to Transcript in one provider form.
@@ -42,14 +42,14 @@ func (t *sessionTranscript) Kind() string { return string(t.s.Format) }
 func (t *sessionTranscript) Len() int { return t.s.Len() }
 
 // WireFormat implements Transcript.
-func (t *sessionTranscript) WireFormat() cost.WireFormat {
+func (t *sessionTranscript) WireFormat() wire.Format {
 	switch t.prov {
 	case transcripts.OpenAI:
-		return cost.OpenAI
+		return wire.OpenAI
 	case transcripts.Responses:
-		return cost.Responses
+		return wire.Responses
 	}
-	return cost.Anthropic
+	return wire.Anthropic
 }
 
 // ObservationHarness implements TextObservations.

@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
 	"github.com/condense-dev/condense/internal/transcripts"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // TestOpenRequestLog opens a `condense import`-style envelope log through Open.
@@ -23,7 +23,7 @@ func TestOpenRequestLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.Len() != 1 || tr.WireFormat() != cost.OpenAI || tr.Meta(0).OutputTokens != 12 || tr.Kind() != "requests" {
+	if tr.Len() != 1 || tr.WireFormat() != wire.OpenAI || tr.Meta(0).OutputTokens != 12 || tr.Kind() != "requests" {
 		t.Fatalf("%s %d %v %+v", tr.Kind(), tr.Len(), tr.WireFormat(), tr.Meta(0))
 	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
@@ -42,7 +42,7 @@ func TestOpenSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.Kind() != "swe-agent" || tr.Len() != 12 || tr.WireFormat() != cost.OpenAI {
+	if tr.Kind() != "swe-agent" || tr.Len() != 12 || tr.WireFormat() != wire.OpenAI {
 		t.Fatalf("%s %d %v", tr.Kind(), tr.Len(), tr.WireFormat())
 	}
 	body, err := tr.AppendRequest(nil, 11)

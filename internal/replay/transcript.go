@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // Requests is an in-memory Transcript: request bodies with their metadata.
@@ -18,8 +18,8 @@ type Requests struct {
 	File string
 	// Source names the source format (default "requests").
 	Source string
-	// Format is the bodies' wire format.
-	Format cost.WireFormat
+	// Format is the bodies' wire format (zero: wire.Anthropic).
+	Format wire.Format
 	// Bodies are the request bodies in order.
 	Bodies [][]byte
 	// Metas are the per-request metadata (may be shorter than Bodies: missing entries take
@@ -39,7 +39,12 @@ func (r *Requests) Kind() string {
 }
 
 // WireFormat implements Transcript.
-func (r *Requests) WireFormat() cost.WireFormat { return r.Format }
+func (r *Requests) WireFormat() wire.Format {
+	if r.Format == 0 {
+		return wire.Anthropic
+	}
+	return r.Format
+}
 
 // Len implements Transcript.
 func (r *Requests) Len() int { return len(r.Bodies) }
@@ -171,9 +176,9 @@ func ParseRequestLog(name string, data []byte) (*Requests, error) {
 	}
 	switch {
 	case responses:
-		r.Format = cost.Responses
+		r.Format = wire.Responses
 	case openai:
-		r.Format = cost.OpenAI
+		r.Format = wire.OpenAI
 	}
 	return r, nil
 }

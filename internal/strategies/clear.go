@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/wire"
@@ -98,11 +97,11 @@ func (r clearRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Res
 }
 
 // resultEdit replaces a tool result's content with text.
-func resultEdit(f cost.WireFormat, u toolUse, text string) edit {
+func resultEdit(f wire.Format, u toolUse, text string) edit {
 	switch f {
-	case cost.OpenAI:
+	case wire.OpenAI:
 		return edit{msg: u.resMsg, blk: -1, member: "content", raw: jsonString(text)}
-	case cost.Responses:
+	case wire.Responses:
 		return edit{msg: u.resMsg, blk: -1, member: "output", raw: jsonString(text)}
 	}
 	return edit{msg: u.resMsg, blk: u.resBlk, member: "content", raw: jsonString(text)}
@@ -110,11 +109,11 @@ func resultEdit(f cost.WireFormat, u toolUse, text string) edit {
 
 // inputEdit replaces a tool call's input with an empty object (Responses: an empty arguments
 // object, an empty custom tool input; a local shell call's action is left: ok false).
-func inputEdit(f cost.WireFormat, u toolUse) (edit, bool) {
+func inputEdit(f wire.Format, u toolUse) (edit, bool) {
 	switch f {
-	case cost.OpenAI:
+	case wire.OpenAI:
 		return edit{msg: u.msg, blk: u.block, call: true, member: "arguments", raw: `"{}"`}, true
-	case cost.Responses:
+	case wire.Responses:
 		switch u.kind {
 		case "function_call":
 			return edit{msg: u.msg, blk: -1, member: "arguments", raw: `"{}"`}, true
@@ -176,7 +175,7 @@ func (r maskRunner) Rewrite(_ context.Context, req *replay.Request) (replay.Resu
 		}
 	}
 	if r.obs.Enabled {
-		wr, err := wire.Parse(replay.WireFormat(req.Format), req.Body)
+		wr, err := wire.Parse(req.Format, req.Body)
 		if err != nil {
 			return replay.Result{}, err
 		}

@@ -224,7 +224,7 @@ func finalReply(req *wire.Request, turns []bool) uint64 {
 
 // Rewrite implements replay.Runner: flush when due (and worth it), then render.
 func (r *engineRunner) Rewrite(ctx context.Context, req *replay.Request) (replay.Result, error) {
-	wr, err := wire.Parse(replay.WireFormat(req.Format), req.Body)
+	wr, err := wire.Parse(req.Format, req.Body)
 	if err != nil {
 		return replay.Result{}, err
 	}

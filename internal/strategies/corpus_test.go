@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
 	"github.com/condense-dev/condense/internal/testutil/codexrollout"
 	"github.com/condense-dev/condense/internal/testutil/corpus"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // replayValid replays tr through strats and fails on an invalid request, a strategy error or a
@@ -73,7 +73,7 @@ func TestCorpusCodexResponses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tr.WireFormat() != cost.Responses {
+			if tr.WireFormat() != wire.Responses {
 				t.Fatalf("replayed as %v", tr.WireFormat())
 			}
 			rep := replayValid(t, tr, strats)

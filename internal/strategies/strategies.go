@@ -12,8 +12,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // None sends every request as the agent built it.
@@ -51,8 +51,8 @@ type toolUse struct {
 }
 
 // toolUses lists the tool calls of a request body in order, with their results.
-func toolUses(f cost.WireFormat, body []byte) []toolUse {
-	if f == cost.Responses {
+func toolUses(f wire.Format, body []byte) []toolUse {
+	if f == wire.Responses {
 		return itemToolUses(body)
 	}
 	msgs := gjson.GetBytes(body, "messages").Array()
@@ -60,7 +60,7 @@ func toolUses(f cost.WireFormat, body []byte) []toolUse {
 	byID := map[string]int{}
 	for i, m := range msgs {
 		role := m.Get("role").Str
-		if f == cost.OpenAI {
+		if f == wire.OpenAI {
 			if role == "assistant" {
 				for j, c := range m.Get("tool_calls").Array() {
 					byID[c.Get("id").Str] = len(out)
@@ -158,8 +158,8 @@ type edit struct {
 
 // messagesKey is the member of a body of format f holding its messages ("input" items for
 // Responses).
-func messagesKey(f cost.WireFormat) string {
-	if f == cost.Responses {
+func messagesKey(f wire.Format) string {
+	if f == wire.Responses {
 		return "input"
 	}
 	return "messages"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/cost"
 	"github.com/condense-dev/condense/internal/replay"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // lenEst counts one token per byte and no overheads, so expected numbers can be computed by
@@ -168,7 +169,7 @@ func TestClearToolInputsAndPassThrough(t *testing.T) {
 			t.Errorf("rewritten body lacks %s", want)
 		}
 	}
-	if err := replay.Validate(cost.Anthropic, res.Body); err != nil {
+	if err := replay.Validate(wire.Anthropic, res.Body); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -178,9 +179,9 @@ func TestObservationMaskOpenAI(t *testing.T) {
 	body := `{"model":"gpt-5","messages":[{"role":"user","content":"go"},` +
 		`{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"ls","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"cat","arguments":"{}"}}]},` +
 		`{"role":"tool","tool_call_id":"a","content":"one"},{"role":"tool","tool_call_id":"b","content":"two"}]}`
-	tr := &replay.Requests{File: "oa", Format: cost.OpenAI, Bodies: [][]byte{[]byte(body)}}
+	tr := &replay.Requests{File: "oa", Format: wire.OpenAI, Bodies: [][]byte{[]byte(body)}}
 	r, _ := ObservationMask{Window: 1}.New(context.Background(), tr)
-	res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.OpenAI})
+	res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: wire.OpenAI})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestObservationMaskOpenAI(t *testing.T) {
 	if string(res.Body) != want {
 		t.Fatalf("got  %s\nwant %s", res.Body, want)
 	}
-	if err := replay.Validate(cost.OpenAI, res.Body); err != nil {
+	if err := replay.Validate(wire.OpenAI, res.Body); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -202,9 +203,9 @@ func TestResponsesMaskAndClear(t *testing.T) {
 		`{"type":"custom_tool_call","call_id":"b","name":"apply_patch","input":"patch"},{"type":"local_shell_call","call_id":"c","action":{"type":"exec","command":["ls"]}},` +
 		`{"type":"function_call_output","call_id":"a","output":"one"},{"type":"custom_tool_call_output","call_id":"b","output":"two"},` +
 		`{"type":"function_call_output","call_id":"c","output":"three"}],"store":false}`
-	tr := &replay.Requests{File: "r", Format: cost.Responses, Bodies: [][]byte{[]byte(body)}}
+	tr := &replay.Requests{File: "r", Format: wire.Responses, Bodies: [][]byte{[]byte(body)}}
 	r, _ := ObservationMask{Window: 1}.New(context.Background(), tr)
-	res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.Responses})
+	res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: wire.Responses})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,15 +213,15 @@ func TestResponsesMaskAndClear(t *testing.T) {
 	if string(res.Body) != want {
 		t.Fatalf("masked:\n got %s\nwant %s", res.Body, want)
 	}
-	if err := replay.Validate(cost.Responses, res.Body); err != nil {
+	if err := replay.Validate(wire.Responses, res.Body); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("x", 100)
 	body = strings.NewReplacer(`"output":"one"`, `"output":"`+long+`"`, `"output":"two"`, `"output":"`+long+`"`, `"output":"three"`, `"output":"`+long+`"`).Replace(body)
 	c, _ := ClearToolUses{Trigger: 1, Keep: 0, ClearToolInputs: true}.New(context.Background(), tr)
-	res, err = c.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.Responses, Estimator: lenEst{},
+	res, err = c.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: wire.Responses, Estimator: lenEst{},
 		Prompt: func(b []byte) (cost.Prompt, error) {
-			return cost.FromBody(b, cost.PromptOptions{Format: cost.Responses, Estimator: lenEst{}})
+			return cost.FromBody(b, cost.PromptOptions{Format: wire.Responses, Estimator: lenEst{}})
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestResponsesMaskAndClear(t *testing.T) {
 			t.Errorf("cleared body lacks %s:\n%s", frag, out)
 		}
 	}
-	if err := replay.Validate(cost.Responses, res.Body); err != nil {
+	if err := replay.Validate(wire.Responses, res.Body); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -254,7 +255,7 @@ func TestObservationMaskText(t *testing.T) {
 		`{"role":"assistant","content":"two actions"},{"role":"user","content":"Please always provide EXACTLY ONE action in triple backticks, found 2 actions."},` +
 		`{"role":"assistant","content":"THOUGHT: b\n\n` + "```bash\\ncat a\\n```" + `"},{"role":"user","content":"<returncode>1</returncode>\n<output>\nno\n</output>"},` +
 		`{"role":"assistant","content":"THOUGHT: c\n\n` + "```bash\\npwd\\n```" + `"},{"role":"user","content":"<returncode>0</returncode>\n<output>\n/r\n</output>"}]}`
-	reqs := &replay.Requests{File: "t", Format: cost.OpenAI, Bodies: [][]byte{[]byte(body)}}
+	reqs := &replay.Requests{File: "t", Format: wire.OpenAI, Bodies: [][]byte{[]byte(body)}}
 	for _, c := range []struct {
 		tr     replay.Transcript
 		masked int
@@ -263,7 +264,7 @@ func TestObservationMaskText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: cost.OpenAI})
+		res, err := r.Rewrite(context.Background(), &replay.Request{Body: []byte(body), Format: wire.OpenAI})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +275,7 @@ func TestObservationMaskText(t *testing.T) {
 		if c.masked > 0 && (!strings.Contains(out, `<output>\n/r\n</output>`) || !strings.Contains(out, "found 2 actions") || !strings.Contains(out, "cat a")) {
 			t.Fatalf("masked too much:\n%s", out)
 		}
-		if err := replay.Validate(cost.OpenAI, res.Body); err != nil {
+		if err := replay.Validate(wire.OpenAI, res.Body); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,32 +28,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Format is a provider wire format.
-type Format uint8
-
-const (
-	// Anthropic is the Anthropic Messages API request format.
-	Anthropic Format = iota + 1
-	// OpenAI is the OpenAI Chat Completions request format.
-	OpenAI
-	// Responses is the OpenAI Responses API request format (POST /v1/responses): its
-	// "input" items map onto Messages (docs/formats.md "Responses API").
-	Responses
-)
-
-// String returns "anthropic", "openai" or "responses".
-func (f Format) String() string {
-	switch f {
-	case Anthropic:
-		return "anthropic"
-	case OpenAI:
-		return "openai"
-	case Responses:
-		return "responses"
-	}
-	return fmt.Sprintf("Format(%d)", uint8(f))
-}
-
 // Role is a message role: "user", "assistant", "system", "developer", "tool", or any other
 // raw value found in the request.
 type Role string
