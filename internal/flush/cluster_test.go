@@ -11,6 +11,7 @@ import (
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // TestQueueOnRedisCluster runs the queue and a worker against a real three-master Redis
@@ -36,7 +37,7 @@ func TestQueueOnRedisCluster(t *testing.T) {
 	defer up.Close()
 	up.Enqueue(upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}) // one retry
 	up.SetResponder(labelResponder)
-	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic, BaseURL: up.URL, Model: "m", APIKey: "k"}})
+	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: wire.Anthropic, BaseURL: up.URL, Model: "m", APIKey: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}

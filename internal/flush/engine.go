@@ -61,15 +61,11 @@ func observationPolicy(o config.Observations) pruner.ObservationPolicy {
 
 // wireFormat maps a job format to the wire package's.
 func wireFormat(f string) (wire.Format, error) {
-	switch summarize.Format(f) {
-	case summarize.Anthropic:
-		return wire.Anthropic, nil
-	case summarize.OpenAI:
-		return wire.OpenAI, nil
-	case summarize.Responses:
-		return wire.Responses, nil
+	wf, err := wire.ParseFormat(f)
+	if err != nil {
+		return 0, &JobError{Msg: err.Error()}
 	}
-	return 0, &JobError{Msg: fmt.Sprintf("unknown format %q", f)}
+	return wf, nil
 }
 
 // Plan implements Planner: it parses the job's request, decodes the snapshot's state and

@@ -20,6 +20,7 @@ import (
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 func TestFlushCommitsSummaries(t *testing.T) {
@@ -399,7 +400,7 @@ func TestFlushFallsBackToSessionModel(t *testing.T) {
 	o.Metrics = m
 	o.Parallelism = 1
 	j := &Job{Session: "oa", Format: "openai", Body: openAITranscript("o", 2),
-		SessionModel: &summarize.Endpoint{Format: summarize.OpenAI, BaseURL: sess.URL + "/v1", Model: "gpt-5", APIKey: "client-key"}}
+		SessionModel: &summarize.Endpoint{Format: wire.OpenAI, BaseURL: sess.URL + "/v1", Model: "gpt-5", APIKey: "client-key"}}
 	res, err := o.Flush(context.Background(), j)
 	if err != nil || res.Outcome != OutcomeFlushed || res.Batches != 2 {
 		t.Fatalf("res %+v err %v", res, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/testutil/redistest"
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -87,7 +88,7 @@ func newRig(t *testing.T, backend string) *rig {
 		t.Fatalf("backend %q", backend)
 	}
 	t.Cleanup(func() { r.st.Close() })
-	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic, BaseURL: r.up.URL, Model: "claude-haiku-4-5", APIKey: "k"},
+	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: wire.Anthropic, BaseURL: r.up.URL, Model: "claude-haiku-4-5", APIKey: "k"},
 		Thinking: summarize.ThinkingOff, IdleTimeout: 5 * time.Second, TotalTimeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)

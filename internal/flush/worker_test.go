@@ -21,6 +21,7 @@ import (
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // worker returns a fast-cycling worker for tests.
@@ -315,7 +316,7 @@ func TestHelperWorkerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic,
+	l, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: wire.Anthropic,
 		BaseURL: os.Getenv("CONDENSE_FLUSH_UPSTREAM"), Model: "claude-haiku-4-5", APIKey: "k"}, IdleTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -364,7 +364,7 @@ func TestSummarizerFailingKeepsServing(t *testing.T) {
 	sumUp.SetResponder(func(upstreamfake.Recorded) upstreamfake.Reply {
 		return upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "summarizer down"}
 	})
-	llm, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic, BaseURL: sumUp.URL, Model: "claude-haiku-test", APIKey: "k"}})
+	llm, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: wire.Anthropic, BaseURL: sumUp.URL, Model: "claude-haiku-test", APIKey: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}

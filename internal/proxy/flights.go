@@ -261,9 +261,9 @@ func (s *Server) noteServed(sid string, n int64) {
 func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
 	ep := &summarize.Endpoint{Model: t.client.Model, Header: http.Header{}}
 	if t.f != wire.Anthropic {
-		ep.Format, ep.BaseURL = summarize.OpenAI, s.opt.OpenAIBaseURL
+		ep.Format, ep.BaseURL = wire.OpenAI, s.opt.OpenAIBaseURL
 		if t.f == wire.Responses {
-			ep.Format = summarize.Responses
+			ep.Format = wire.Responses
 		}
 		ep.APIKey = strings.TrimPrefix(t.hdr.Get("Authorization"), "Bearer ")
 		for _, k := range []string{"Openai-Organization", "Openai-Project", "Chatgpt-Account-Id"} {
@@ -272,7 +272,7 @@ func (s *Server) sessionEndpoint(t *turn) *summarize.Endpoint {
 			}
 		}
 	} else {
-		ep.Format, ep.BaseURL = summarize.Anthropic, s.opt.AnthropicBaseURL
+		ep.Format, ep.BaseURL = wire.Anthropic, s.opt.AnthropicBaseURL
 		ep.APIKey = t.hdr.Get("X-Api-Key")
 		for _, k := range []string{"Anthropic-Version", "Anthropic-Beta", "Authorization"} {
 			if v := t.hdr.Get(k); v != "" {

@@ -232,7 +232,7 @@ func TestResponsesAPIInputTokensPruned(t *testing.T) {
 // uses, with the session's credentials, and the summary reaches the next request.
 func TestResponsesAPIFlushBySessionModel(t *testing.T) {
 	r := newRig(t, nil, nil, nil)
-	tmpl, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: summarize.Anthropic, BaseURL: "http://unused", Model: summarize.SessionModelName}})
+	tmpl, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{Format: wire.Anthropic, BaseURL: "http://unused", Model: summarize.SessionModelName}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // TestCondenseWithLLMSummarizer replays a session with an LLM summarizer (the configured-model
@@ -25,7 +26,7 @@ func TestCondenseWithLLMSummarizer(t *testing.T) {
 		}
 	})
 	llm, err := summarize.NewLLM(summarize.LLMOptions{Endpoint: summarize.Endpoint{
-		Format: summarize.Anthropic, BaseURL: up.URL, Model: "claude-haiku-4-5", APIKey: "sk-test"}})
+		Format: wire.Anthropic, BaseURL: up.URL, Model: "claude-haiku-4-5", APIKey: "sk-test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/config"
 	"github.com/condense-dev/condense/internal/cost"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // Options carries what FromConfig needs besides the configuration document.
@@ -48,10 +49,10 @@ func FromConfig(c *config.Config, opt Options) (Summarizer, error) {
 	if err != nil {
 		return nil, &Error{Kind: KindAuth, Msg: "summarizer API key", Err: err}
 	}
-	format := Anthropic
+	format := wire.Anthropic
 	base := c.Upstreams.Anthropic
 	if sc.Provider == config.ProviderOpenAI {
-		format, base = OpenAI, c.Upstreams.OpenAI
+		format, base = wire.OpenAI, c.Upstreams.OpenAI
 	}
 	if sc.BaseURL != "" {
 		base = sc.BaseURL

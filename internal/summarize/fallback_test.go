@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 type fbRig struct {
@@ -26,7 +27,7 @@ func newFBRig(t *testing.T, idle time.Duration) *fbRig {
 	r := &fbRig{primary: upstreamfake.Start(), session: upstreamfake.Start(), now: time.Unix(1_800_000_000, 0)}
 	t.Cleanup(r.primary.Close)
 	t.Cleanup(r.session.Close)
-	l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: Anthropic, BaseURL: r.primary.URL, Model: "summ-model", APIKey: "k"},
+	l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: wire.Anthropic, BaseURL: r.primary.URL, Model: "summ-model", APIKey: "k"},
 		Thinking: ThinkingOff, IdleTimeout: idle, TotalTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func (r *fbRig) advance(d time.Duration) { r.mu.Lock(); r.now = r.now.Add(d); r.
 
 func (r *fbRig) req() *Request {
 	q := batchReq("b")
-	q.Session = &Endpoint{Format: OpenAI, BaseURL: r.session.URL + "/v1", Model: "session-model", APIKey: "client-key"}
+	q.Session = &Endpoint{Format: wire.OpenAI, BaseURL: r.session.URL + "/v1", Model: "session-model", APIKey: "client-key"}
 	return q
 }
 
@@ -203,7 +204,7 @@ func TestFallbackNonFailoverErrors(t *testing.T) {
 	}
 	// A session endpoint equal to the primary is not a fallback.
 	q := batchReq("b")
-	q.Session = &Endpoint{Format: Anthropic, BaseURL: r.primary.URL + "/", Model: "summ-model"}
+	q.Session = &Endpoint{Format: wire.Anthropic, BaseURL: r.primary.URL + "/", Model: "summ-model"}
 	r.primary.Enqueue(overloaded)
 	if _, err := r.fb.Summarize(ctx, q); !errors.Is(err, ErrTransient) || r.fb.Control.InFallback() {
 		t.Fatalf("err %v", err)
@@ -248,7 +249,7 @@ func TestFallbackRescuesIdleTimeout(t *testing.T) {
 func TestSessionModelSummarizer(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	tmpl, _ := NewLLM(LLMOptions{Endpoint: Endpoint{Format: Anthropic, BaseURL: "http://unused", Model: "x"}, Thinking: ThinkingLow})
+	tmpl, _ := NewLLM(LLMOptions{Endpoint: Endpoint{Format: wire.Anthropic, BaseURL: "http://unused", Model: "x"}, Thinking: ThinkingLow})
 	s := &SessionModel{Template: tmpl}
 	// No session endpoint: extractive.
 	res, err := s.Summarize(context.Background(), batchReq("b"))
@@ -256,7 +257,7 @@ func TestSessionModelSummarizer(t *testing.T) {
 		t.Fatalf("res %+v err %v", res, err)
 	}
 	q := batchReq("b")
-	q.Session = &Endpoint{Format: Anthropic, BaseURL: up.URL, Model: "claude-haiku-4-5", APIKey: "client"}
+	q.Session = &Endpoint{Format: wire.Anthropic, BaseURL: up.URL, Model: "claude-haiku-4-5", APIKey: "client"}
 	up.Enqueue(upstreamfake.Reply{Text: "- [[1:bash]] s"})
 	res, err = s.Summarize(context.Background(), q)
 	if err != nil || res.Model != "anthropic/claude-haiku-4-5" {
@@ -314,12 +315,12 @@ func TestFallbackOnRejectedRequest(t *testing.T) {
 func TestFallbackToResponsesSessionModel(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	primary := newLLM(t, OpenAI, up.URL, ThinkingOff, time.Second, 5*time.Second)
+	primary := newLLM(t, wire.OpenAI, up.URL, ThinkingOff, time.Second, 5*time.Second)
 	fb := NewFallback(primary)
 	up.Enqueue(upstreamfake.Reply{Status: 500, ErrorType: "server_error", ErrorMessage: "down"},
 		upstreamfake.Reply{Text: "- [[1:bash]] listed by the session model"})
 	req := batchReq("b")
-	req.Session = &Endpoint{Format: Responses, BaseURL: up.URL + "/v1", Model: "gpt-5.2-codex"}
+	req.Session = &Endpoint{Format: wire.Responses, BaseURL: up.URL + "/v1", Model: "gpt-5.2-codex"}
 	res, err := fb.Summarize(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

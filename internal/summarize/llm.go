@@ -14,27 +14,18 @@ import (
 	"time"
 
 	"github.com/condense-dev/condense/internal/cost"
-)
-
-// Format is the provider wire format an Endpoint speaks.
-type Format string
-
-const (
-	// Anthropic is the Anthropic Messages API (POST {base}/v1/messages).
-	Anthropic Format = "anthropic"
-	// OpenAI is the OpenAI Chat Completions API (POST {base}/chat/completions, base with /v1).
-	OpenAI Format = "openai"
-	// Responses is the OpenAI Responses API (POST {base}/responses, base with /v1).
-	Responses Format = "responses"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // bearer reports whether the format authenticates with "Authorization: Bearer" (the OpenAI
 // APIs, which share their keys).
-func (f Format) bearer() bool { return f == OpenAI || f == Responses }
+func bearer(f wire.Format) bool { return f == wire.OpenAI || f == wire.Responses }
 
 // Endpoint is one model on one provider.
 type Endpoint struct {
-	Format Format `json:"format"`
+	// Format is the API: Anthropic Messages (POST {base}/v1/messages), OpenAI Chat Completions
+	// (POST {base}/chat/completions) or Responses (POST {base}/responses).
+	Format wire.Format `json:"format"`
 	// BaseURL is the provider base URL as in the config's upstreams: Anthropic without the
 	// version path (https://api.anthropic.com, calls go to {base}/v1/messages), OpenAI with it
 	// (https://api.openai.com/v1, calls go to {base}/chat/completions).
@@ -47,7 +38,7 @@ type Endpoint struct {
 }
 
 // Label names the endpoint in errors and metrics: "format/model".
-func (e Endpoint) Label() string { return string(e.Format) + "/" + e.Model }
+func (e Endpoint) Label() string { return e.Format.String() + "/" + e.Model }
 
 // same reports whether two endpoints address the same model on the same provider.
 func (e Endpoint) same(o Endpoint) bool {
@@ -115,7 +106,7 @@ type LLM struct {
 
 // NewLLM validates opt and returns an LLM summarizer.
 func NewLLM(opt LLMOptions) (*LLM, error) {
-	if opt.Endpoint.Format != Anthropic && !opt.Endpoint.Format.bearer() {
+	if opt.Endpoint.Format != wire.Anthropic && !bearer(opt.Endpoint.Format) {
 		return nil, &Error{Kind: KindInvalid, Msg: fmt.Sprintf("unknown provider format %q", opt.Endpoint.Format)}
 	}
 	if opt.Endpoint.Model == "" || opt.Endpoint.BaseURL == "" {
@@ -147,7 +138,7 @@ func (l *LLM) Endpoint() Endpoint { return l.opt.Endpoint }
 // provider matches (Anthropic, or either OpenAI API).
 func (l *LLM) WithEndpoint(ep Endpoint) *LLM {
 	o := l.opt
-	if ep.APIKey == "" && (ep.Format == o.Endpoint.Format || ep.Format.bearer() && o.Endpoint.Format.bearer()) {
+	if ep.APIKey == "" && (ep.Format == o.Endpoint.Format || bearer(ep.Format) && bearer(o.Endpoint.Format)) {
 		ep.APIKey = o.Endpoint.APIKey
 	}
 	o.Endpoint = ep
@@ -160,9 +151,9 @@ func (l *LLM) Body(req *Request) ([]byte, error) {
 		return nil, &Error{Kind: KindInvalid, Model: l.opt.Endpoint.Label(), Msg: "empty prompt"}
 	}
 	switch l.opt.Endpoint.Format {
-	case Anthropic:
+	case wire.Anthropic:
 		return l.anthropicBody(req)
-	case Responses:
+	case wire.Responses:
 		return l.responsesBody(req)
 	}
 	return l.openAIBody(req)
@@ -229,9 +220,9 @@ func (l *LLM) Summarize(ctx context.Context, req *Request) (*Result, error) {
 	}
 	var sr streamResult
 	switch ep.Format {
-	case Anthropic:
+	case wire.Anthropic:
 		err = readSSE(res.Body, idle.reset, func(event string, data []byte) error { return parseAnthropicEvent(&sr, event, data) })
-	case Responses:
+	case wire.Responses:
 		err = readSSE(res.Body, idle.reset, func(event string, data []byte) error { return parseResponsesEvent(&sr, event, data) })
 	default:
 		err = readSSE(res.Body, idle.reset, func(_ string, data []byte) error { return parseOpenAIChunk(&sr, data) })
@@ -291,9 +282,9 @@ func (l *LLM) classify(parent, call context.Context, err error) error {
 func (l *LLM) url() string {
 	base := strings.TrimRight(l.opt.Endpoint.BaseURL, "/")
 	switch l.opt.Endpoint.Format {
-	case Anthropic:
+	case wire.Anthropic:
 		return base + "/v1/messages"
-	case Responses:
+	case wire.Responses:
 		return base + "/responses"
 	}
 	return base + "/chat/completions"
@@ -303,7 +294,7 @@ func (l *LLM) setHeaders(r *http.Request) {
 	ep := l.opt.Endpoint
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "text/event-stream")
-	if ep.Format == Anthropic {
+	if ep.Format == wire.Anthropic {
 		r.Header.Set("anthropic-version", "2023-06-01")
 		if ep.APIKey != "" {
 			r.Header.Set("x-api-key", ep.APIKey)

@@ -13,11 +13,12 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/condense-dev/condense/internal/upstreamfake"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
-func newLLM(t *testing.T, f Format, base string, th Thinking, idle, total time.Duration) *LLM {
+func newLLM(t *testing.T, f wire.Format, base string, th Thinking, idle, total time.Duration) *LLM {
 	t.Helper()
-	if f.bearer() {
+	if bearer(f) {
 		base += "/v1"
 	}
 	l, err := NewLLM(LLMOptions{
@@ -56,7 +57,7 @@ func TestAnthropicRequestShapePerThinking(t *testing.T) {
 		t.Run(string(c.th)+"_", func(t *testing.T) {
 			up.Reset()
 			up.Enqueue(upstreamfake.Reply{Thinking: "hmm", Text: "- [[1:bash]] listed", Usage: upstreamfake.Usage{InputTokens: 1000, OutputTokens: 100, CacheReadTokens: 50, CacheCreationTokens: 10}})
-			l := newLLM(t, Anthropic, up.URL, c.th, time.Second, 5*time.Second)
+			l := newLLM(t, wire.Anthropic, up.URL, c.th, time.Second, 5*time.Second)
 			res, err := l.Summarize(context.Background(), batchReq("b1"))
 			if err != nil {
 				t.Fatal(err)
@@ -118,9 +119,9 @@ var effortCases = []struct {
 func TestOpenAIRequestShapePerThinking(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	for _, f := range []Format{OpenAI, Responses} {
+	for _, f := range []wire.Format{wire.OpenAI, wire.Responses} {
 		for _, c := range effortCases {
-			t.Run(string(f)+"/"+string(c.th)+"_", func(t *testing.T) {
+			t.Run(f.String()+"/"+string(c.th)+"_", func(t *testing.T) {
 				up.Reset()
 				up.Enqueue(upstreamfake.Reply{Thinking: "let me see", Text: "- [[1:bash]] listed files", Usage: upstreamfake.Usage{InputTokens: 700, OutputTokens: 30, CacheReadTokens: 300}})
 				l := newLLM(t, f, up.URL, c.th, time.Second, 5*time.Second)
@@ -128,7 +129,7 @@ func TestOpenAIRequestShapePerThinking(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res.Text != "- [[1:bash]] listed files" || res.Model != string(f)+"/claude-sonnet-4-5" {
+				if res.Text != "- [[1:bash]] listed files" || res.Model != f.String()+"/claude-sonnet-4-5" {
 					t.Fatalf("text %q model %s", res.Text, res.Model)
 				}
 				// The fake reports the input tokens as uncached + cached; we keep them apart.
@@ -138,7 +139,7 @@ func TestOpenAIRequestShapePerThinking(t *testing.T) {
 				r, _ := up.Last()
 				b := gjson.ParseBytes(r.Body)
 				path, eff, max := "/v1/chat/completions", b.Get("reasoning_effort"), b.Get("max_completion_tokens")
-				if f == Responses {
+				if f == wire.Responses {
 					path, eff, max = "/v1/responses", b.Get("reasoning.effort"), b.Get("max_output_tokens")
 				}
 				if r.Path != path || r.Header.Get("Authorization") != "Bearer sk-test" {
@@ -151,11 +152,11 @@ func TestOpenAIRequestShapePerThinking(t *testing.T) {
 					t.Fatalf("body %s", r.Body)
 				}
 				switch f {
-				case OpenAI:
+				case wire.OpenAI:
 					if !b.Get("stream_options.include_usage").Bool() || b.Get("messages.0.role").String() != "system" || b.Get("messages.1.role").String() != "user" {
 						t.Fatalf("body %s", r.Body)
 					}
-				case Responses:
+				case wire.Responses:
 					if b.Get("store").Raw != "false" || b.Get("input").String() != batchReq("b1").Prompt || b.Get("instructions").String() != "be brief" || b.Get("messages").Exists() {
 						t.Fatalf("body %s", r.Body)
 					}
@@ -176,7 +177,7 @@ func TestOpenAIThinkingOffAcceptedByEveryModel(t *testing.T) {
 		return upstreamfake.Reply{Text: "- [[1:bash]] listed files"}
 	})
 	for _, model := range []string{"gpt-4o", "gpt-4.1-mini", "gpt-5", "gpt-5-mini", "o4-mini", "gpt-5.1"} {
-		l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: OpenAI, BaseURL: up.URL + "/v1", Model: model, APIKey: "sk-test"}, Thinking: ThinkingOff})
+		l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: wire.OpenAI, BaseURL: up.URL + "/v1", Model: model, APIKey: "sk-test"}, Thinking: ThinkingOff})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,8 +190,8 @@ func TestOpenAIThinkingOffAcceptedByEveryModel(t *testing.T) {
 func TestIdleTimeoutIsTyped(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	for _, f := range []Format{Anthropic, OpenAI} {
-		t.Run(string(f)+"/stall-mid-stream", func(t *testing.T) {
+	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+		t.Run(f.String()+"/stall-mid-stream", func(t *testing.T) {
 			up.Enqueue(upstreamfake.Reply{Text: "some long summary text here", ChunkDelay: 400 * time.Millisecond})
 			l := newLLM(t, f, up.URL, ThinkingOff, 100*time.Millisecond, 0)
 			_, err := l.Summarize(context.Background(), batchReq("b"))
@@ -201,7 +202,7 @@ func TestIdleTimeoutIsTyped(t *testing.T) {
 				t.Fatalf("message %q", err)
 			}
 		})
-		t.Run(string(f)+"/no-headers", func(t *testing.T) {
+		t.Run(f.String()+"/no-headers", func(t *testing.T) {
 			up.Enqueue(upstreamfake.Reply{Text: "x", Delay: 400 * time.Millisecond})
 			l := newLLM(t, f, up.URL, ThinkingOff, 100*time.Millisecond, 0)
 			_, err := l.Summarize(context.Background(), batchReq("b"))
@@ -215,8 +216,8 @@ func TestIdleTimeoutIsTyped(t *testing.T) {
 func TestTotalTimeoutIsTyped(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	for _, f := range []Format{Anthropic, OpenAI} {
-		t.Run(string(f), func(t *testing.T) {
+	for _, f := range []wire.Format{wire.Anthropic, wire.OpenAI} {
+		t.Run(f.String(), func(t *testing.T) {
 			// Events keep arriving every 60ms (well inside the 1s idle window) but the whole
 			// stream takes longer than the 150ms ceiling.
 			up.Enqueue(upstreamfake.Reply{Thinking: "thinking hard", Text: "a summary that streams slowly", ChunkDelay: 60 * time.Millisecond})
@@ -237,7 +238,7 @@ func TestEventsKeepIdleTimerAlive(t *testing.T) {
 	defer up.Close()
 	// ~12 events 150ms apart: the stream lasts ~1.8s, far longer than the 1s idle window.
 	up.Enqueue(upstreamfake.Reply{Thinking: "let me think about it", Text: "- [[1:bash]] ok", ChunkDelay: 150 * time.Millisecond})
-	l := newLLM(t, Anthropic, up.URL, ThinkingLow, time.Second, 0)
+	l := newLLM(t, wire.Anthropic, up.URL, ThinkingLow, time.Second, 0)
 	res, err := l.Summarize(context.Background(), batchReq("b"))
 	if err != nil || res.Text != "- [[1:bash]] ok" {
 		t.Fatalf("res %+v err %v", res, err)
@@ -252,37 +253,37 @@ func TestFailureClassification(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		f     Format
+		f     wire.Format
 		reply upstreamfake.Reply
 		kind  ErrorKind
 		code  int
 	}{
-		{"401", Anthropic, upstreamfake.Reply{Status: 401, ErrorType: "authentication_error", ErrorMessage: "invalid x-api-key"}, KindAuth, 401},
-		{"529", Anthropic, upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}, KindTransient, 529},
-		{"429-openai", OpenAI, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
-		{"400", Anthropic, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "prompt is too long"}, KindRejected, 400},
-		{"404", Anthropic, upstreamfake.Reply{Status: 404, ErrorType: "not_found_error", ErrorMessage: "model: claude-gone"}, KindRejected, 404},
-		{"422-openai", OpenAI, upstreamfake.Reply{Status: 422, ErrorType: "invalid_request_error", ErrorMessage: "unprocessable"}, KindRejected, 422},
-		{"408", Anthropic, upstreamfake.Reply{Status: 408, ErrorType: "timeout_error", ErrorMessage: "request timeout"}, KindTransient, 408},
-		{"empty-text", Anthropic, upstreamfake.Reply{Text: " \n"}, KindUnusable, 0},
-		{"429-responses", Responses, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
-		{"400-responses", Responses, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "bad input"}, KindRejected, 400},
-		{"incomplete-responses", Responses, upstreamfake.Reply{Text: "cut", Stop: "max_output_tokens"}, KindUnusable, 0},
-		{"empty-responses", Responses, upstreamfake.Reply{Text: " "}, KindUnusable, 0},
-		{"failed-responses", Responses, sse("event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}},\"sequence_number\":0}\n\n"), KindTransient, 0},
-		{"error-event-responses", Responses, sse("event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\",\"param\":null,\"sequence_number\":0}\n\n"), KindTransient, 0},
-		{"truncated-responses", Responses, sse("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"half\",\"sequence_number\":0}\n\n"), KindTransient, 0},
-		{"max-tokens", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+		{"401", wire.Anthropic, upstreamfake.Reply{Status: 401, ErrorType: "authentication_error", ErrorMessage: "invalid x-api-key"}, KindAuth, 401},
+		{"529", wire.Anthropic, upstreamfake.Reply{Status: 529, ErrorType: "overloaded_error", ErrorMessage: "Overloaded"}, KindTransient, 529},
+		{"429-openai", wire.OpenAI, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
+		{"400", wire.Anthropic, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "prompt is too long"}, KindRejected, 400},
+		{"404", wire.Anthropic, upstreamfake.Reply{Status: 404, ErrorType: "not_found_error", ErrorMessage: "model: claude-gone"}, KindRejected, 404},
+		{"422-openai", wire.OpenAI, upstreamfake.Reply{Status: 422, ErrorType: "invalid_request_error", ErrorMessage: "unprocessable"}, KindRejected, 422},
+		{"408", wire.Anthropic, upstreamfake.Reply{Status: 408, ErrorType: "timeout_error", ErrorMessage: "request timeout"}, KindTransient, 408},
+		{"empty-text", wire.Anthropic, upstreamfake.Reply{Text: " \n"}, KindUnusable, 0},
+		{"429-responses", wire.Responses, upstreamfake.Reply{Status: 429, ErrorType: "rate_limit_exceeded", ErrorMessage: "slow down"}, KindTransient, 429},
+		{"400-responses", wire.Responses, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "bad input"}, KindRejected, 400},
+		{"incomplete-responses", wire.Responses, upstreamfake.Reply{Text: "cut", Stop: "max_output_tokens"}, KindUnusable, 0},
+		{"empty-responses", wire.Responses, upstreamfake.Reply{Text: " "}, KindUnusable, 0},
+		{"failed-responses", wire.Responses, sse("event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}},\"sequence_number\":0}\n\n"), KindTransient, 0},
+		{"error-event-responses", wire.Responses, sse("event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\",\"param\":null,\"sequence_number\":0}\n\n"), KindTransient, 0},
+		{"truncated-responses", wire.Responses, sse("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"half\",\"sequence_number\":0}\n\n"), KindTransient, 0},
+		{"max-tokens", wire.Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"cut\"}}\n\n" +
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":9}}\n\n" +
 			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), KindUnusable, 0},
-		{"length-openai", OpenAI, sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\"},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n"), KindUnusable, 0},
-		{"stream-error-event", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
+		{"length-openai", wire.OpenAI, sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\"},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n"), KindUnusable, 0},
+		{"stream-error-event", wire.Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
 			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"), KindTransient, 0},
-		{"truncated-stream", Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
+		{"truncated-stream", wire.Anthropic, sse("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5}}}\n\n" +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"half\"}}\n\n"), KindTransient, 0},
-		{"malformed-json", OpenAI, sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"\n\n"), KindTransient, 0},
+		{"malformed-json", wire.OpenAI, sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"\n\n"), KindTransient, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -296,13 +297,13 @@ func TestFailureClassification(t *testing.T) {
 		})
 	}
 	t.Run("no-key", func(t *testing.T) {
-		l, _ := NewLLM(LLMOptions{Endpoint: Endpoint{Format: Anthropic, BaseURL: up.URL, Model: "m"}})
+		l, _ := NewLLM(LLMOptions{Endpoint: Endpoint{Format: wire.Anthropic, BaseURL: up.URL, Model: "m"}})
 		if _, err := l.Summarize(context.Background(), batchReq("b")); !errors.Is(err, ErrAuth) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("empty-prompt", func(t *testing.T) {
-		l := newLLM(t, Anthropic, up.URL, ThinkingOff, 0, 0)
+		l := newLLM(t, wire.Anthropic, up.URL, ThinkingOff, 0, 0)
 		if _, err := l.Summarize(context.Background(), &Request{ID: "x"}); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("err = %v", err)
 		}
@@ -318,7 +319,7 @@ func TestCallerCancellationIsNotATimeout(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
 	up.Enqueue(upstreamfake.Reply{Text: "slow", Delay: 300 * time.Millisecond})
-	l := newLLM(t, Anthropic, up.URL, ThinkingOff, 2*time.Second, 2*time.Second)
+	l := newLLM(t, wire.Anthropic, up.URL, ThinkingOff, 2*time.Second, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := l.Summarize(ctx, batchReq("b"))
@@ -341,7 +342,7 @@ func TestRunParallelBounded(t *testing.T) {
 		id := gjson.GetBytes(r.Body, "messages.0.content").String()
 		return upstreamfake.Reply{Text: "summary of " + id, Delay: 300 * time.Millisecond} // calls overlap
 	})
-	l := newLLM(t, Anthropic, up.URL, ThinkingOff, 2*time.Second, 10*time.Second)
+	l := newLLM(t, wire.Anthropic, up.URL, ThinkingOff, 2*time.Second, 10*time.Second)
 	var reqs []*Request
 	for i := 0; i < 8; i++ {
 		reqs = append(reqs, &Request{ID: fmt.Sprintf("b%d", i), Prompt: fmt.Sprintf("p%d", i)})
@@ -372,7 +373,7 @@ func TestRunStopsOnCancel(t *testing.T) {
 func TestHeadersPassThrough(t *testing.T) {
 	up := upstreamfake.Start()
 	defer up.Close()
-	l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: Anthropic, BaseURL: up.URL + "/", Model: "m",
+	l, err := NewLLM(LLMOptions{Endpoint: Endpoint{Format: wire.Anthropic, BaseURL: up.URL + "/", Model: "m",
 		Header: http.Header{"Authorization": {"Bearer client-token"}, "Anthropic-Beta": {"x-1"}}}})
 	if err != nil {
 		t.Fatal(err)
