@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // APIVersion is the only configuration version this package reads and writes.
@@ -95,16 +97,6 @@ const (
 	ThinkingHigh ThinkingBudget = "high"
 	// ThinkingXHigh requests the highest reasoning effort.
 	ThinkingXHigh ThinkingBudget = "xhigh"
-)
-
-// ProviderFormat is a provider wire format.
-type ProviderFormat string
-
-const (
-	// ProviderAnthropic is the Anthropic Messages API.
-	ProviderAnthropic ProviderFormat = "anthropic"
-	// ProviderOpenAI is the OpenAI Chat Completions API.
-	ProviderOpenAI ProviderFormat = "openai"
 )
 
 // SummarizerMode says where summaries are produced.
@@ -327,7 +319,7 @@ type Summarizer struct {
 	// (the model of the request being pruned, billed to the session's credentials) or a model id.
 	Model string `json:"model" yaml:"model"`
 	// Provider is the wire format used to call the summarizer: "anthropic" (default) or "openai".
-	Provider ProviderFormat `json:"provider" yaml:"provider"`
+	Provider wire.Format `json:"provider" yaml:"provider"`
 	// BaseURL overrides the upstream base URL for summarizer calls; empty uses the upstream of
 	// Provider.
 	BaseURL string `json:"baseURL,omitempty" yaml:"baseURL,omitempty"`
@@ -457,7 +449,7 @@ func Default() *Config {
 		},
 		Summarizer: Summarizer{
 			Model:          DefaultSummarizerModel,
-			Provider:       ProviderAnthropic,
+			Provider:       wire.Anthropic,
 			ThinkingBudget: ThinkingOff,
 			IdleTimeout:    Duration(DefaultIdleTimeout),
 			TotalTimeout:   Duration(DefaultTotalTimeout),

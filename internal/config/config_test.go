@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -212,7 +214,7 @@ func TestValidationErrors(t *testing.T) {
 		"obsStub": {func(c *Config) { c.Engine.Observations.Patterns = []ObservationPattern{{Match: "x", Stub: "[pruned]"}} },
 			"engine.observations.patterns[0].stub"},
 		"model":       {func(c *Config) { c.Summarizer.Model = "" }, "summarizer.model"},
-		"provider":    {func(c *Config) { c.Summarizer.Provider = "gemini" }, "summarizer.provider"},
+		"provider":    {func(c *Config) { c.Summarizer.Provider = wire.Responses }, "summarizer.provider"},
 		"thinking":    {func(c *Config) { c.Summarizer.ThinkingBudget = "max" }, "summarizer.thinkingBudget"},
 		"idle":        {func(c *Config) { c.Summarizer.IdleTimeout = -1 }, "summarizer.idleTimeout"},
 		"both keys":   {func(c *Config) { c.Summarizer.APIKeyEnv = "K"; c.Summarizer.APIKeyFile = "/k" }, "summarizer.apiKeyEnv"},
@@ -351,6 +353,9 @@ func TestErrorsNameLineAndPath(t *testing.T) {
 		"list expected":     {head + "engine:\n  protectedTools: read\n", "engine.protectedTools", 4, "must be a list"},
 		"repeated key":      {head + "engine:\n  dedup: true\n  dedup: false\n", "engine.dedup", 5, "repeated key (first at line 4)"},
 		"json document":     {"{\"apiVersion\":\"condense.dev/config/v1\",\"kind\":\"ProxyConfig\",\n\"limits\":{\"maxBodyBytes\":\"x\"}}", "limits.maxBodyBytes", 2, "must be an integer"},
+		"unknown provider":  {head + "summarizer:\n  provider: gemini\n", "summarizer.provider", 4, `unknown wire format "gemini" (want anthropic, openai or responses)`},
+		"numeric provider":  {head + "summarizer:\n  provider: 1\n", "summarizer.provider", 4, `unknown wire format "1"`},
+		"provider mapping":  {head + "summarizer:\n  provider: {name: openai}\n", "summarizer.provider", 4, "must be a string"},
 		// A number where a string goes is what the decoder accepts: the problem found is the next one.
 		"after a number string": {head + "listen: {proxy: 8080}\nlimits: {maxBodyByte: 1}\n", "limits.maxBodyByte", 4, "unknown field"},
 	}
@@ -376,6 +381,13 @@ func TestErrorsNameLineAndPath(t *testing.T) {
 	if !errors.As(err, &ve) || len(ve.Fields) != 2 ||
 		err.Error() != `config: invalid: line 6: listen.proxy: must be host:port, e.g. ":8080" (got "nonsense"); line 4: engine.protectedTools[1]: must not be empty (got " ")` {
 		t.Fatalf("validation error %q", err)
+	}
+	// A format name the summarizer does not take, or none, is a value to validate.
+	for v, want := range map[string]string{"responses": `"responses"`, `""`: `""`} {
+		_, err = Parse([]byte(head + "summarizer:\n  provider: " + v + "\n"))
+		if !errors.As(err, &ve) || err.Error() != "config: invalid: line 4: summarizer.provider: must be anthropic or openai (got "+want+")" {
+			t.Fatalf("provider %s: %v", v, err)
+		}
 	}
 	_, err = Parse([]byte("apiVersion: condense.dev/config/v1\nkind: ProxyConfig\n  bad: indent\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "config: line 3: ") {

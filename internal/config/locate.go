@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -37,7 +38,10 @@ func checkSchema(root *yaml.Node) *schemaError {
 	return walk(root, reflect.TypeOf(Config{}), "")
 }
 
-var durationType = reflect.TypeOf(Duration(0))
+var (
+	durationType        = reflect.TypeOf(Duration(0))
+	textUnmarshalerType = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+)
 
 // yaml11Bool holds the YAML 1.1 booleans the decoder reads as such (YAML 1.2, which the node
 // tree follows, reads them as strings).
@@ -77,6 +81,14 @@ func walk(n *yaml.Node, t reflect.Type, path string) *schemaError {
 			}
 		}
 		return bad(`must be a duration such as "20s" or "1m30s"`)
+	case reflect.PointerTo(t).Implements(textUnmarshalerType): // a name, such as a wire.Format
+		if n.Kind != yaml.ScalarNode {
+			return bad("must be a string")
+		}
+		if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			return &schemaError{field: path, line: n.Line, msg: err.Error()}
+		}
+		return scalar("a string", "!!str")
 	case t.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			return bad("must be a mapping")

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // ErrUnsupportedVersion is wrapped by a *DecodeError when a document's apiVersion or kind is
@@ -241,9 +243,13 @@ func (c *Config) Validate() error {
 		bad("summarizer.model", s.Model, "must be \"extractive\", \"default\" or a model id")
 	}
 	switch s.Provider {
-	case ProviderAnthropic, ProviderOpenAI:
+	case wire.Anthropic, wire.OpenAI:
 	default:
-		bad("summarizer.provider", s.Provider, "must be anthropic or openai")
+		name := s.Provider.String()
+		if s.Provider == 0 {
+			name = "" // as written: provider: ""
+		}
+		bad("summarizer.provider", name, "must be anthropic or openai")
 	}
 	checkURL("summarizer.baseURL", s.BaseURL, false)
 	switch s.ThinkingBudget {

@@ -11,6 +11,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // RenderConfig turns a PruningPolicy into the validated data-plane configuration its pods load;
@@ -79,7 +80,12 @@ func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 
 	sm := &s.Summarizer
 	c.Summarizer.Model = strOr(sm.Model, config.DefaultSummarizerModel)
-	c.Summarizer.Provider = config.ProviderFormat(strOr(string(sm.Provider), string(config.ProviderAnthropic)))
+	prov, err := wire.ParseFormat(strOr(string(sm.Provider), wire.Anthropic.String()))
+	if err != nil { // the CRD's enum admits no other value
+		return nil, &config.ValidationError{Fields: []config.FieldError{{Field: "summarizer.provider",
+			Value: fmt.Sprintf("%q", sm.Provider), Msg: "must be anthropic or openai"}}}
+	}
+	c.Summarizer.Provider = prov
 	c.Summarizer.BaseURL = sm.BaseURL
 	c.Summarizer.ThinkingBudget = config.ThinkingBudget(strOr(string(sm.ThinkingBudget), string(config.ThinkingOff)))
 	c.Summarizer.IdleTimeout = durOr(sm.IdleTimeoutDuration(), config.DefaultIdleTimeout)

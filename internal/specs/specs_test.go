@@ -15,6 +15,7 @@ import (
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 	"github.com/condense-dev/condense/internal/config"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 func policy(mut func(*condensev1.PruningPolicy)) *condensev1.PruningPolicy {
@@ -98,7 +99,7 @@ func TestRenderConfigEveryField(t *testing.T) {
 		{"observations", e.Observations, config.Observations{Enabled: true, Harness: "swe-agent",
 			Patterns: []config.ObservationPattern{{Match: `\AResult (?P<rc>\d+):\n`, Stub: "Result ${rc}:\n${stub}", Action: "(?m)^> (.*)$", Tool: "sh", Failed: true}}}},
 		{"model", c.Summarizer.Model, "m"},
-		{"provider", c.Summarizer.Provider, config.ProviderOpenAI},
+		{"provider", c.Summarizer.Provider, wire.OpenAI},
 		{"baseURL", c.Summarizer.BaseURL, "http://gw:1/v1"},
 		{"thinking", c.Summarizer.ThinkingBudget, config.ThinkingHigh},
 		{"idle", c.Summarizer.IdleTimeout.D(), time.Duration(0)},

@@ -51,7 +51,7 @@ func FromConfig(c *config.Config, opt Options) (Summarizer, error) {
 	}
 	format := wire.Anthropic
 	base := c.Upstreams.Anthropic
-	if sc.Provider == config.ProviderOpenAI {
+	if sc.Provider == wire.OpenAI {
 		format, base = wire.OpenAI, c.Upstreams.OpenAI
 	}
 	if sc.BaseURL != "" {
