@@ -80,7 +80,7 @@ func (cs *codexSession) turn(t *testing.T) *responses.Response {
 	before := len(cs.up.Requests())
 	resp := rTurn(t, cs.c, cs.params(), cs.stream)
 	for _, rec := range cs.up.Requests()[before:] {
-		if rec.Format == upstreamfake.Responses {
+		if rec.Format == wire.Responses {
 			mustValid(t, wire.Responses, rec.Body)
 		}
 	}

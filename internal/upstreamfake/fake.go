@@ -24,21 +24,13 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
-// Format names the wire format of a request, derived from its path.
-type Format string
-
-const (
-	// Anthropic is the Messages API (/v1/messages, /v1/messages/count_tokens).
-	Anthropic Format = "anthropic"
-	// OpenAI is the Chat Completions API (/v1/chat/completions).
-	OpenAI Format = "openai"
-	// Responses is the OpenAI Responses API (/v1/responses).
-	Responses Format = "responses"
-	// Other is any other path; it is answered with 404 unless a Reply says otherwise.
-	Other Format = "other"
-)
+// Other is the Format of a request to any path but the APIs' (no wire format); it is
+// answered with 404 unless a Reply says otherwise.
+const Other wire.Format = 0
 
 // ToolCall is one tool call the scripted model makes.
 type ToolCall struct {
@@ -124,8 +116,10 @@ type Recorded struct {
 	Header http.Header
 	// Body is the exact request body.
 	Body []byte
-	// Format is derived from Path.
-	Format Format
+	// Format is derived from Path: wire.Anthropic for /v1/messages and
+	// /v1/messages/count_tokens, wire.OpenAI for /v1/chat/completions, wire.Responses for
+	// /v1/responses, Other for any other path.
+	Format wire.Format
 }
 
 // Stream reports whether the request asked for a streamed response.
@@ -301,14 +295,14 @@ func readAll(r *http.Request) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
-func formatOf(path string) Format {
+func formatOf(path string) wire.Format {
 	switch {
 	case strings.HasSuffix(path, "/v1/messages"), strings.HasSuffix(path, "/v1/messages/count_tokens"):
-		return Anthropic
+		return wire.Anthropic
 	case strings.HasSuffix(path, "/v1/chat/completions"):
-		return OpenAI
+		return wire.OpenAI
 	case strings.HasSuffix(path, "/v1/responses"):
-		return Responses
+		return wire.Responses
 	}
 	return Other
 }
@@ -330,7 +324,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.observe(w, rec, received)
 
-	if rec.Format == Anthropic && strings.HasSuffix(rec.Path, "/count_tokens") {
+	if rec.Format == wire.Anthropic && strings.HasSuffix(rec.Path, "/count_tokens") {
 		writeJSON(w, http.StatusOK, fmt.Sprintf(`{"input_tokens":%d}`, estimateTokens(len(body))))
 		return
 	}
@@ -345,7 +339,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, rec.Format, Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: "fake upstream: request body is not valid JSON"})
 		return
 	}
-	if rec.Format == OpenAI {
+	if rec.Format == wire.OpenAI {
 		if msg, param, code, bad := openAIParamRejection(body); bad {
 			writeJSON(w, http.StatusBadRequest, fmt.Sprintf(`{"error":{"message":%s,"type":"invalid_request_error","param":%s,"code":%s}}`,
 				jsonString(msg), jsonString(param), jsonString(code)))
@@ -418,13 +412,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		model := gjson.GetBytes(body, "model").String()
 		switch {
-		case rec.Format == Anthropic && stream:
+		case rec.Format == wire.Anthropic && stream:
 			s.streamAnthropic(w, model, rep, gen)
-		case rec.Format == Anthropic:
+		case rec.Format == wire.Anthropic:
 			writeJSON(w, 200, string(AnthropicMessage(s.nextID("msg_"), model, rep)))
-		case rec.Format == Responses && stream:
+		case rec.Format == wire.Responses && stream:
 			s.streamResponses(w, model, rep, gen)
-		case rec.Format == Responses:
+		case rec.Format == wire.Responses:
 			writeJSON(w, 200, string(s.ResponsesBody(s.nextID("resp_"), model, rep)))
 		case stream:
 			s.streamOpenAI(w, model, rep, gen, gjson.GetBytes(body, "stream_options.include_usage").Bool())
@@ -547,12 +541,12 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-func (s *Server) writeError(w http.ResponseWriter, f Format, rep Reply) {
+func (s *Server) writeError(w http.ResponseWriter, f wire.Format, rep Reply) {
 	typ := rep.ErrorType
 	if typ == "" {
 		typ = "api_error"
 	}
-	if f == OpenAI || f == Responses {
+	if f == wire.OpenAI || f == wire.Responses {
 		writeJSON(w, rep.Status, fmt.Sprintf(`{"error":{"message":%s,"type":%s,"param":null,"code":null}}`, jsonString(rep.ErrorMessage), jsonString(typ)))
 		return
 	}

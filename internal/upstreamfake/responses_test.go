@@ -8,6 +8,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
+
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 func responsesParams() responses.ResponseNewParams {
@@ -38,7 +40,7 @@ func TestResponsesSDKNonStreaming(t *testing.T) {
 	if r.Usage.InputTokens != 8 || r.Usage.InputTokensDetails.CachedTokens != 3 || r.Usage.OutputTokens != 2 || r.Status != "completed" {
 		t.Fatalf("usage/status = %+v %s", r.Usage, r.Status)
 	}
-	if rec, _ := s.Last(); rec.Format != Responses || rec.Path != "/v1/responses" {
+	if rec, _ := s.Last(); rec.Format != wire.Responses || rec.Path != "/v1/responses" {
 		t.Fatalf("recorded %+v", rec)
 	}
 }
