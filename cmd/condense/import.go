@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/condense-dev/condense/internal/transcripts"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // progressMinBytes is the input size from which `condense import` shows a progress bar (when
@@ -145,10 +146,13 @@ func checkFormat(f transcripts.Format) error {
 	return fmt.Errorf("--format %q: want auto, %s", f, transcripts.FormatList())
 }
 
-// checkProvider rejects a --provider value that names no request form.
+// checkProvider rejects a --provider value that names no request form (a wire format).
 func checkProvider(p transcripts.Provider) error {
-	if p != "" && p != transcripts.Anthropic && p != transcripts.OpenAI && p != transcripts.Responses {
-		return fmt.Errorf("--provider %q: want anthropic, openai or responses", p)
+	if p == "" {
+		return nil
+	}
+	if _, err := wire.ParseFormat(string(p)); err != nil {
+		return fmt.Errorf("--provider: %w", err)
 	}
 	return nil
 }

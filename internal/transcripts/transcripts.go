@@ -56,7 +56,8 @@ const (
 	harnessSWEAgent     = "swe-agent"
 )
 
-// Provider names a request wire format.
+// Provider names a request wire format by its wire.Format name (a string: wire's own tests
+// import this package, so it cannot import wire).
 type Provider string
 
 // The request wire formats an import can produce.
