@@ -25,7 +25,7 @@ func BenchmarkFlushExtractiveMemory(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := o.Flush(ctx, &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body})
+		res, err := o.Flush(ctx, &Job{Queued: Queued{Session: fmt.Sprintf("s%d", i), Format: wire.Anthropic, Body: body}})
 		if err != nil || res.Outcome != OutcomeFlushed {
 			b.Fatalf("res %+v err %v", res, err)
 		}
@@ -65,7 +65,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range jobs {
-		jobs[i] = &Job{Session: fmt.Sprintf("qb-%d", i), Format: "anthropic", Body: body}
+		jobs[i] = &Job{Queued: Queued{Session: fmt.Sprintf("qb-%d", i), Format: wire.Anthropic, Body: body}}
 		if _, err := q.Enqueue(ctx, jobs[i]); err != nil {
 			b.Fatal(err)
 		}
@@ -100,8 +100,8 @@ func BenchmarkFlushWeighedExtractiveMemory(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// A warm cache and a long horizon: the decision runs in full and keeps the flush.
-		job := &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body,
-			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1000, Horizon: 1000, MaxHorizon: 1000}}
+		job := &Job{Queued: Queued{Session: fmt.Sprintf("s%d", i), Format: wire.Anthropic, Body: body,
+			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1000, Horizon: 1000, MaxHorizon: 1000}}}
 		res, err := o.Flush(ctx, job)
 		if err != nil || res.Outcome != OutcomeFlushed {
 			b.Fatalf("res %+v err %v", res, err)
@@ -126,7 +126,7 @@ func BenchmarkFlushExtractiveMemoryParsed(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := o.Flush(ctx, &Job{Session: fmt.Sprintf("s%d", i), Format: "anthropic", Body: body, Request: req})
+		res, err := o.Flush(ctx, &Job{Queued: Queued{Session: fmt.Sprintf("s%d", i), Format: wire.Anthropic, Body: body}, Request: req})
 		if err != nil || res.Outcome != OutcomeFlushed {
 			b.Fatalf("res %+v err %v", res, err)
 		}
@@ -143,7 +143,7 @@ func BenchmarkFlushRetryDeferred(b *testing.B) {
 	defer st.Close()
 	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "bench", Log: quiet}
 	ctx := context.Background()
-	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript("bench", 40)}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "s", Format: wire.Anthropic, Body: transcript("bench", 40)}}); err != nil || res.Outcome != OutcomeFlushed {
 		b.Fatalf("first flush: %+v %v", res, err)
 	}
 	body := transcript("bench", 42)
@@ -167,8 +167,8 @@ func BenchmarkFlushRetryDeferred(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		job := &Job{Session: "s", Format: "anthropic", Request: req, State: state, StateVersion: snap.Version, Rendered: fwd,
-			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1, Horizon: 1, MaxHorizon: 1}}
+		job := &Job{Request: req, State: state, StateVersion: snap.Version, Rendered: fwd, Queued: Queued{Session: "s", Format: wire.Anthropic,
+			Cache: &CacheCheck{At: t0.Add(time.Second), LastRequest: t0, Requests: 1, Horizon: 1, MaxHorizon: 1}}}
 		res, err := o.Flush(ctx, job)
 		if err != nil || res.Outcome != OutcomeDeferred {
 			b.Fatalf("res %+v err %v", res, err)

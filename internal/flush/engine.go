@@ -59,25 +59,13 @@ func observationPolicy(o config.Observations) pruner.ObservationPolicy {
 	return p
 }
 
-// wireFormat maps a job format to the wire package's.
-func wireFormat(f string) (wire.Format, error) {
-	wf, err := wire.ParseFormat(f)
-	if err != nil {
-		return 0, &JobError{Msg: err.Error()}
-	}
-	return wf, nil
-}
-
 // Plan implements Planner: it parses the job's request, decodes the snapshot's state and
 // calls pruner.PlanFlush. A malformed request or state is a *JobError (never retried).
 func (e EnginePlanner) Plan(_ context.Context, job *Job, snap *store.Snapshot) (Plan, error) {
-	f, err := wireFormat(job.Format)
-	if err != nil {
-		return nil, err
-	}
 	req := job.Request
-	if req == nil || req.Format != f {
-		if req, err = wire.Parse(f, job.Body); err != nil {
+	if req == nil || req.Format != job.Format {
+		var err error
+		if req, err = wire.Parse(job.Format, job.Body); err != nil {
 			return nil, &JobError{Msg: "unparsable request body", Err: err}
 		}
 	}

@@ -25,7 +25,7 @@ func flushedSession(t *testing.T, tag string, turns int) (*store.Snapshot, *prun
 	st := store.NewMemory(0)
 	t.Cleanup(func() { st.Close() })
 	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
-	if res, err := o.Flush(ctx, &Job{Session: "s", Format: "anthropic", Body: transcript(tag, turns)}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "s", Format: wire.Anthropic, Body: transcript(tag, turns)}}); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("first flush: %+v %v", res, err)
 	}
 	snap, err := st.Load(ctx, "s")
@@ -48,7 +48,7 @@ func TestPlanUsesHandedState(t *testing.T) {
 	body := transcript("a", 5)
 	plan := func(version uint64) *enginePlan {
 		t.Helper()
-		p, err := EnginePlanner{Policy: testPolicy()}.Plan(ctx, &Job{Session: "s", Format: "anthropic", Body: body, State: handed, StateVersion: version}, snap)
+		p, err := EnginePlanner{Policy: testPolicy()}.Plan(ctx, &Job{Queued: Queued{Session: "s", Format: wire.Anthropic, Body: body}, State: handed, StateVersion: version}, snap)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,17 +73,17 @@ func TestPlanUsesHandedState(t *testing.T) {
 // neither a body nor a request is rejected.
 func TestNormalizeKeysRequestOnlyJobs(t *testing.T) {
 	body := transcript("k", 2)
-	withBody := &Job{Session: "s", Format: "anthropic", Body: body}
+	withBody := &Job{Queued: Queued{Session: "s", Format: wire.Anthropic, Body: body}}
 	if err := withBody.Normalize(); err != nil {
 		t.Fatal(err)
 	}
 	req := parseTranscript(t, body)
-	onlyReq := &Job{Session: "s", Format: "anthropic", Request: req}
+	onlyReq := &Job{Queued: Queued{Session: "s", Format: wire.Anthropic}, Request: req}
 	if err := onlyReq.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	again := &Job{Session: "s", Format: "anthropic", Request: parseTranscript(t, body)}
-	other := &Job{Session: "s", Format: "anthropic", Request: parseTranscript(t, transcript("k", 3))}
+	again := &Job{Queued: Queued{Session: "s", Format: wire.Anthropic}, Request: parseTranscript(t, body)}
+	other := &Job{Queued: Queued{Session: "s", Format: wire.Anthropic}, Request: parseTranscript(t, transcript("k", 3))}
 	if err := again.Normalize(); err != nil {
 		t.Fatal(err)
 	}
@@ -95,14 +95,14 @@ func TestNormalizeKeysRequestOnlyJobs(t *testing.T) {
 	}
 	// A view of the same client bytes with a message appended (the proxy's agent-message
 	// flush adds the response) is another job.
-	longer := &Job{Session: "s", Format: "anthropic", Request: req.WithMessages(append(append([]*wire.Message(nil), req.Messages...), req.Messages[len(req.Messages)-2:]...))}
+	longer := &Job{Queued: Queued{Session: "s", Format: wire.Anthropic}, Request: req.WithMessages(append(append([]*wire.Message(nil), req.Messages...), req.Messages[len(req.Messages)-2:]...))}
 	if err := longer.Normalize(); err != nil {
 		t.Fatal(err)
 	}
 	if longer.Hash == onlyReq.Hash {
 		t.Fatal("a view with more messages than the client's bytes got the same key")
 	}
-	if err := (&Job{Session: "s", Format: "anthropic"}).Normalize(); err == nil {
+	if err := (&Job{Queued: Queued{Session: "s", Format: wire.Anthropic}}).Normalize(); err == nil {
 		t.Fatal("a job with no body and no request was accepted")
 	}
 }
@@ -127,7 +127,7 @@ func TestWeighUsesHandedRender(t *testing.T) {
 	if rendered == req {
 		t.Fatal("the state renders nothing: the test needs a changed render")
 	}
-	job := &Job{Session: "s", Format: "anthropic", Request: req, State: state, StateVersion: snap.Version, Rendered: rendered}
+	job := &Job{Queued: Queued{Session: "s", Format: wire.Anthropic}, Request: req, State: state, StateVersion: snap.Version, Rendered: rendered}
 	p, err := EnginePlanner{Policy: testPolicy()}.Plan(ctx, job, snap)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestFlushResponsesJob(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
 	body := responsesTranscript("r", 3)
-	res, err := o.Flush(ctx, &Job{Session: "s", Format: "responses", Body: body})
+	res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "s", Format: wire.Responses, Body: body}})
 	if err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("flush: %+v %v", res, err)
 	}
@@ -207,7 +207,7 @@ func TestFlushResponsesJob(t *testing.T) {
 	if strings.Contains(rendered, strings.Repeat("line of output\n", 20)) || !strings.Contains(rendered, `"encrypted_content":"enc-call_r_2"`) {
 		t.Fatalf("not pruned, or the reasoning changed:\n%s", rendered)
 	}
-	if err := (&Job{Session: "s", Format: "chat", Body: body}).Normalize(); err == nil {
+	if err := (&Job{Queued: Queued{Session: "s", Format: wire.Format(9), Body: body}}).Normalize(); err == nil {
 		t.Fatal("a job of an unknown format was accepted")
 	}
 }

@@ -32,31 +32,36 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// Job is one flush request: a session and the request that triggered it.
+// Job is one flush request: the Queued message and, for an in-process flush, what the proxy
+// already holds in memory (never queued; none of it may be modified once submitted).
 type Job struct {
-	// Session is the session id.
-	Session string `json:"session"`
-	// Format is the wire format of Body: "anthropic", "openai" or "responses".
-	Format string `json:"format"`
-	// Body is the latest request body, exactly as the client sent it. An in-process job that
-	// carries Request may leave it empty (Queue.Enqueue serializes Request into it): nothing
-	// then serializes the request on the proxy's request path.
-	Body []byte `json:"body"`
+	Queued
 	// Request, when set, is Body already parsed (the proxy hands in-process flushes the
-	// request it parsed, so the planner does not parse it again). It is never serialized:
-	// queued jobs carry Body only. It must not be modified once submitted.
+	// request it parsed, so the planner does not parse it again).
 	Request *wire.Request `json:"-"`
 	// State, when set, is the decoded engine state of session version StateVersion (the
 	// proxy hands in-process flushes the state it rendered the request with); the planner
 	// uses it instead of decoding the snapshot it loads when that snapshot is this version.
-	// Never serialized; must not be modified once submitted (states are immutable).
 	State *pruner.State `json:"-"`
 	// StateVersion is the session version State was decoded from (0: State is unused).
 	StateVersion uint64 `json:"-"`
 	// Rendered, when set, is Request rendered with State (what the proxy forwarded); the
 	// cache-aware weighing uses it as the current render when the plan is over State, instead
-	// of rendering again. Never serialized; must not be modified once submitted.
+	// of rendering again.
 	Rendered *wire.Request `json:"-"`
+}
+
+// Queued is a flush job as it crosses the Redis queue (JSON; Queue drops the session model's
+// credentials): a session and the request that triggered it.
+type Queued struct {
+	// Session is the session id.
+	Session string `json:"session"`
+	// Format is the wire format of Body.
+	Format wire.Format `json:"format"`
+	// Body is the latest request body, exactly as the client sent it. An in-process job that
+	// carries Request may leave it empty (Queue.Enqueue serializes Request into it): nothing
+	// then serializes the request on the proxy's request path.
+	Body []byte `json:"body"`
 	// Hash is the hex SHA-256 of Body — or, when Body is empty (an in-process job), "xxh64:"
 	// and the hex xxhash64 of Request's content (requestKey) — computed by Normalize when
 	// empty; with Session it is the job's idempotency key.
@@ -112,8 +117,10 @@ func (j *Job) Normalize() error {
 	if len(j.Body) == 0 && (j.Request == nil || len(j.Request.Raw()) == 0) {
 		return &JobError{Msg: "empty request body"}
 	}
-	if _, err := wireFormat(j.Format); err != nil {
-		return err
+	switch j.Format {
+	case wire.Anthropic, wire.OpenAI, wire.Responses:
+	default:
+		return &JobError{Msg: fmt.Sprintf("unknown format %v", j.Format)}
 	}
 	var h string
 	if len(j.Body) > 0 {

@@ -131,11 +131,12 @@ func TestFlushBadInputIsTyped(t *testing.T) {
 	o := r.orch("a", nil)
 	var je *JobError
 	for name, j := range map[string]*Job{
-		"bad-json":   {Session: "s1", Format: "anthropic", Body: []byte(`{"messages":[`)},
-		"empty-body": {Session: "s1", Format: "anthropic"},
-		"bad-format": {Session: "s1", Format: "gemini", Body: []byte(`{}`)},
-		"bad-id":     {Session: "", Format: "anthropic", Body: []byte(`{}`)},
-		"bad-hash":   {Session: "s1", Format: "anthropic", Body: []byte(`{}`), Hash: "00"},
+		"bad-json":   {Queued: Queued{Session: "s1", Format: wire.Anthropic, Body: []byte(`{"messages":[`)}},
+		"empty-body": {Queued: Queued{Session: "s1", Format: wire.Anthropic}},
+		"no-format":  {Queued: Queued{Session: "s1", Body: []byte(`{}`)}},
+		"bad-format": {Queued: Queued{Session: "s1", Format: wire.Format(9), Body: []byte(`{}`)}},
+		"bad-id":     {Queued: Queued{Session: "", Format: wire.Anthropic, Body: []byte(`{}`)}},
+		"bad-hash":   {Queued: Queued{Session: "s1", Format: wire.Anthropic, Body: []byte(`{}`), Hash: "00"}},
 	} {
 		res, err := o.Flush(context.Background(), j)
 		if !errors.As(err, &je) || res.Outcome != OutcomeError {
@@ -399,8 +400,8 @@ func TestFlushFallsBackToSessionModel(t *testing.T) {
 	o := r.orch("a", fb)
 	o.Metrics = m
 	o.Parallelism = 1
-	j := &Job{Session: "oa", Format: "openai", Body: openAITranscript("o", 2),
-		SessionModel: &summarize.Endpoint{Format: wire.OpenAI, BaseURL: sess.URL + "/v1", Model: "gpt-5", APIKey: "client-key"}}
+	j := &Job{Queued: Queued{Session: "oa", Format: wire.OpenAI, Body: openAITranscript("o", 2),
+		SessionModel: &summarize.Endpoint{Format: wire.OpenAI, BaseURL: sess.URL + "/v1", Model: "gpt-5", APIKey: "client-key"}}}
 	res, err := o.Flush(context.Background(), j)
 	if err != nil || res.Outcome != OutcomeFlushed || res.Batches != 2 {
 		t.Fatalf("res %+v err %v", res, err)
@@ -447,7 +448,7 @@ func TestFlushWithDecodedStateSkipsItsBytes(t *testing.T) {
 	fixed := func() time.Time { return time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC) }
 	o := &Orchestrator{Store: st, Planner: EnginePlanner{Policy: testPolicy(), Now: fixed}, Summarizer: summarize.Extractive{}, Owner: "t", Log: quiet}
 	for _, s := range []string{"plain", "decoded"} {
-		if res, err := o.Flush(ctx, &Job{Session: s, Format: "anthropic", Body: transcript("k", 3)}); err != nil || res.Outcome != OutcomeFlushed {
+		if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: s, Format: wire.Anthropic, Body: transcript("k", 3)}}); err != nil || res.Outcome != OutcomeFlushed {
 			t.Fatalf("%s first flush: %+v %v", s, res, err)
 		}
 	}
@@ -464,13 +465,13 @@ func TestFlushWithDecodedStateSkipsItsBytes(t *testing.T) {
 	}
 	body := transcript("k", 6)
 	ps, v := decoded("decoded")
-	if res, err := o.Flush(ctx, &Job{Session: "plain", Format: "anthropic", Body: body}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "plain", Format: wire.Anthropic, Body: body}}); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("plain: %+v %v", res, err)
 	}
 	if st.known.Load() != 0 {
 		t.Fatal("a job without a decoded state loaded without the state")
 	}
-	if res, err := o.Flush(ctx, &Job{Session: "decoded", Format: "anthropic", Body: body, State: ps, StateVersion: v}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "decoded", Format: wire.Anthropic, Body: body}, State: ps, StateVersion: v}); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("decoded: %+v %v", res, err)
 	}
 	if st.known.Load() != 1 {
@@ -482,10 +483,10 @@ func TestFlushWithDecodedStateSkipsItsBytes(t *testing.T) {
 		t.Fatal("the job with the decoded state committed another state")
 	}
 	// A stale decoded state (version v, the store now holds v+1) is not used.
-	if res, err := o.Flush(ctx, &Job{Session: "decoded", Format: "anthropic", Body: transcript("k", 9), State: ps, StateVersion: v}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "decoded", Format: wire.Anthropic, Body: transcript("k", 9)}, State: ps, StateVersion: v}); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("stale: %+v %v", res, err)
 	}
-	if res, err := o.Flush(ctx, &Job{Session: "plain", Format: "anthropic", Body: transcript("k", 9)}); err != nil || res.Outcome != OutcomeFlushed {
+	if res, err := o.Flush(ctx, &Job{Queued: Queued{Session: "plain", Format: wire.Anthropic, Body: transcript("k", 9)}}); err != nil || res.Outcome != OutcomeFlushed {
 		t.Fatalf("plain 9: %+v %v", res, err)
 	}
 	a, _ = mem.Load(ctx, "plain")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
+	"github.com/condense-dev/condense/internal/wire"
 )
 
 // priorityPlanner is the engine planner that also records the kernel priority of the thread
@@ -46,7 +47,7 @@ func TestInProcessNiceLowersFlushThreadOnly(t *testing.T) {
 	if err != nil {
 		t.Skipf("getpriority: %v", err)
 	}
-	tk, err := p.Enqueue(context.Background(), &Job{Session: "nice", Format: "anthropic", Body: transcript("nice", 3)})
+	tk, err := p.Enqueue(context.Background(), &Job{Queued: Queued{Session: "nice", Format: wire.Anthropic, Body: transcript("nice", 3)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestInProcessNiceStoreCallsAtNormalPriority(t *testing.T) {
 	if err != nil {
 		t.Skipf("getpriority: %v", err)
 	}
-	tk, err := p.Enqueue(context.Background(), &Job{Session: "nice-store", Format: "anthropic", Body: transcript("nice-store", 3)})
+	tk, err := p.Enqueue(context.Background(), &Job{Queued: Queued{Session: "nice-store", Format: wire.Anthropic, Body: transcript("nice-store", 3)}})
 	if err != nil {
 		t.Fatal(err)
 	}

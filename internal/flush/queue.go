@@ -306,13 +306,13 @@ func (q *Queue) deadLetter(ctx context.Context, id string, job *Job, payload str
 
 // encodeJob serializes a job for the stream; the session model's credentials are dropped.
 func encodeJob(job *Job) (string, error) {
-	j := *job
-	if j.SessionModel != nil {
-		ep := *j.SessionModel
+	q := job.Queued
+	if q.SessionModel != nil {
+		ep := *q.SessionModel
 		ep.APIKey, ep.Header = "", nil
-		j.SessionModel = &ep
+		q.SessionModel = &ep
 	}
-	b, err := json.Marshal(&j)
+	b, err := json.Marshal(&q)
 	if err != nil {
 		return "", fmt.Errorf("flush: encode job: %w", err)
 	}
@@ -321,7 +321,7 @@ func encodeJob(job *Job) (string, error) {
 
 func decodeJob(s string) (*Job, error) {
 	var j Job
-	if err := json.Unmarshal([]byte(s), &j); err != nil {
+	if err := json.Unmarshal([]byte(s), &j.Queued); err != nil {
 		return nil, &JobError{Msg: "undecodable job", Err: err}
 	}
 	return &j, nil

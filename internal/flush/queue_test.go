@@ -1,8 +1,10 @@
 package flush
 
 import (
+	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,10 +23,7 @@ const queuedJSON = `{"session":"s1","format":"openai","body":"e30=","hash":"abc"
 // the session model's credentials), and decodeJob reads it back to that job.
 func TestQueuedJobWireForm(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	j := &Job{Session: "s1", Format: "openai", Body: []byte(`{}`), Hash: "abc", Trigger: "budget",
-		SessionModel: &summarize.Endpoint{Format: wire.Responses, BaseURL: "http://up/v1", Model: "gpt-5", APIKey: "secret", Header: http.Header{"X": {"y"}}},
-		Enqueued:     at, Attempt: 2, LastError: "boom", PlanMessages: 7,
-		Cache: &CacheCheck{At: at.Add(time.Second), LastRequest: at.Add(-245 * time.Second), Requests: 3, Horizon: 4, MaxHorizon: 9}}
+	j := &Job{Queued: Queued{Session: "s1", Format: wire.OpenAI, Body: []byte(`{}`), Hash: "abc", Trigger: "budget", SessionModel: &summarize.Endpoint{Format: wire.Responses, BaseURL: "http://up/v1", Model: "gpt-5", APIKey: "secret", Header: http.Header{"X": {"y"}}}, Enqueued: at, Attempt: 2, LastError: "boom", PlanMessages: 7, Cache: &CacheCheck{At: at.Add(time.Second), LastRequest: at.Add(-245 * time.Second), Requests: 3, Horizon: 4, MaxHorizon: 9}}}
 	got, err := encodeJob(j)
 	if err != nil || got != queuedJSON {
 		t.Fatalf("encodeJob = %s, %v\nwant %s", got, err, queuedJSON)
@@ -42,5 +41,11 @@ func TestQueuedJobWireForm(t *testing.T) {
 	want.SessionModel = &ep
 	if !reflect.DeepEqual(back, &want) {
 		t.Fatalf("decodeJob = %+v\nwant %+v", back, &want)
+	}
+	// A format no worker knows is an invalid job, never retried.
+	var je *JobError
+	if _, err := decodeJob(strings.Replace(queuedJSON, `"format":"openai"`, `"format":"chat"`, 1)); !errors.As(err, &je) ||
+		!strings.Contains(err.Error(), `unknown wire format "chat"`) {
+		t.Fatalf("format chat: %v", err)
 	}
 }

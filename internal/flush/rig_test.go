@@ -127,7 +127,7 @@ func (r *rig) stats(session string) map[string]int64 {
 }
 
 func job(session, tag string, n int) *Job {
-	return &Job{Session: session, Format: "anthropic", Body: transcript(tag, n), Trigger: "agent-message"}
+	return &Job{Queued: Queued{Session: session, Format: wire.Anthropic, Body: transcript(tag, n), Trigger: "agent-message"}}
 }
 
 func defaultConfigWithModel(model string) *config.Config {

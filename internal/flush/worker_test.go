@@ -226,7 +226,7 @@ func TestQueueInvalidJobsDeadLetterAtOnce(t *testing.T) {
 	w, q := r.worker("w1", nil)
 	run(t, w)
 	ctx := context.Background()
-	bad := &Job{Session: "s1", Format: "anthropic", Body: []byte(`{"messages": [`)}
+	bad := &Job{Queued: Queued{Session: "s1", Format: wire.Anthropic, Body: []byte(`{"messages": [`)}}
 	if _, err := q.Enqueue(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestQueueInvalidJobsDeadLetterAtOnce(t *testing.T) {
 	}
 	// Enqueue refuses what can never run.
 	var je *JobError
-	if _, err := q.Enqueue(ctx, &Job{Session: "s1", Format: "anthropic"}); !errors.As(err, &je) {
+	if _, err := q.Enqueue(ctx, &Job{Queued: Queued{Session: "s1", Format: wire.Anthropic}}); !errors.As(err, &je) {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -425,7 +425,7 @@ func TestQueueSerializesRequestOnlyJob(t *testing.T) {
 	w, q := r.worker("w1", NewMetrics(prometheus.NewRegistry()))
 	run(t, w)
 	body := job("s2", "q", 2).Body
-	j := &Job{Session: "s2", Format: "anthropic", Request: parseTranscript(t, body)}
+	j := &Job{Queued: Queued{Session: "s2", Format: wire.Anthropic}, Request: parseTranscript(t, body)}
 	if dup, err := q.Enqueue(context.Background(), j); err != nil || dup {
 		t.Fatalf("dup %v err %v", dup, err)
 	}

@@ -46,7 +46,7 @@ func benchServer(b *testing.B, up *upstreamfake.Server, body []byte) *Server {
 	if body != nil {
 		orch := &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-		res, err := orch.Flush(context.Background(), &flush.Job{Session: "bench", Format: "anthropic", Body: body, Trigger: "bench"})
+		res, err := orch.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: "bench", Format: wire.Anthropic, Body: body, Trigger: "bench"}})
 		if err != nil || res.Version == 0 {
 			b.Fatalf("flush: %v %+v", err, res)
 		}
@@ -134,7 +134,7 @@ func manySessions(b *testing.B, px *Server, body []byte, sessions int) ([][2][]b
 		bodies[i] = [2][]byte{bytes.Clone(body), bytes.Clone(body)}
 		sid := fmt.Sprintf("bench-%03d", i)
 		hdrs[i] = http.Header{HeaderSession: []string{sid}}
-		if res, err := orch.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: bodies[i][0], Trigger: "bench"}); err != nil || res.Version == 0 {
+		if res, err := orch.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: sid, Format: wire.Anthropic, Body: bodies[i][0], Trigger: "bench"}}); err != nil || res.Version == 0 {
 			b.Fatalf("flush: %v %+v", err, res)
 		}
 		req, err := px.parses.parse(wire.Anthropic, sid, bodies[i][0])
@@ -302,7 +302,7 @@ func BenchmarkPrepareAfterFlush(b *testing.B) {
 					return
 				}
 				warmed := testutil.ToFloat64(px.Metrics().Warmups)
-				if _, err := orch.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: body, Trigger: "agent-message"}); err != nil {
+				if _, err := orch.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: sid, Format: wire.Anthropic, Body: body, Trigger: "agent-message"}}); err != nil {
 					b.Fatal(err)
 				}
 				for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(px.Metrics().Warmups) == warmed; {

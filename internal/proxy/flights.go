@@ -113,8 +113,8 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 // flusher, claiming the session's flight first; the channel closes when it ended. With waited
 // the job is submitted before it returns (nil when that fails), else in the background.
 func (s *Server) startFlush(t *turn, trigger string, req *wire.Request, body []byte, o flushOpts, waited bool) <-chan struct{} {
-	job := &flush.Job{Session: t.sid, Format: t.f.String(), Request: req, Trigger: trigger,
-		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}
+	job := &flush.Job{Request: req, Queued: flush.Queued{Session: t.sid, Format: t.f, Trigger: trigger,
+		SessionModel: s.sessionEndpoint(t), PlanMessages: o.planMessages}}
 	if t.snap != nil && t.state != nil {
 		job.State, job.StateVersion = t.state, t.snap.Version // the planner skips decoding it again
 		if req == t.view {

@@ -130,7 +130,7 @@ func TestRequestWaitsForAnotherReplicasFlush(t *testing.T) {
 	other := store.NewMemory(0)
 	defer other.Close()
 	orch := &flush.Orchestrator{Store: other, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if _, err := orch.Flush(context.Background(), &flush.Job{Session: "waiter", Format: "anthropic", Body: body}); err != nil {
+	if _, err := orch.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: "waiter", Format: wire.Anthropic, Body: body}}); err != nil {
 		t.Fatal(err)
 	}
 	snap, _ := other.Load(context.Background(), "waiter")

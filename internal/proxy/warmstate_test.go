@@ -132,7 +132,7 @@ func commitElsewhereWarms(t *testing.T, proxySt, workerSt store.Store, subscribe
 	subscribed()
 	worker := &flush.Orchestrator{Store: workerSt, Planner: flush.EnginePlanner{Policy: testPolicy()}, Summarizer: summarize.Extractive{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	res, err := worker.Flush(context.Background(), &flush.Job{Session: sid, Format: "anthropic", Body: body, Trigger: "agent-message"})
+	res, err := worker.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: sid, Format: wire.Anthropic, Body: body, Trigger: "agent-message"}})
 	if err != nil || res.Version == 0 {
 		t.Fatalf("worker flush: %v %+v", err, res)
 	}
