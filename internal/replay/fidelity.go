@@ -31,15 +31,6 @@ type sourceCall struct {
 	args, result int
 }
 
-// wireFormatOf is the format measureUses and measure parse bodies as: Responses bodies are read
-// as Anthropic ones.
-func wireFormatOf(f wire.Format) wire.Format {
-	if f == wire.OpenAI {
-		return wire.OpenAI
-	}
-	return wire.Anthropic
-}
-
 // measureUses reads every request of t once, in order, and returns the uses of the response
 // to each: the response to request k is read from request k+1 (fidelity.Response), so the
 // last request and a request followed by a compaction have none. A request that does not
@@ -50,7 +41,7 @@ func measureUses(ctx context.Context, t Transcript, est cost.Estimator) (*sessio
 	memo := fidelity.NewMemo()
 	idx := fidelity.NewIndex(memo)
 	idx.Observe(su.obs)
-	wf := wireFormatOf(t.WireFormat())
+	wf := t.WireFormat()
 	used := map[fidelity.Token]struct{}{}
 	var prev *wire.Request
 	for k := 0; k < t.Len(); k++ {
@@ -194,7 +185,7 @@ func (rep *StrategyReport) measure(k int, billed []byte, parsed *wire.Request, p
 	seen *fidelity.Index, su *sessionUses, cache *cost.Cache, f wire.Format, est cost.Estimator) float64 {
 	if parsed == nil {
 		var err error
-		if parsed, err = wire.Parse(wireFormatOf(f), billed); err != nil {
+		if parsed, err = wire.Parse(f, billed); err != nil {
 			return 0
 		}
 	}
