@@ -409,7 +409,7 @@ func createRendered(t *testing.T, c client.Client, ns, name string, spec map[str
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &p); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := specs.RenderConfig(&p)
+	cfg, err := specs.BuildConfig(&p)
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
 		return nil, nil

@@ -179,7 +179,7 @@ func testCRDDefaults(t *testing.T, c client.Client) {
 		t.Fatalf("CRD defaults not applied: %+v", s)
 	}
 	// The CRD defaults and the Go defaults of the config package must agree.
-	got, err := specs.RenderConfig(p)
+	got, err := specs.BuildConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}

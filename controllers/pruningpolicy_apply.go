@@ -16,10 +16,10 @@ import (
 	"github.com/condense-dev/condense/internal/specs"
 )
 
-// build renders the policy's configuration and builds its children, recording a policy that
-// renders no valid configuration (with a warning event) in o. err is an API error.
+// build builds the policy's configuration and its children, recording a policy that builds
+// no valid configuration (with a warning event) in o. err is an API error.
 func (r *policyReconciler) build(ctx context.Context, p *condensev1.PruningPolicy, o *policyObservation) ([]specs.Child, error) {
-	cfg, err := specs.RenderConfig(p)
+	cfg, err := specs.BuildConfig(p)
 	if err != nil {
 		o.configErr = err
 		emitEvent(r.Recorder, p, corev1.EventTypeWarning, reasonInvalidSpec, "Render", invalidConfigMessage(err))
@@ -35,7 +35,7 @@ func (r *policyReconciler) build(ctx context.Context, p *condensev1.PruningPolic
 	return children, nil
 }
 
-// invalidConfigMessage is the Ready message and event note of a policy RenderConfig rejects.
+// invalidConfigMessage is the Ready message and event note of a policy BuildConfig rejects.
 func invalidConfigMessage(err error) string {
 	return "the policy renders an invalid proxy configuration: " + err.Error()
 }

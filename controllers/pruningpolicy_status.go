@@ -17,9 +17,9 @@ import (
 type policyObservation struct {
 	// now is when the reconcile started (condition transition times).
 	now time.Time
-	// configErr is why the policy renders no valid configuration (a user mistake).
+	// configErr is why the policy builds no valid configuration (a user mistake).
 	configErr error
-	// configHash is the rendered configuration's hash.
+	// configHash is the built configuration's hash.
 	configHash string
 	// childrenErr is why a child object could not be built, applied or deleted.
 	childrenErr error
@@ -31,7 +31,7 @@ type policyObservation struct {
 	sessions []condensev1.AgentSession
 }
 
-// built reports whether the configuration rendered and every child was built (and applied).
+// built reports whether the configuration and every child was built (and applied).
 func (o *policyObservation) built() bool { return o.configErr == nil && o.childrenErr == nil }
 
 // computePolicyStatus is the status p should have after what o observed.

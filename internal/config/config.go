@@ -1,6 +1,6 @@
 // Package config is the versioned data-plane configuration (condense.dev/config/v1,
 // ProxyConfig, YAML or JSON) of `condense proxy` and `condense pruner`, which the operator
-// renders from a PruningPolicy: omitted fields keep their defaults (Default), unknown ones are
+// builds from a PruningPolicy: omitted fields keep their defaults (Default), unknown ones are
 // errors. It has no Kubernetes dependencies. See docs/configuration.md.
 package config
 
@@ -115,7 +115,7 @@ type Config struct {
 	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
 	// Kind must be Kind.
 	Kind string `json:"kind" yaml:"kind"`
-	// Policy names the PruningPolicy this configuration was rendered from (empty outside Kubernetes).
+	// Policy names the PruningPolicy this configuration was built from (empty outside Kubernetes).
 	Policy PolicyRef `json:"policy" yaml:"policy"`
 	// Listen holds the addresses the process listens on.
 	Listen Listen `json:"listen" yaml:"listen"`
@@ -534,7 +534,7 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// MarshalYAML renders the configuration as YAML (the ConfigMap form). The output parses back
+// MarshalYAML writes the configuration as YAML (the ConfigMap form). The output parses back
 // to an equal Config.
 func (c *Config) MarshalYAML() ([]byte, error) {
 	j, err := json.Marshal(c)

@@ -6,13 +6,13 @@ import (
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
 )
 
-// BenchmarkRenderConfig measures rendering a policy into the proxy configuration and its hash
+// BenchmarkBuildConfig measures building the proxy configuration of a policy and its hash
 // (done on every PruningPolicy reconcile).
-func BenchmarkRenderConfig(b *testing.B) {
+func BenchmarkBuildConfig(b *testing.B) {
 	p := policy(func(p *condensev1.PruningPolicy) { p.Spec.ProtectedTools = []string{"a", "b", "c"} })
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := RenderConfig(p)
+		c, err := BuildConfig(p)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -27,7 +27,7 @@ func BenchmarkBuildChildren(b *testing.B) {
 		p.Spec.Proxy.Autoscaling = &condensev1.AutoscalingSpec{MinReplicas: 2, MaxReplicas: 8}
 		p.Spec.Pruner.Replicas = 2
 	})
-	cfg, err := RenderConfig(p)
+	cfg, err := BuildConfig(p)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// RenderConfig turns a PruningPolicy into the validated data-plane configuration its pods load;
+// BuildConfig turns a PruningPolicy into the validated data-plane configuration its pods load;
 // unset fields take the CRD's defaults. An invalid result is a user mistake in the policy and
 // comes back as a *config.ValidationError.
-func RenderConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
+func BuildConfig(p *condensev1.PruningPolicy) (*config.Config, error) {
 	s := &p.Spec
 	c := config.Default()
 	c.Policy = config.PolicyRef{Name: p.Name, Namespace: p.Namespace}

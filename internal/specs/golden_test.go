@@ -70,7 +70,7 @@ func TestGoldenChildren(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := policy(tc.mut)
-			cfg, err := RenderConfig(p)
+			cfg, err := BuildConfig(p)
 			if err != nil {
 				t.Fatal(err)
 			}

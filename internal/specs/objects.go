@@ -1,5 +1,5 @@
-// Package specs builds the objects a PruningPolicy runs as and renders the policy into the
-// data-plane configuration its pods load. Everything here is pure: no client, no I/O.
+// Package specs builds the objects a PruningPolicy runs as and the data-plane configuration
+// its pods load. Everything here is pure: no client, no I/O.
 package specs
 
 import (
@@ -14,7 +14,7 @@ import (
 
 // Paths, environment variable names and ports inside the pods a policy runs.
 const (
-	// ConfigKey is the ConfigMap key holding the rendered configuration.
+	// ConfigKey is the ConfigMap key holding the built configuration.
 	ConfigKey = "config.yaml"
 	// ConfigDir is where the configuration ConfigMap is mounted.
 	ConfigDir = "/etc/condense"

@@ -12,7 +12,7 @@ import (
 )
 
 // AnnotationConfigHash is set on the proxy and pruner pod templates to the hash of the
-// rendered configuration, so a configuration change rolls the pods.
+// built configuration, so a configuration change rolls the pods.
 const AnnotationConfigHash = "condense.dev/config-hash"
 
 // AnnotationSecretsHash is set on the proxy and pruner pod templates to SecretsHash of the
@@ -21,7 +21,7 @@ const AnnotationSecretsHash = "condense.dev/secrets-hash"
 
 // PodHashes are the pod template annotations that roll the proxy and pruner pods.
 type PodHashes struct {
-	// Config is the rendered configuration's hash (AnnotationConfigHash).
+	// Config is the built configuration's hash (AnnotationConfigHash).
 	Config string
 	// Secrets digests the data of the referenced Secret keys (AnnotationSecretsHash); "" when
 	// the policy references none.

@@ -29,8 +29,8 @@ func policy(mut func(*condensev1.PruningPolicy)) *condensev1.PruningPolicy {
 	return p
 }
 
-func TestRenderConfigDefaults(t *testing.T) {
-	c, err := RenderConfig(policy(nil))
+func TestBuildConfigDefaults(t *testing.T) {
+	c, err := BuildConfig(policy(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestRenderConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestRenderConfigEveryField(t *testing.T) {
+func TestBuildConfigEveryField(t *testing.T) {
 	th, delta := 0.8, 0.1
 	p := policy(func(p *condensev1.PruningPolicy) {
 		s := &p.Spec
@@ -70,7 +70,7 @@ func TestRenderConfigEveryField(t *testing.T) {
 			MaxRecoveryRounds: new(int32(0)), ParseCacheBytes: new(resource.MustParse("0"))}
 		s.Redis = condensev1.RedisSpec{External: &condensev1.ExternalRedisSpec{URLSecretRef: corev1.SecretKeySelector{Key: "url"}}}
 	})
-	c, err := RenderConfig(p)
+	c, err := BuildConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,13 +145,13 @@ func TestBytesOr(t *testing.T) {
 	}
 }
 
-func TestRenderConfigRejectsInvalid(t *testing.T) {
-	_, err := RenderConfig(policy(func(p *condensev1.PruningPolicy) { p.Spec.Upstreams.Anthropic = "not a url" }))
+func TestBuildConfigRejectsInvalid(t *testing.T) {
+	_, err := BuildConfig(policy(func(p *condensev1.PruningPolicy) { p.Spec.Upstreams.Anthropic = "not a url" }))
 	if err == nil || !strings.Contains(err.Error(), "upstreams.anthropic") {
 		t.Fatalf("want a validation error naming upstreams.anthropic, got %v", err)
 	}
 	// A regular expression the CRD cannot check.
-	_, err = RenderConfig(policy(func(p *condensev1.PruningPolicy) {
+	_, err = BuildConfig(policy(func(p *condensev1.PruningPolicy) {
 		p.Spec.Observations.Patterns = []condensev1.ObservationPatternSpec{{Match: "(unclosed"}}
 	}))
 	var ve *config.ValidationError
