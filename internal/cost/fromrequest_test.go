@@ -81,7 +81,7 @@ func TestFromRequestMatchesFromBody(t *testing.T) {
 					for _, b := range plan.Batches {
 						outs[b.ID] = "- summary of " + b.ID + ": ran the tools, \"quoted\" \u00e9t\u00e9 ok"
 					}
-					next, err := plan.Commit(outs)
+					next, err := plan.Apply(outs)
 					if err != nil {
 						t.Fatal(err)
 					}

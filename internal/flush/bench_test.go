@@ -161,7 +161,7 @@ func BenchmarkFlushRetryDeferred(b *testing.B) {
 	if err := state.UnmarshalBinary(snap.State); err != nil {
 		b.Fatal(err)
 	}
-	fwd := pruner.RenderView(req, state, testPolicy()).Request
+	fwd := pruner.RenderRequest(req, state, testPolicy()).Request
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()

@@ -99,14 +99,14 @@ func (e *enginePlan) current(job *Job) *wire.Request {
 	if job.Rendered != nil && job.State == e.cur && job.Request == e.req {
 		return job.Rendered
 	}
-	return pruner.RenderView(e.req, e.cur, e.pol).Request
+	return pruner.RenderRequest(e.req, e.cur, e.pol).Request
 }
 
 type enginePlan struct {
 	p    *pruner.Plan
 	req  *wire.Request // the whole request (Job.Request, or Job.Body parsed)
 	cur  *pruner.State // the loaded state
-	next *pruner.State // the committed state (after Commit)
+	next *pruner.State // the new state (after Apply)
 	pol  pruner.Policy
 }
 
@@ -127,12 +127,12 @@ func (e *enginePlan) Requests() []*summarize.Request {
 	return out
 }
 
-// Commit runs the engine's commit (the new state is encoded by Encode, once it is kept).
-func (e *enginePlan) Commit(outputs map[string]string) (bool, error) {
+// Apply runs the engine's Plan.Apply (the new state is encoded by Encode, once it is kept).
+func (e *enginePlan) Apply(outputs map[string]string) (bool, error) {
 	if e.p.Empty() {
 		return false, nil
 	}
-	st, err := e.p.Commit(outputs)
+	st, err := e.p.Apply(outputs)
 	if err != nil {
 		return false, err
 	}
@@ -140,10 +140,10 @@ func (e *enginePlan) Commit(outputs map[string]string) (bool, error) {
 	return true, nil
 }
 
-// Encode encodes the committed state and lists the plan's blobs.
+// Encode encodes the new state and lists the plan's blobs.
 func (e *enginePlan) Encode() ([]byte, []Blob, error) {
 	if e.next == nil {
-		return nil, nil, errors.New("flush: Encode before a changing Commit")
+		return nil, nil, errors.New("flush: Encode before a changing Apply")
 	}
 	data, err := e.next.MarshalBinary()
 	if err != nil {
@@ -175,7 +175,7 @@ func (e *enginePlan) Weigh(job *Job, prices *cost.Prices, summarizerUSD float64)
 	// not change, so the memo estimates and hashes those once.
 	var memo cost.PromptMemo
 	pc := cost.FromRequest(e.current(job), cost.PromptOptions{}, &memo)
-	pn := cost.FromRequest(pruner.RenderView(e.req, e.next, e.pol).Request, cost.PromptOptions{}, &memo)
+	pn := cost.FromRequest(pruner.RenderRequest(e.req, e.next, e.pol).Request, cost.PromptOptions{}, &memo)
 	if pc.Model == "" {
 		pc.Model, pn.Model = e.req.Model, e.req.Model
 	}

@@ -146,7 +146,7 @@ func TestWeighUsesHandedRender(t *testing.T) {
 	if ep.current(&other) == rendered {
 		t.Fatal("the handed render was used for a plan over another state")
 	}
-	if changed, err := p.Commit(map[string]string{"batch-1": "- summary", "batch-2": "- summary"}); err != nil || !changed {
+	if changed, err := p.Apply(map[string]string{"batch-1": "- summary", "batch-2": "- summary"}); err != nil || !changed {
 		t.Fatalf("commit: changed %v err %v", changed, err)
 	}
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -199,7 +199,7 @@ func TestFlushResponsesJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := pruner.RenderView(req, state, testPolicy()).Request
+	out := pruner.RenderRequest(req, state, testPolicy()).Request
 	if err := wire.Validate(out); err != nil {
 		t.Fatalf("rendered request invalid: %v", err)
 	}

@@ -286,18 +286,18 @@ type Planner interface {
 type Plan interface {
 	// Requests are the summarizer calls the plan needs (may be empty).
 	Requests() []*summarize.Request
-	// Commit computes the new state given the successful outputs keyed by request ID
+	// Apply computes the new state given the successful outputs keyed by request ID
 	// (failed requests are absent) and reports whether the state changed.
-	Commit(outputs map[string]string) (changed bool, err error)
-	// Encode returns the stored form of the state a changing Commit computed and the blobs
+	Apply(outputs map[string]string) (changed bool, err error)
+	// Encode returns the stored form of the state a changing Apply computed and the blobs
 	// to store first. It is called only for a flush that is kept (not for a deferred one).
 	Encode() (state []byte, blobs []Blob, err error)
 }
 
-// Weigher is implemented by plans that can price their commit against the provider's prompt
-// cache (EnginePlanner's plans do). Weigh is called after Commit.
+// Weigher is implemented by plans that can price their new state against the provider's prompt
+// cache (EnginePlanner's plans do). Weigh is called after Apply.
 type Weigher interface {
-	// Weigh decides whether the committed state is worth its cache rewrite for job (whose
+	// Weigh decides whether the new state is worth its cache rewrite for job (whose
 	// Cache is set), given what this flush's summarizer calls cost.
 	Weigh(job *Job, prices *cost.Prices, summarizerUSD float64) (cachepolicy.Decision, error)
 }
@@ -651,7 +651,7 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 			res.Outcome = OutcomeSummarizerFailed
 			return fmt.Errorf("%w: %d batch(es): %w", ErrSummarizerFailed, len(reqs), firstErr)
 		}
-		changed, err := plan.Commit(outputs)
+		changed, err := plan.Apply(outputs)
 		if err != nil {
 			return fmt.Errorf("flush: plan commit: %w", err)
 		}

@@ -238,7 +238,7 @@ func (s *Server) render(t *turn) {
 	start := time.Now()
 	// The forwarded body is the rendered request's segments: the bytes it keeps from the
 	// client's body (most of them) are sent from there, not copied into a new buffer first.
-	res := pruner.RenderView(t.view, t.state, s.opt.Policy)
+	res := pruner.RenderRequest(t.view, t.state, s.opt.Policy)
 	t.fwd = res.Request // the view when Unchanged: it may add hidden exchanges and the tool
 	t.body = t.fwd.Segments()
 	s.met.RenderSeconds.Observe(time.Since(start).Seconds())

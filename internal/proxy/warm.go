@@ -32,7 +32,7 @@ func (s *Server) warmState(f wire.Format, sid string, version uint64) {
 // the render keeps on the shared messages and blocks then serves the next request.
 func (s *Server) warmRender(f wire.Format, sid string, st *pruner.State) {
 	if req := s.parses.peek(f, sid); req != nil {
-		_ = pruner.RenderView(req, st, s.opt.Policy).Request.Segments()
+		_ = pruner.RenderRequest(req, st, s.opt.Policy).Request.Segments()
 		s.met.Warmups.Inc()
 	}
 }

@@ -171,7 +171,7 @@ func renderAllocs(t *testing.T, req *wire.Request, st *pruner.State) uint64 {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	var a, b runtime.MemStats
 	runtime.ReadMemStats(&a)
-	res := pruner.RenderView(req, st, testPolicy())
+	res := pruner.RenderRequest(req, st, testPolicy())
 	_ = res.Request.Segments()
 	runtime.ReadMemStats(&b)
 	if res.Unchanged {

@@ -32,7 +32,7 @@ type call struct {
 	pathRead bool
 }
 
-// pathArg is pathArg of the call's input, read once per view.
+// pathArg is pathArg of the call's input, read once per analysis.
 func (c *call) pathArg() (string, bool) {
 	if !c.pathRead {
 		if c.b.Format() == wire.Anthropic {
@@ -56,10 +56,10 @@ type result struct {
 	obs      *obsMatch // a text observation (b and its call are synthetic), else nil
 }
 
-// view is the analysed transcript shared by planning and render. Its per-message indexes
-// are slices by message index, not maps: a view is built for every request, over every
+// analysis is the analysed transcript shared by planning and render. Its per-message indexes
+// are slices by message index, not maps: an analysis is built for every request, over every
 // message of the transcript.
-type view struct {
+type analysis struct {
 	f          wire.Format
 	msgs       []*wire.Message
 	cls        []class
@@ -73,21 +73,21 @@ type view struct {
 	callSpan, resultSpan []span
 }
 
-// span is a half-open range [lo, hi) of a view's calls or results.
+// span is a half-open range [lo, hi) of an analysis's calls or results.
 type span struct{ lo, hi int32 }
 
 // callsOf returns the tool calls of message i in block order.
-func (v *view) callsOf(i int) []*call {
+func (v *analysis) callsOf(i int) []*call {
 	s := v.callSpan[i]
 	return v.calls[s.lo:s.hi:s.hi]
 }
 
 // toolUsing reports whether message i is an assistant message with tool calls.
-func (v *view) toolUsing(i int) bool { s := v.callSpan[i]; return s.hi > s.lo }
+func (v *analysis) toolUsing(i int) bool { s := v.callSpan[i]; return s.hi > s.lo }
 
 // turnHolds reports whether a tool call of assistant message i has a result with occurrence
 // key key.
-func (v *view) turnHolds(i int, key string) bool {
+func (v *analysis) turnHolds(i int, key string) bool {
 	for _, c := range v.callsOf(i) {
 		if c.res != nil && c.res.occKey() == key {
 			return true
@@ -97,13 +97,13 @@ func (v *view) turnHolds(i int, key string) bool {
 }
 
 // isObservation reports whether message i is a text observation.
-func (v *view) isObservation(i int) bool {
+func (v *analysis) isObservation(i int) bool {
 	s := v.resultSpan[i]
 	return s.hi > s.lo && v.results[s.lo].obs != nil
 }
 
 // resultAt returns the result of block j of message i, or nil.
-func (v *view) resultAt(i, j int) *result {
+func (v *analysis) resultAt(i, j int) *result {
 	s := v.resultSpan[i]
 	for _, r := range v.results[s.lo:s.hi] {
 		if r.blk == j {
@@ -113,13 +113,13 @@ func (v *view) resultAt(i, j int) *result {
 	return nil
 }
 
-// viewSlab hands out a view's calls and results from a few allocations.
-type viewSlab struct {
+// analysisSlab hands out an analysis's calls and results from a few allocations.
+type analysisSlab struct {
 	calls   []call
 	results []result
 }
 
-func (s *viewSlab) call(c call) *call {
+func (s *analysisSlab) call(c call) *call {
 	if len(s.calls) == 0 {
 		s.calls = make([]call, 64)
 	}
@@ -128,7 +128,7 @@ func (s *viewSlab) call(c call) *call {
 	return p
 }
 
-func (s *viewSlab) result(r result) *result {
+func (s *analysisSlab) result(r result) *result {
 	if len(s.results) == 0 {
 		s.results = make([]result, 64)
 	}
@@ -137,21 +137,21 @@ func (s *viewSlab) result(r result) *result {
 	return p
 }
 
-// newView analyses a transcript without text observations.
-func newView(f wire.Format, msgs []*wire.Message) *view { return viewFor(f, msgs, nil) }
+// newAnalysis analyses a transcript without text observations.
+func newAnalysis(f wire.Format, msgs []*wire.Message) *analysis { return analyse(f, msgs, nil) }
 
-// viewFor analyses a transcript under a policy: with observations on, a user message that a
+// analyse analyses a transcript under a policy: with observations on, a user message that a
 // pattern recognises right after an assistant message without tool calls is that message's
 // tool result, and the assistant message its call (both synthetic blocks, docs/engine.md).
-func viewFor(f wire.Format, msgs []*wire.Message, pol *Policy) *view {
+func analyse(f wire.Format, msgs []*wire.Message, pol *Policy) *analysis {
 	var obs *observer
 	if pol != nil {
 		obs = observerOf(&pol.Observations)
 	}
 	n := len(msgs)
-	v := &view{f: f, msgs: msgs, cls: make([]class, n), turnOf: make([]int, n), callSpan: make([]span, n), resultSpan: make([]span, n),
+	v := &analysis{f: f, msgs: msgs, cls: make([]class, n), turnOf: make([]int, n), callSpan: make([]span, n), resultSpan: make([]span, n),
 		calls: make([]*call, 0, n/2+1), results: make([]*result, 0, n/2+1)}
-	var slab viewSlab
+	var slab analysisSlab
 	var open map[string]*call // current turn's calls by id, unmatched
 	prompts := 0
 	for i, m := range msgs {
@@ -267,7 +267,7 @@ func isSynthetic(m *wire.Message) bool {
 func msgSig(m *wire.Message) uint64 { return m.ShapeSum() }
 
 // fingerprints computes full fingerprints (with signatures) of the messages at idx.
-func (v *view) fingerprints(idx []int) []Fingerprint {
+func (v *analysis) fingerprints(idx []int) []Fingerprint {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -285,13 +285,13 @@ func (v *view) fingerprints(idx []int) []Fingerprint {
 
 // locator resolves fingerprints within one role class, hashing lazily.
 type locator struct {
-	v    *view
+	v    *analysis
 	idx  []int
 	sigs []uint64
 	full fpIndex // built on demand for fingerprints without signature
 }
 
-func (v *view) locator(idx []int) *locator {
+func (v *analysis) locator(idx []int) *locator {
 	return &locator{v: v, idx: idx}
 }
 
@@ -332,7 +332,7 @@ func (l *locator) resolve(fp Fingerprint) int {
 // maps to -1.
 type fpIndex map[Fingerprint]int
 
-func (v *view) fpIndex(idx []int) fpIndex {
+func (v *analysis) fpIndex(idx []int) fpIndex {
 	fps := v.fingerprints(idx)
 	m := make(fpIndex, len(fps))
 	for i, fp := range fps {
@@ -380,7 +380,7 @@ type chainRange struct {
 // detectChains finds chains: a prompt, tool-using turns, a closing text-only assistant.
 // Interrupted chains (a new prompt before the close) are returned with end -1; a chain open at
 // the end of the transcript is not returned.
-func (v *view) detectChains(pol *Policy) []*chainRange {
+func (v *analysis) detectChains(pol *Policy) []*chainRange {
 	var out []*chainRange
 	var cur *chainRange
 	seenID := map[string]bool{}
@@ -454,7 +454,7 @@ func (v *view) detectChains(pol *Policy) []*chainRange {
 
 // graceKeys returns the occurrence keys of context_tree_query results still in recovery grace
 // (reference §10.1): age in user turns = prompts now - prompts before the result.
-func (v *view) graceKeys(k int) map[string]bool {
+func (v *analysis) graceKeys(k int) map[string]bool {
 	if k <= 0 {
 		return nil
 	}

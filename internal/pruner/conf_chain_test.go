@@ -31,7 +31,7 @@ func TestConformanceChainDetector(t *testing.T) {
 	pol := DefaultPolicy()
 	detect := func(x *tx) []*chainRange {
 		r := x.req(t)
-		return newView(r.Format, r.Messages).detectChains(&pol)
+		return newAnalysis(r.Format, r.Messages).detectChains(&pol)
 	}
 	t.Run("empty transcript has no chains", func(t *testing.T) {
 		if len(detect(newTx(wire.Anthropic))) != 0 {
@@ -127,7 +127,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 				}
 			}
 			if c.want > 0 {
-				v := newView(req.Format, req.Messages)
+				v := newAnalysis(req.Format, req.Messages)
 				if st.Chains[0].Start != v.fingerprints(v.prompts)[0] {
 					t.Fatal("oldest chain not first")
 				}
@@ -194,7 +194,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 		if len(p.Batches) != 1 || p.Batches[0].Kind != KindRangeFusion {
 			t.Fatalf("%+v", p.Batches)
 		}
-		st2, err := p.Commit(nil)
+		st2, err := p.Apply(nil)
 		if err != nil || len(st2.Chains) != 1 || st2.Chains[0].RangeSummary != "" {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 		if count(st) != 1 {
 			t.Fatalf("compressed %d", count(st))
 		}
-		v := newView(wire.Anthropic, x.req(t).Messages)
+		v := newAnalysis(wire.Anthropic, x.req(t).Messages)
 		if st.Chains[0].Start != v.fingerprints(v.prompts)[1] {
 			t.Fatal("wrong chain compressed")
 		}
@@ -274,7 +274,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 		if len(p.Diagnostics) != 1 || p.Diagnostics[0].Kind != DiagBackfillEmpty || p.Diagnostics[0].Detail != "middles=1" {
 			t.Fatalf("%+v", p.Diagnostics)
 		}
-		st, _ := p.Commit(nil)
+		st, _ := p.Apply(nil)
 		if st.Diagnostics.Counts[DiagBackfillEmpty] != 1 {
 			t.Fatal("not counted")
 		}
@@ -291,7 +291,7 @@ func TestConformanceChainCompressor(t *testing.T) {
 		if len(p.chains) != 1 || len(p.chains[0].backfill) != 0 {
 			t.Fatal("should compose from index without backfill")
 		}
-		st3, _ := p.Commit(nil)
+		st3, _ := p.Apply(nil)
 		if len(st3.Records) != len(st.Records) || !strings.Contains(st3.Chains[0].RangeSummary, "Refs: t1") {
 			t.Fatal(st3.Chains[0].RangeSummary)
 		}
@@ -424,7 +424,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 	})
 	t.Run("start fingerprint matching two prompts fails closed", func(t *testing.T) {
 		m := fpIndex{}
-		v := newView(wire.Anthropic, newTx(wire.Anthropic).user("same").user("same").req(t).Messages)
+		v := newAnalysis(wire.Anthropic, newTx(wire.Anthropic).user("same").user("same").req(t).Messages)
 		fps := v.fingerprints(v.prompts)
 		for i, fp := range fps {
 			if _, ok := m[fp]; ok {
@@ -446,7 +446,7 @@ func TestConformanceChainRangePrune(t *testing.T) {
 		st.Chains[1].Final = st.Chains[0].Final
 		bad := *st.Chains[1]
 		bad.Start = st.Chains[1].Start
-		v := newView(req.Format, req.Messages)
+		v := newAnalysis(req.Format, req.Messages)
 		var finals []int
 		for _, ai := range v.assistants {
 			if !v.toolUsing(ai) {
@@ -600,7 +600,7 @@ func TestSummaryHostInsideDroppedRange(t *testing.T) {
 	if got := texts(Render(req, st, pol).Request)[2]; !strings.Contains(got, "`t1` read returned") {
 		t.Fatalf("a new state shows a1's summary right after its result: %s", got)
 	}
-	v := newView(mid.Format, mid.Messages)
+	v := newAnalysis(mid.Format, mid.Messages)
 	st = st.clone()
 	for i, s := range st.Summaries { // the older anchoring: b1's assistant, mid's last
 		c := *s
@@ -610,7 +610,7 @@ func TestSummaryHostInsideDroppedRange(t *testing.T) {
 	st = flush(t, req, st, pol) // summarizes b2
 	// Compress only chain b by hand: reuse the planner on chain b alone.
 	p, _ := PlanFlush(req, st, kPolicy(0), t0)
-	st2, _ := p.Commit(map[string]string{})
+	st2, _ := p.Apply(map[string]string{})
 	var keep []*Chain
 	for _, c := range st2.Chains {
 		if strings.Contains(strings.Join(c.DroppedIDs, ","), "b1") {

@@ -52,7 +52,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 	t.Run("a missing output stops processing; later batches wait for the next flush", func(t *testing.T) {
 		req := three().req(t)
 		p, _ := PlanFlush(req, NewState(), stubPolicy(), t0)
-		st, err := p.Commit(map[string]string{p.Batches[0].ID: testSummarizer(p.Batches[0]), p.Batches[2].ID: testSummarizer(p.Batches[2])})
+		st, err := p.Apply(map[string]string{p.Batches[0].ID: testSummarizer(p.Batches[0]), p.Batches[2].ID: testSummarizer(p.Batches[2])})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,14 +66,14 @@ func TestConformanceFlushPlanning(t *testing.T) {
 	})
 	t.Run("a blank output is unusable", func(t *testing.T) {
 		p, _ := PlanFlush(three().req(t), NewState(), stubPolicy(), t0)
-		st, _ := p.Commit(map[string]string{p.Batches[0].ID: "  \n"})
+		st, _ := p.Apply(map[string]string{p.Batches[0].ID: "  \n"})
 		if len(st.Summaries) != 0 || st.Frontier != nil {
 			t.Fatal()
 		}
 	})
 	t.Run("output for an unknown batch is a typed error", func(t *testing.T) {
 		p, _ := PlanFlush(three().req(t), NewState(), stubPolicy(), t0)
-		_, err := p.Commit(map[string]string{"nope": "x"})
+		_, err := p.Apply(map[string]string{"nope": "x"})
 		var ub *UnknownBatchError
 		if !errors.As(err, &ub) || ub.ID != "nope" {
 			t.Fatal(err)
@@ -86,7 +86,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		if len(p.Batches) != 0 {
 			t.Fatal("trivial batch sent")
 		}
-		st, _ := p.Commit(nil)
+		st, _ := p.Apply(nil)
 		if st.Stats.SkippedTrivial != 1 || st.Frontier.Outcome != "skipped-trivial" || !st.Skipped[st.Frontier.LastKey] {
 			t.Fatalf("%+v", st.Frontier)
 		}
@@ -111,7 +111,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		x := newTx(wire.OpenAI).user("a").turn("c1", "read", `{}`, big("A", 1200)).turn("c2", "read", `{"b":1}`, big("B", 1200)).asst("", "ok").user("b")
 		req := x.req(t)
 		p, _ := PlanFlush(req, NewState(), stubPolicy(), t0)
-		st, _ := p.Commit(map[string]string{p.Batches[0].ID: strings.Repeat("long ", 400), p.Batches[1].ID: testSummarizer(p.Batches[1])})
+		st, _ := p.Apply(map[string]string{p.Batches[0].ID: strings.Repeat("long ", 400), p.Batches[1].ID: testSummarizer(p.Batches[1])})
 		if st.Stats.SkippedOversized != 1 || len(st.Summaries) != 1 || st.Summaries[0].Refs[0] != "t2" {
 			t.Fatalf("%+v %v", st.Stats, st.Summaries)
 		}
@@ -134,7 +134,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		if p.Spilled != 1 || len(p.Batches) != 0 || len(p.Blobs) != 2 {
 			t.Fatalf("%d %d %d", p.Spilled, len(p.Batches), len(p.Blobs))
 		}
-		st, _ := p.Commit(nil)
+		st, _ := p.Apply(nil)
 		r := st.Record("s1")
 		if r == nil || !r.Spilled || r.Ref != "" || r.Preview != "first line\nsecond" || r.Bytes != len(body) {
 			t.Fatalf("%+v", r)
@@ -158,7 +158,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		if p.Spilled != 0 || len(p.Blobs) != 0 {
 			t.Fatal("duplicate spilled again")
 		}
-		st, _ = p.Commit(nil)
+		st, _ = p.Apply(nil)
 		if st.Aliases[st.KeysForID("s2")[0]] != st.KeysForID("s1")[0] {
 			t.Fatal(st.Aliases)
 		}
@@ -174,7 +174,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		x := newTx(wire.OpenAI).user("a").asst("", "", tcall{"c1", "read", `{}`}, tcall{"c2", "read", `{"b":1}`}).
 			results(tres{id: "c1", text: big("A", 1500)}, tres{id: "c2", text: big("B", 1500)}).asst("", "ok").user("b")
 		req := x.req(t)
-		v := newView(req.Format, req.Messages)
+		v := newAnalysis(req.Format, req.Messages)
 		key1 := v.calls[0].res.occKey()
 		st := NewState()
 		st.Frontier = &Frontier{Assistant: v.fingerprints(v.assistants)[0], LastKey: key1}
@@ -189,7 +189,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 	})
 	t.Run("frontier drops turns before it and fails open when unresolvable", func(t *testing.T) {
 		req := three().req(t)
-		v := newView(req.Format, req.Messages)
+		v := newAnalysis(req.Format, req.Messages)
 		st := NewState()
 		st.Frontier = &Frontier{Assistant: v.fingerprints(v.assistants)[1], LastKey: v.calls[1].res.occKey()}
 		if p, _ := PlanFlush(req, st, stubPolicy(), t0); len(p.Batches) != 1 {
@@ -223,7 +223,7 @@ func TestConformanceFlushPlanning(t *testing.T) {
 		x := three()
 		x.turn("c9", "read", `{}`, big("Z", 2000)).asst("", "ok").user("z")
 		p, _ := PlanFlush(x.req(t), st, kPolicy(0), t0)
-		p.Commit(map[string]string{})
+		p.Apply(map[string]string{})
 		after, _ := st.MarshalBinary()
 		if string(before) != string(after) {
 			t.Fatal("state mutated")
@@ -274,7 +274,7 @@ func TestSummaryPlacement(t *testing.T) {
 		x := newTx(wire.Anthropic).user("a").turn("c1", "read", `{}`, big("A", 2000)).asst("", "done").user("b")
 		req := x.req(t)
 		st := flush(t, req, NewState(), stubPolicy())
-		v := newView(req.Format, req.Messages)
+		v := newAnalysis(req.Format, req.Messages)
 		old := *st.Summaries[0]
 		old.Anchor = v.fingerprints(v.assistants)[1]
 		st.Summaries[0] = &old

@@ -240,7 +240,7 @@ func TestConformanceIndexer(t *testing.T) {
 	})
 	t.Run("per-turn pairing: each assistant pairs with results of its own turn", func(t *testing.T) {
 		req := collide().req(t)
-		v := newView(req.Format, req.Messages)
+		v := newAnalysis(req.Format, req.Messages)
 		if v.calls[0].res.b.ResultText()[:5] != "first" || v.calls[1].res.b.ResultText()[:6] != "second" {
 			t.Fatal("mis-paired")
 		}
@@ -277,7 +277,7 @@ func TestConformanceIndexer(t *testing.T) {
 		if len(p.Batches) != 0 {
 			t.Fatal("fully deduped batch went to the summarizer")
 		}
-		st, _ = p.Commit(nil)
+		st, _ = p.Apply(nil)
 		dup := st.KeysForID("c2")[0]
 		if st.RefOf(dup) != "t1" || st.Frontier.Outcome != "skipped-deduped" {
 			t.Fatalf("%q %+v", st.RefOf(dup), st.Frontier)

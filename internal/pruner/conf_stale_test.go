@@ -195,7 +195,7 @@ func TestStubNeedsItsSummary(t *testing.T) {
 					t.Fatal("setup: nothing indexed")
 				}
 				if tc.oldState {
-					v := newView(freq.Format, freq.Messages)
+					v := newAnalysis(freq.Format, freq.Messages)
 					last := v.fingerprints(v.assistants)[len(v.assistants)-1]
 					st = st.clone()
 					for i, s := range st.Summaries {
@@ -323,7 +323,7 @@ func doneAnchored(t *testing.T, f wire.Format, pol Policy) *State {
 	t.Helper()
 	req := newTx(f).user("go").turn("c1", "read", `{"path":"a.go"}`, big("A", 2000)).asst("", "Done.").user("next").req(t)
 	st := flush(t, req, NewState(), pol)
-	v := newView(req.Format, req.Messages)
+	v := newAnalysis(req.Format, req.Messages)
 	s := *st.Summaries[0]
 	s.Anchor = v.fingerprints(v.assistants)[1]
 	st.Summaries[0] = &s

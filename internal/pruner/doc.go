@@ -4,7 +4,7 @@
 // The engine works on wire transcripts (internal/wire). A session's State is persisted by the
 // store (MarshalBinary/UnmarshalBinary; schema in docs/state.md). The proxy calls Render on
 // every request; the flush orchestrator calls PlanFlush, runs every planned Batch through a
-// summarizer, stores Plan.Blobs, and calls Plan.Commit with the outputs to get the next State
+// summarizer, stores Plan.Blobs, and calls Plan.Apply with the outputs to get the next State
 // (repeating while Plan.Followup is set). The recovery tool is answered by Query / QueryAll.
 //
 // Identity: tool results are keyed by occurrence key (identity.OccurrenceKey: the provider id

@@ -27,7 +27,7 @@ func Example() {
 	for _, b := range plan.Batches {
 		outputs[b.ID] = "- [[1:read]] Read a_test.go: 200 lines of source."
 	}
-	st, _ := plan.Commit(outputs)
+	st, _ := plan.Apply(outputs)
 
 	res := pruner.Render(req, st, pol)
 	fmt.Println(res.Unchanged, res.BytesAfter < res.BytesBefore)

@@ -195,7 +195,7 @@ func flush(tb testing.TB, req *wire.Request, st *State, pol Policy) *State {
 		for _, b := range p.Batches {
 			outs[b.ID] = testSummarizer(b)
 		}
-		st, err = p.Commit(outs)
+		st, err = p.Apply(outs)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -226,7 +226,7 @@ func flushBlobs(tb testing.TB, req *wire.Request, st *State, pol Policy, bs blob
 		for _, b := range p.Batches {
 			outs[b.ID] = testSummarizer(b)
 		}
-		st, err = p.Commit(outs)
+		st, err = p.Apply(outs)
 		if err != nil {
 			tb.Fatal(err)
 		}

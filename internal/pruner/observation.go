@@ -329,7 +329,7 @@ func AnswerTextRecovery(st *State, reply string, lookup BlobLookup) (string, boo
 // its own, or (observations on in pol) the action an observation answers. Flush triggers
 // use it to tell an agent's tool-using turns from its final replies.
 func ToolTurns(req *wire.Request, pol Policy) []bool {
-	v := viewFor(req.Format, req.Messages, &pol)
+	v := analyse(req.Format, req.Messages, &pol)
 	out := make([]bool, len(req.Messages))
 	for _, ai := range v.assistants {
 		out[ai] = v.toolUsing(ai)

@@ -93,7 +93,7 @@ func TestCorpusObservationRecovery(t *testing.T) {
 						checkPrefix(t, k, prev.Request, res.Request)
 					}
 					prev, last, flushed = res, res, false
-					v := viewFor(req.Format, req.Messages, &pol)
+					v := analyse(req.Format, req.Messages, &pol)
 					for _, r := range v.results {
 						if r.obs != nil {
 							originals[r.occKey()] = r.b.ResultText()

@@ -17,7 +17,7 @@ const (
 	itemDeduped
 )
 
-// pendingCall is a captured call with the record it becomes when committed.
+// pendingCall is a captured call with the record it becomes at Apply.
 type pendingCall struct {
 	c   *call
 	rec *Record
@@ -50,14 +50,14 @@ type chainTask struct {
 }
 
 // Plan is everything a flush does except the summarizer calls. Run every Batch through a
-// summarizer, write Blobs to the store, then call Commit with the outputs.
+// summarizer, write Blobs to the store, then call Apply with the outputs.
 type Plan struct {
 	// Batches are the summarizer calls to make (per-batch first, then range fusion).
 	Batches []Batch
-	// Blobs must be stored before the state returned by Commit is persisted (it references
+	// Blobs must be stored before the state returned by Apply is persisted (it references
 	// them). Some may end up unreferenced when a batch fails; writing them is harmless.
 	Blobs []Blob
-	// Diagnostics found while planning (e.g. backfill-empty); Commit records them in the state.
+	// Diagnostics found while planning (e.g. backfill-empty); Apply records them in the state.
 	Diagnostics []Diagnostic
 	// Followup is true when chain compression was deferred because the chain holds calls
 	// summarized by this plan: plan again on the same transcript after committing.
@@ -73,7 +73,7 @@ type Plan struct {
 	salias [][2]string
 	chains []*chainTask
 	// purge and graceOver are the flush-time decisions not yet in the state (State.Purged,
-	// State.GraceOver; graceOver keys are kept at commit only when indexed).
+	// State.GraceOver; graceOver keys are kept at Apply only when indexed).
 	purge, graceOver []string
 }
 
@@ -107,7 +107,7 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 	if st == nil {
 		st = NewState()
 	}
-	v := viewFor(req.Format, req.Messages, &pol)
+	v := analyse(req.Format, req.Messages, &pol)
 	p := &Plan{st: st, pol: pol, now: now.UTC()}
 	afps := v.fingerprints(v.assistants)
 	fpOf := make(map[int]Fingerprint, len(afps))
@@ -212,7 +212,7 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 // only with the state (prompt cache): errored calls whose arguments are purged (at least
 // CooldownTurns assistant turns old, argument JSON of at least MinArgChars UTF-16 units) and
 // recovery results whose grace has ended (indexed already, or captured by this plan: taken).
-func (p *Plan) decide(v *view, taken map[string]bool) {
+func (p *Plan) decide(v *analysis, taken map[string]bool) {
 	st, pol := p.st, &p.pol
 	if pp := pol.PurgeErrors; pp.Enabled {
 		for _, c := range v.calls {
@@ -252,7 +252,7 @@ func (it *planItem) observes() bool {
 }
 
 // finishItem applies dedup and the trivial check and builds the summarizer batch.
-func (p *Plan) finishItem(v *view, it *planItem) {
+func (p *Plan) finishItem(v *analysis, it *planItem) {
 	st, pol := p.st, &p.pol
 	var kept []pendingCall
 	for _, pc := range it.calls {
@@ -307,7 +307,7 @@ func (p *Plan) finishItem(v *view, it *planItem) {
 
 // planChains selects eligible closed chains (rolling window, recovery grace, pending calls) and
 // plans their compression.
-func (p *Plan) planChains(v *view) {
+func (p *Plan) planChains(v *analysis) {
 	st, pol := p.st, &p.pol
 	chains := v.detectChains(pol)
 	if len(chains) == 0 {
@@ -486,7 +486,7 @@ func spanOf(start, final Fingerprint) [2]Fingerprint {
 }
 
 // backfillRecord indexes a chain member that no record covers (Turn -1, Backfilled; spilled
-// when it reaches SpillThreshold) and adds its blobs. Its tN is allocated at commit.
+// when it reaches SpillThreshold) and adds its blobs. Its tN is allocated at Apply.
 func (p *Plan) backfillRecord(c *call) *Record {
 	path, hasPath := c.pathArg()
 	text := c.res.b.ResultText()
@@ -506,14 +506,14 @@ func fpString(fp Fingerprint) string { return fp.Hash + ":" + strconv.Itoa(fp.Or
 // usable reports whether summarizer output can be used (non-blank).
 func usable(out string, ok bool) bool { return ok && jsTrim(out) != "" }
 
-// Commit turns summarizer outputs (batch ID -> text, still carrying [[N:tool]] labels) into
+// Apply turns summarizer outputs (batch ID -> text, still carrying [[N:tool]] labels) into
 // the next state: spills and dedup aliases are always recorded; batches are processed in order
 // and processing stops at the first batch whose output is missing or blank (it and the
 // batches after it are captured again by the next flush); refs tN are allocated in batch
 // order, labels become inline refs, the footer is appended, and a summary longer than its raw
 // results is skipped (oversized). Chain compressions are then recorded (a missing fusion
 // output falls back to the per-batch summaries at render). The plan's state is not modified.
-func (p *Plan) Commit(outputs map[string]string) (*State, error) {
+func (p *Plan) Apply(outputs map[string]string) (*State, error) {
 	known := make(map[string]bool, len(p.Batches))
 	for _, b := range p.Batches {
 		known[b.ID] = true

@@ -124,7 +124,7 @@ func genState(tb testing.TB, r *rand.Rand, x *tx) (*State, Policy) {
 				outs[b.ID] = testSummarizer(b)
 			}
 		}
-		st, err = p.Commit(outs)
+		st, err = p.Apply(outs)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -56,7 +56,7 @@ type Result struct {
 
 // renderer holds per-render working state.
 type renderer struct {
-	v      *view
+	v      *analysis
 	st     *State
 	pol    *Policy
 	blocks [][]*wire.Block // per message, nil until modified
@@ -94,7 +94,7 @@ func (r *renderer) blk(i int) []*wire.Block {
 // pure and deterministic: the same request, state and policy give the same bytes. An empty
 // state always renders Unchanged.
 func Render(req *wire.Request, st *State, pol Policy) *Result {
-	res := RenderView(req, st, pol)
+	res := RenderRequest(req, st, pol)
 	if !res.Unchanged {
 		res.Body = res.Request.Bytes()
 		res.BytesAfter = len(res.Body)
@@ -102,10 +102,10 @@ func Render(req *wire.Request, st *State, pol Policy) *Result {
 	return res
 }
 
-// RenderView is Render without serializing: when the request changed, Result.Request is the
+// RenderRequest is Render without serializing: when the request changed, Result.Request is the
 // rendered request and Body is nil (BytesAfter is only an estimate of its size). For callers
 // that read the rendered structure and never send it, such as the cache-aware weighing.
-func RenderView(req *wire.Request, st *State, pol Policy) *Result {
+func RenderRequest(req *wire.Request, st *State, pol Policy) *Result {
 	res := &Result{Unchanged: true, Request: req}
 	if req == nil {
 		return res
@@ -114,7 +114,7 @@ func RenderView(req *wire.Request, st *State, pol Policy) *Result {
 	if st.Empty() {
 		return res
 	}
-	v := viewFor(req.Format, req.Messages, &pol)
+	v := analyse(req.Format, req.Messages, &pol)
 	r := &renderer{v: v, st: st, pol: &pol, blocks: make([][]*wire.Block, len(v.msgs)),
 		drop: make([]bool, len(v.msgs)), res: res, after: map[int][]*wire.Message{}, before: map[int][]*wire.Message{}}
 	ranges := r.resolveChains()
@@ -386,7 +386,7 @@ func (r *renderer) resolveChains() []acceptedRange {
 }
 
 // resultKeys returns the occurrence keys of the transcript's paired tool results.
-func (v *view) resultKeys() map[string]bool {
+func (v *analysis) resultKeys() map[string]bool {
 	keys := make(map[string]bool, len(v.results))
 	for _, res := range v.results {
 		if k := res.occKey(); k != "" {
@@ -397,7 +397,7 @@ func (v *view) resultKeys() map[string]bool {
 }
 
 // toolIDs returns the ids of every tool call and tool result of the transcript.
-func (v *view) toolIDs() map[string]bool {
+func (v *analysis) toolIDs() map[string]bool {
 	ids := make(map[string]bool, len(v.calls)+len(v.results))
 	for _, c := range v.calls {
 		ids[c.b.ID] = true
@@ -417,7 +417,7 @@ func (v *view) toolIDs() map[string]bool {
 // number of recorded items compared (for the diagnostic); a chain with neither keys nor ids
 // always holds. On the recorded range the first result's key is c.DroppedKeys[0], so this
 // hashes one result in practice.
-func (v *view) rangeHoldsChain(s, e int, c *Chain) (n int, ok bool) {
+func (v *analysis) rangeHoldsChain(s, e int, c *Chain) (n int, ok bool) {
 	if len(c.DroppedKeys) == 0 {
 		return len(c.DroppedIDs), len(c.DroppedIDs) == 0 || v.rangeHolds(s, e, c.DroppedIDs)
 	}
@@ -440,7 +440,7 @@ func (v *view) rangeHoldsChain(s, e int, c *Chain) (n int, ok bool) {
 
 // rangeHolds reports whether a tool call or result strictly between messages s and e has one
 // of ids. On the recorded range the first call matches ids[0], so this is O(1) in practice.
-func (v *view) rangeHolds(s, e int, ids []string) bool {
+func (v *analysis) rangeHolds(s, e int, ids []string) bool {
 	for i := s + 1; i < e; i++ {
 		for _, b := range v.msgs[i].Blocks {
 			if b.Kind != wire.KindToolUse && b.Kind != wire.KindToolResult {

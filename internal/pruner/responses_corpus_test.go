@@ -93,7 +93,7 @@ type occurrence struct{ key, text string }
 
 // occurrences returns the occurrence key and result text of every paired result of req.
 func occurrences(req *wire.Request) []occurrence {
-	v := newView(req.Format, req.Messages)
+	v := newAnalysis(req.Format, req.Messages)
 	var out []occurrence
 	for _, r := range v.results {
 		if k := r.occKey(); k != "" {

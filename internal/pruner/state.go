@@ -188,7 +188,7 @@ type DiagnosticCounters struct {
 }
 
 // State is a session's persisted engine state. States are values: PlanFlush and Render never
-// modify one; Commit and WithDiagnostics return a new State. A State is safe for concurrent
+// modify one; Plan.Apply and WithDiagnostics return a new State. A State is safe for concurrent
 // readers once built.
 type State struct {
 	// Version is StateVersion.
@@ -396,7 +396,7 @@ func (s *State) rebuild() {
 	}
 }
 
-// clone returns a deep-enough copy for Commit: maps and slices are copied, records and
+// clone returns a deep-enough copy for Plan.Apply: maps and slices are copied, records and
 // summaries (immutable once stored) are shared.
 func (s *State) clone() *State {
 	n := *s

@@ -27,7 +27,7 @@ type BatchCall struct {
 	IsError bool
 }
 
-// Batch is one summarizer call a flush needs. Outputs are passed back to Plan.Commit keyed by ID.
+// Batch is one summarizer call a flush needs. Outputs are passed back to Plan.Apply keyed by ID.
 type Batch struct {
 	// ID identifies the batch within its plan ("s<N>" for batches, "r:<N>" for range fusion).
 	ID string

@@ -58,7 +58,7 @@ type CondenseOptions struct {
 const DefaultGraceTurns = cachepolicy.DefaultGraceTurns
 
 // Engine replays requests through the condense pruning engine in-process: flushes run
-// PlanFlush → summarizer → Commit, the committed state and its blobs are written to an
+// PlanFlush → summarizer → Plan.Apply, the new state and its blobs are written to an
 // embedded in-memory store (store.Open("memory:"), one per session) and read back as the proxy
 // would load them, and every request is rendered with pruner.Render.
 //
@@ -339,7 +339,7 @@ func (r *engineRunner) flush(ctx context.Context, req *replay.Request, view, wr 
 				sumUSD += cost.Usage{Input: c.Input, Output: c.Output}.Cost(pr)
 			}
 		}
-		next, err := plan.Commit(outputs)
+		next, err := plan.Apply(outputs)
 		if err != nil {
 			return err
 		}
@@ -389,8 +389,8 @@ func (r *engineRunner) worthIt(req *replay.Request, wr *wire.Request, st *pruner
 	}
 	// As the proxy weighs (internal/flush): both renders flattened unserialized, sharing a memo.
 	var memo cost.PromptMemo
-	pc := req.PromptOf(pruner.RenderView(wr, r.st, r.pol).Request, &memo)
-	pn := req.PromptOf(pruner.RenderView(wr, st, r.pol).Request, &memo)
+	pc := req.PromptOf(pruner.RenderRequest(wr, r.st, r.pol).Request, &memo)
+	pn := req.PromptOf(pruner.RenderRequest(wr, st, r.pol).Request, &memo)
 	if pc.Model == "" {
 		pc.Model, pn.Model = req.Model, req.Model
 	}
