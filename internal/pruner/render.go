@@ -970,17 +970,3 @@ func outSize(req *wire.Request, out []*wire.Message) int {
 	}
 	return n
 }
-
-// RenderBody is Render on a raw request body. With an empty state it returns Unchanged
-// without parsing (the original bytes are forwarded as they are); otherwise it parses the
-// body (a malformed body is returned as the wire error, e.g. *wire.SyntaxError) and renders.
-func RenderBody(f wire.Format, body []byte, st *State, pol Policy) (*Result, error) {
-	if st.Empty() {
-		return &Result{Unchanged: true, Body: body}, nil
-	}
-	req, err := wire.Parse(f, body)
-	if err != nil {
-		return nil, err
-	}
-	return Render(req, st, pol), nil
-}

@@ -459,14 +459,6 @@ func (s *State) Resolve(x string) (key string, ok bool) {
 	return "", false
 }
 
-// Record returns the record a ref, key, alias or unambiguous id resolves to, or nil.
-func (s *State) Record(x string) *Record {
-	if k, ok := s.Resolve(x); ok {
-		return s.Records[k]
-	}
-	return nil
-}
-
 // RefOf returns the tN ref of an occurrence key or alias, or "".
 func (s *State) RefOf(key string) string { return s.refOf[key] }
 
