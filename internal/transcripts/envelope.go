@@ -1,29 +1,15 @@
 package transcripts
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"time"
 )
 
-// Envelope is one line of `condense import` output: the request body with its metadata.
-// Time is omitted when unknown, Usage when not recorded; Body is the request body verbatim.
-type Envelope struct {
-	Provider Provider        `json:"provider"`
-	Index    int             `json:"index"`
-	Context  int             `json:"context"`
-	Line     int             `json:"line,omitempty"`
-	Time     *time.Time      `json:"time,omitempty"`
-	Model    string          `json:"model"`
-	Usage    *Usage          `json:"usage,omitempty"`
-	Dropped  bool            `json:"dropped,omitempty"`
-	Body     json.RawMessage `json:"body"`
-}
-
 // AppendEnvelope appends the envelope of request k (one JSON object, no trailing newline) to
-// dst. Members appear in the order of Envelope's fields; body is last and embedded verbatim.
+// dst: provider, index, context, line and time when known, model, usage when recorded,
+// dropped when set, and last the request body verbatim (docs/formats.md).
 func AppendEnvelope(dst []byte, s *Session, k int, p Provider) ([]byte, error) {
 	if k < 0 || k >= s.Len() {
 		_, err := s.AppendRequest(nil, k, p)

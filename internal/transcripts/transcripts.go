@@ -213,12 +213,6 @@ func (s *Session) Len() int { return len(s.points) }
 // Point returns the metadata of request k (0-based).
 func (s *Session) Point(k int) RequestPoint { return s.points[k] }
 
-// System returns the system prompt used in every request (recorded or stand-in).
-func (s *Session) System() string { return s.system }
-
-// Tools returns the names of the stand-in tool schemas, sorted.
-func (s *Session) Tools() []string { return s.tools }
-
 // Providers returns the provider forms this session can be rendered in, native first.
 func (s *Session) Providers() []Provider {
 	out := []Provider{s.Native}
@@ -353,13 +347,6 @@ func ImportFileWith(path string, o Options) (*Session, error) {
 		return importOpencodePath(path, data, o)
 	}
 	return ImportWith(path, data, o)
-}
-
-// Import parses one session file's bytes. name is used in errors and in Session.Name; format
-// may be FormatAuto (or "") to detect it from name and content. Malformed records are skipped
-// (Session.Warnings).
-func Import(name string, data []byte, format Format) (*Session, error) {
-	return ImportWith(name, data, Options{Format: format})
 }
 
 // ImportWith parses one session file's bytes with the given options.
