@@ -81,8 +81,8 @@ type Request struct {
 
 	body     []byte
 	objEnd   int     // offset just past the top-level object in body
-	obj      *object // top-level object (differs from body after WithField)
-	fieldMod bool    // obj was changed by WithField
+	obj      *object // top-level object (differs from body after SetField)
+	fieldMod bool    // obj was changed by SetField
 	msgsArr  *array
 	sysArr   *array
 	toolsArr *array

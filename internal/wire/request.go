@@ -257,14 +257,6 @@ func (r *Request) WithTools(t []*Tool) *Request {
 	return nr
 }
 
-// WithSystem returns a new request with Anthropic system blocks s (a single string-form
-// block keeps the string form; an empty list removes the member).
-func (r *Request) WithSystem(s []*Block) *Request {
-	nr := r.clone()
-	nr.System = s
-	return nr
-}
-
 // DuplicateField returns the first top-level member name, decoded, that the body holds more
 // than once ("" when every name is unique). Parse and Field read the last such member, but
 // the body re-encoded from the request keeps every copy.
@@ -277,20 +269,8 @@ func (r *Request) Field(key string) (raw []byte, ok bool) {
 	return r.obj.get(key)
 }
 
-// WithField returns a new request whose top-level member key is set to the JSON value raw,
-// replaced in place or appended at the end. raw must be one valid JSON value; otherwise, or
-// for a modelled member ("model", "stream", "tools", Anthropic "system", "messages" or
-// Responses "input") whose new value does not parse, r itself is returned — SetField
-// reports the error.
-func (r *Request) WithField(key string, raw []byte) *Request {
-	nr, err := r.SetField(key, raw)
-	if err != nil {
-		return r
-	}
-	return nr
-}
-
-// SetField is WithField returning an error (matching ErrInvalid) for an unusable value.
+// SetField returns a new request whose top-level member key is set to the JSON value raw,
+// replaced in place or appended at the end; an unusable value is an error matching ErrInvalid.
 // Setting a modelled member re-parses the request so the typed fields follow the new value.
 func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 	if err := validJSON(raw); err != nil {
