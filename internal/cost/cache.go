@@ -119,9 +119,6 @@ type Bill struct {
 	Expired bool
 }
 
-// Cost returns the USD cost of the bill (input and output).
-func (b Bill) Cost() float64 { return b.Usage.Cost(b.Price) }
-
 type entry struct {
 	tokens int64
 	expiry time.Time

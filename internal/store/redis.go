@@ -75,10 +75,6 @@ func NewRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix string
 	return s, nil
 }
 
-// Client returns the underlying go-redis client (for health checks and instrumentation
-// hooks); the store still owns it.
-func (s *RedisStore) Client() redis.UniversalClient { return s.rdb }
-
 // redisKeys returns the session's keys in script order: meta, counters, diagnostics,
 // diagnostic kinds, blobs, lease.
 func (s *RedisStore) redisKeys(session string) []string {

@@ -246,13 +246,6 @@ func (s *Server) Enqueue(r ...Reply) {
 	s.mu.Unlock()
 }
 
-// Pending returns the number of scripted replies not yet consumed.
-func (s *Server) Pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
 // SetResponder sets the function that answers model requests when the queue is empty.
 func (s *Server) SetResponder(f Responder) {
 	s.mu.Lock()

@@ -172,21 +172,6 @@ func (s *Server) Kill() {
 	<-done
 }
 
-// Running reports whether the process is alive.
-func (s *Server) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // Restart kills the server if it runs and starts it again on the same port and data
 // directory (so an AOF server reloads every acknowledged write). It fails the test when the
 // server cannot come back.
