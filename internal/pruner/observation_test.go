@@ -145,7 +145,7 @@ func TestObservationRecords(t *testing.T) {
 				t.Fatalf("the batch prompt lacks the assistant's text:\n%s", p.Batches[0].Prompt)
 			}
 			// The committed records are found under the ids Observations gives.
-			st, err := p.Commit(map[string]string{p.Batches[0].ID: "- read a.py", p.Batches[1].ID: "- pytest failed"})
+			st, err := p.Apply(map[string]string{p.Batches[0].ID: "- read a.py", p.Batches[1].ID: "- pytest failed"})
 			if err != nil {
 				t.Fatal(err)
 			}
