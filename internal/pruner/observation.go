@@ -171,6 +171,20 @@ func observerOf(o *ObservationPolicy) *observer {
 	return v.(*observer)
 }
 
+// observationIDPrefix starts the id of every text observation's synthetic call.
+const observationIDPrefix = "obs_"
+
+// HasObservations reports whether the state indexes a text observation (summarized,
+// spilled or backfilled): a rendered request may then ask for a text recovery request.
+func (s *State) HasObservations() bool {
+	for _, r := range s.Records {
+		if strings.HasPrefix(r.ID, observationIDPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // obsMatch is one recognised observation: the pattern, its groups' texts, the call and result
 // blocks the engine sees for it (synthetic: they are never sent).
 type obsMatch struct {
@@ -207,7 +221,7 @@ func (o *observer) observation(prev, m *wire.Message) *obsMatch {
 		}
 		action := p.actionOf(assistantText(prev))
 		input := commandJSON(action)
-		id := "obs_" + strconv.FormatUint(xxhash.Sum64String(p.p.Tool+"\x00"+action+"\x00"+text), 16)
+		id := observationIDPrefix + strconv.FormatUint(xxhash.Sum64String(p.p.Tool+"\x00"+action+"\x00"+text), 16)
 		om.call = &wire.Block{Kind: wire.KindToolUse, Type: "observation", ID: id, Name: p.p.Tool, Input: input}
 		om.result = &wire.Block{Kind: wire.KindToolResult, Type: "observation", ID: id, Name: p.p.Tool, IsError: failed,
 			Content: []*wire.Block{wire.NewTextBlock(m.Blocks[0].Format(), text)}}

@@ -165,7 +165,8 @@ func TestObservationRecords(t *testing.T) {
 // TestObservationRender: a summarized observation renders as its pattern's framing around
 // the stub, in its message's own content form; the summary (with the text recovery footer)
 // follows the observation; everything else keeps its bytes; the render is deterministic and
-// valid, and the unpruned input renders unchanged without a state.
+// valid, and the unpruned input renders unchanged without a state; only a state that
+// indexed observations reports them (HasObservations).
 func TestObservationRender(t *testing.T) {
 	out := strings.Repeat("line\n", 300)
 	for _, f := range obsFormats {
@@ -178,6 +179,9 @@ func TestObservationRender(t *testing.T) {
 				t.Fatal("empty state changed the request")
 			}
 			st := flush(t, req, NewState(), pol)
+			if !st.HasObservations() || NewState().HasObservations() || flush(t, req, NewState(), noSpillPolicy()).HasObservations() {
+				t.Fatal("HasObservations: want true only for the state that indexed observations")
+			}
 			res := Render(req, st, pol)
 			mustValid(t, req, res)
 			if again := Render(req, st, pol); !bytes.Equal(again.Body, res.Body) {
