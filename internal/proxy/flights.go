@@ -6,8 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/flush"
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/wire"
@@ -70,7 +73,8 @@ func (s *Server) cacheAlive(t *turn) bool {
 
 // dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
 // flush is to be weighed: manual (a pending admin flush, unless one runs or the lease is
-// held), budget, delta, and with Trigger.CacheAware retry and mid-run.
+// held), budget, delta, agent-message for a text turn after a final reply (finalReply), and
+// with Trigger.CacheAware retry and mid-run.
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	last := s.lastRequest(t)
 	if s.flushPending(t) && !s.flushRunning(t.sid) && t.snap.Lease == nil {
@@ -87,6 +91,14 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 			return "delta", weigh
 		}
 	}
+	if t.text && !s.opt.Trigger.OnDemand {
+		if key, ok := finalReply(t.view.Messages, s.toolTurnsOf(t)); ok {
+			if lastKey, seen := s.finals.Load(t.sid); !seen || lastKey != key {
+				s.finals.Swap(t.sid, key)
+				return "agent-message", weigh
+			}
+		}
+	}
 	if !s.opt.Trigger.CacheAware {
 		return "", flushOpts{}
 	}
@@ -94,7 +106,14 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 		return "retry", weigh
 	}
 	if s.opt.Trigger.MidRun {
-		cut, key := cachepolicy.MidRunCut(t.view.Messages, s.opt.Trigger.GraceTurns)
+		var cut int
+		var key uint64
+		if s.opt.Policy.Observations.Enabled {
+			tt := s.toolTurnsOf(t)
+			cut, key = cachepolicy.MidRunCutFunc(t.view.Messages, s.opt.Trigger.GraceTurns, func(i int) bool { return tt[i] })
+		} else {
+			cut, key = cachepolicy.MidRunCut(t.view.Messages, s.opt.Trigger.GraceTurns)
+		}
 		if cut == 0 {
 			return "", flushOpts{}
 		}
@@ -107,6 +126,31 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 		return "mid-run", weigh
 	}
 	return "", flushOpts{}
+}
+
+// toolTurnsOf returns pruner.ToolTurns of the request's view under the proxy's policy,
+// computed once per request.
+func (s *Server) toolTurnsOf(t *turn) []bool {
+	if t.toolTurns == nil {
+		t.toolTurns = pruner.ToolTurns(t.view, s.opt.Policy)
+	}
+	return t.toolTurns
+}
+
+// finalReply reports whether msgs show the model's last reply final: their last assistant
+// message is followed by a message and is no tool-using turn (toolTurns: no observation
+// answers it). key identifies that reply.
+func finalReply(msgs []*wire.Message, toolTurns []bool) (key uint64, ok bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != wire.RoleAssistant {
+			continue
+		}
+		if toolTurns[i] || i == len(msgs)-1 {
+			return 0, false
+		}
+		return xxhash.Sum64(msgs[i].Raw()) ^ uint64(i), true
+	}
+	return 0, false
 }
 
 // startFlush hands a flush of req (serialized as body; nil: when the job is built) to the
@@ -344,9 +388,9 @@ func (s *Server) waitForLease(ctx context.Context, t *turn, snap *store.Snapshot
 
 // onFinal starts the next flush when a response is a final answer. It runs before the
 // response's last bytes go out, so the client's next request finds the flush under way (and
-// waits for it up to flushWaitTimeout).
+// waits for it up to flushWaitTimeout). A text turn's answer is never final here (finalReply).
 func (s *Server) onFinal(t *turn, out *outcome) {
-	if !t.stored() || t.side || s.opt.Store == nil {
+	if !t.stored() || t.side || t.text || s.opt.Store == nil {
 		return
 	}
 	if out.final && s.opt.Flusher != nil && !s.opt.Trigger.OnDemand && len(out.viewTail) > 0 {

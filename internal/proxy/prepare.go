@@ -200,13 +200,14 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 
 // buildView returns the model's view of the client request: hidden exchanges re-inserted
 // (reinsert) and the context_tree_query tool added, except to a request that offers no tools
-// or asks for several choices (OpenAI n > 1), unless its history holds a query call.
+// (a side request, a text turn) or asks for several choices (OpenAI n > 1), unless its
+// history holds a query call.
 func (s *Server) buildView(t *turn) (*wire.Request, error) {
 	req, err := s.reinsert(t)
 	if err != nil {
 		return nil, err
 	}
-	if !s.opt.DisableQueryTool && (!manyChoices(t) && !t.side || callsQueryTool(req)) {
+	if !s.opt.DisableQueryTool && (!manyChoices(t) && len(req.Tools) > 0 || callsQueryTool(req)) {
 		has := false
 		for _, tl := range req.Tools {
 			if tl.Name == pruner.QueryToolName {

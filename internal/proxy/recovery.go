@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -49,21 +50,82 @@ func (s *Server) queryText(ctx context.Context, t *turn, input []byte) string {
 	if t.state == nil {
 		return "context_tree_query: the pruning state of this session is unavailable right now; retry later."
 	}
-	lookup := func(key string) ([]byte, bool) {
+	return pruner.QueryAll(t.state, ids, s.blobLookup(ctx, t))
+}
+
+// blobLookup reads the session's blobs for a query answer, each read under the store timeout.
+func (s *Server) blobLookup(ctx context.Context, t *turn) pruner.BlobLookup {
+	return func(key string) ([]byte, bool) {
 		c, cancel := s.storeCtx(ctx)
 		defer cancel()
 		b, err := s.opt.Store.GetBlob(c, t.sid, key)
 		return b, err == nil
 	}
-	return pruner.QueryAll(t.state, ids, lookup)
+}
+
+// recoversText reports whether the model's replies to a request may be text recovery
+// requests the proxy answers: a text turn of a stored session, one answer asked for, in-proxy
+// answering on, and a state that indexes observations (only their stubs ask for one).
+func (s *Server) recoversText(t *turn) bool {
+	return t.text && t.stored() && s.opt.Store != nil && s.opt.MaxRecoveryRounds > 0 && !manyChoices(t) &&
+		t.state != nil && t.state.HasObservations()
+}
+
+// holdsText reports whether a streamed round's content is held until its end: it may be a
+// text recovery request the proxy answers (the client never sees one).
+func (s *Server) holdsText(t *turn, round int) bool {
+	return t.recoverText && round <= s.opt.MaxRecoveryRounds
+}
+
+// textRecovery returns what a text recovery request adds to the continuation — the model's
+// message asst and a user message holding the answer (pruner.AnswerTextRecovery) — or nil
+// when the round's reply is none, was cut off, or may not be answered (holdsText).
+func (s *Server) textRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, stop string) []json.RawMessage {
+	if !s.holdsText(t, round) || !endTurn(t.f, stop) {
+		return nil
+	}
+	reply := replyText(t.f, asst)
+	ans, ok := pruner.AnswerTextRecovery(t.state, reply, s.blobLookup(ctx, t))
+	if !ok {
+		return nil
+	}
+	return []json.RawMessage{asst, userMessage(t.f, ans)}
+}
+
+// replyText is the text of an assistant message the proxy built (Responses: its items), its
+// text blocks joined by newlines.
+func replyText(f wire.Format, asst json.RawMessage) string {
+	msgs, err := parseMessages(f, []json.RawMessage{asst})
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for _, m := range msgs {
+		for _, b := range m.Blocks {
+			if m.Role == wire.RoleAssistant && b.Kind == wire.KindText {
+				parts = append(parts, b.Text())
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// userMessage is a user message of one text in format f (Responses: a message item).
+func userMessage(f wire.Format, text string) json.RawMessage {
+	if f == wire.Responses {
+		return joinRaw(`{"type":"message","role":"user","content":[{"type":"input_text","text":`, []json.RawMessage{jsonStr(text)}, `}]}`)
+	}
+	return joinRaw(`{"role":"user","content":`, []json.RawMessage{jsonStr(text)}, `}`)
 }
 
 // continuation is a recovery round's continuation upstream: the response (200, of the wanted
-// kind), the request that was sent and the messages it appended.
+// kind), the request that was sent and the messages it appended; text: the round was a text
+// recovery request, of which the client sees nothing.
 type continuation struct {
 	resp     *http.Response
 	next     *wire.Request
 	appended []json.RawMessage
+	text     bool
 }
 
 // contFailure is a recovery continuation the provider did not answer: its error response
@@ -112,11 +174,24 @@ func (s *Server) continuationFailed(t *turn, f *contFailure) *contFailure {
 	return f
 }
 
-// continueRecovery answers a round's query calls and continues upstream with the round's
-// message and the answers appended. It returns nil, nil when the round may not continue
-// (canContinue; the caller defers the queries), and a failure as continueWith does.
-func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, toolStop, wantStream bool) (*continuation, *contFailure) {
-	if !s.canContinue(round, query, client, toolStop) {
+// continueRecovery answers a round's query calls, or the text recovery request of a round
+// without calls (textRecovery), and continues upstream with the round's message and the
+// answers appended; stop is the round's ("" when it did not end). It returns nil, nil when
+// the round may not continue (canContinue; the caller defers the queries), and a failure as
+// continueWith does.
+func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, stop string, wantStream bool) (*continuation, *contFailure) {
+	if len(query) == 0 && len(client) == 0 {
+		msgs := s.textRecovery(ctx, t, round, asst, stop)
+		if msgs == nil {
+			return nil, nil
+		}
+		c, fail := s.continueWith(ctx, t, msgs, wantStream)
+		if c != nil {
+			c.text = true
+		}
+		return c, fail
+	}
+	if !s.canContinue(round, query, client, toolStop(t.f, stop)) {
 		return nil, nil
 	}
 	cont, _ := s.answer(ctx, t, query)
@@ -128,20 +203,21 @@ func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bo
 	return len(query) > 0 && len(client) == 0 && toolStop && rounds <= s.opt.MaxRecoveryRounds
 }
 
-// continueStream continues a streamed response after a round of query calls: it returns the
+// continueStream continues a streamed response after a round of query calls or a text
+// recovery request (text: the client is to see nothing of the round): it returns the
 // continuation's response (its messages appended to replace), or nil when the round does not
 // continue. When the provider does not answer it aborts the stream and does not return.
-func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round int, asst json.RawMessage, query, client []call, toolStop bool, replace *[]json.RawMessage) *http.Response {
-	c, fail := s.continueRecovery(ctx, t, round, asst, query, client, toolStop, true)
+func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round int, asst json.RawMessage, query, client []call, stop string, replace *[]json.RawMessage) (next *http.Response, text bool) {
+	c, fail := s.continueRecovery(ctx, t, round, asst, query, client, stop, true)
 	if fail != nil {
 		s.abortStreamFailure(ctx, e, t, fail)
 	}
 	if c == nil {
-		return nil
+		return nil, false
 	}
 	*replace = append(*replace, c.appended...)
 	t.fwd = c.next
-	return c.resp
+	return c.resp, c.text
 }
 
 // writeJSONFailure answers a non-streamed request with a failed continuation: the provider's
@@ -213,7 +289,7 @@ func (s *Server) endRecovery(ctx context.Context, t *turn, out *outcome, e endin
 		out.splice = &splice{At: len(t.client.Messages), Digest: e.dg.sum(), Replace: e.replace, Results: results}
 		s.persistSplice(ctx, t, out.splice)
 	}
-	out.final = len(e.client) == 0 && endTurn(t.f, e.stop)
+	out.final = t.finalAnswer(len(e.client), e.stop)
 	if out.splice != nil && len(e.deferred) == 0 {
 		out.viewTail = e.replace
 	} else {

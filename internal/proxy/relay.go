@@ -17,6 +17,7 @@ import (
 // it. It is the one place that picks a relay, by the response's kind and the request's format.
 func (s *Server) relay(ctx context.Context, w http.ResponseWriter, t *turn, resp *http.Response) *outcome {
 	stream := isEventStream(resp.Header)
+	t.recoverText = s.recoversText(t)
 	switch {
 	case !stream && t.f == wire.OpenAI:
 		return s.relayJSON(ctx, w, t, resp, openAIJSON{})
@@ -99,6 +100,13 @@ func splitCalls(calls []call) (query, client []call) {
 		}
 	}
 	return
+}
+
+// finalAnswer reports whether a response with calls client tool calls and stop is a final
+// answer: no calls and an end-of-turn stop, and not a text turn's (its request side says,
+// finalReply).
+func (t *turn) finalAnswer(calls int, stop string) bool {
+	return !t.text && calls == 0 && endTurn(t.f, stop)
 }
 
 // toolStop reports whether stop lets the client's tool calls run: Anthropic tool_use, OpenAI

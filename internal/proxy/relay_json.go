@@ -58,7 +58,7 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 	}
 	if manyChoices(t) { // relayed untouched; choice 0 is the session's answer
 		if r, err := parseJSONRound(fm, data); err == nil {
-			out.usage, out.final = r.u, len(r.calls) == 0 && endTurn(t.f, r.stop)
+			out.usage, out.final = r.u, t.finalAnswer(len(r.calls), r.stop)
 			out.viewTail = []json.RawMessage{r.asst}
 			s.onFinal(t, out)
 		}
@@ -80,13 +80,16 @@ func (s *Server) relayJSON(ctx context.Context, w http.ResponseWriter, t *turn, 
 		rounds = append(rounds, r)
 		out.usage.add(r.u)
 		query, client := splitCalls(r.calls)
-		c, fail := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, toolStop(t.f, r.stop), false)
+		c, fail := s.continueRecovery(ctx, t, len(rounds), r.asst, query, client, r.stop, false)
 		if fail != nil {
 			s.writeJSONFailure(ctx, w, t, fail)
 			return out
 		}
 		if c == nil {
 			break
+		}
+		if c.text { // the client sees nothing of a text recovery request
+			r.visible, r.text = nil, ""
 		}
 		data, err = readAllMax(c.resp.Body, s.opt.MaxResponseBytes)
 		eof = time.Now()

@@ -79,12 +79,42 @@ type emitter struct {
 	fl http.Flusher
 	// seq numbers a Responses stream's events as the client sees them (nil for the others).
 	seq *sequencer
+	// hold, when set, takes what emit writes instead (held, which release writes).
+	hold *[][]byte
 }
 
 func (e emitter) emit(b []byte) {
+	if e.hold != nil {
+		*e.hold = append(*e.hold, b)
+		return
+	}
 	_, _ = e.w.Write(b)
 	if e.fl != nil {
 		e.fl.Flush()
+	}
+}
+
+// held returns an emitter that holds what it emits when on (holdsText), else e itself.
+func (e emitter) held(on bool) emitter {
+	if on {
+		e.hold = new([][]byte)
+	}
+	return e
+}
+
+// release writes what a held emitter took, and drops it; with drop it only drops it.
+func (e emitter) release(drop bool) {
+	if e.hold == nil {
+		return
+	}
+	held := *e.hold
+	*e.hold = nil
+	if drop {
+		return
+	}
+	e.hold = nil
+	for _, b := range held {
+		e.emit(b)
 	}
 }
 

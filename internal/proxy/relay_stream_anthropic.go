@@ -73,7 +73,9 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 	clientIdx := 0
 	for round := 1; ; round++ {
 		r := &anthropicRound{blocks: map[int64]*blockAcc{}}
-		eof := s.readRound(ctx, e, t, resp, func(ev sseEvent) {
+		re := e.held(s.holdsText(t, round)) // the round's content, held while it may be a text recovery request
+		firstIdx := clientIdx
+		eof := s.readRound(ctx, re, t, resp, func(ev sseEvent) {
 			d := gjson.ParseBytes(ev.data)
 			switch d.Get("type").Str {
 			case "message_start":
@@ -93,17 +95,17 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 				}
 				a.client = clientIdx
 				clientIdx++
-				e.emit(reindex(ev, a.client, idx))
+				re.emit(reindex(ev, a.client, idx))
 			case "content_block_delta", "content_block_stop":
 				idx := d.Get("index").Int()
 				a := r.blocks[idx]
 				if a == nil {
-					e.emit(ev.raw)
+					re.emit(ev.raw)
 					return
 				}
 				a.delta(d.Get("delta"))
 				if !a.held {
-					e.emit(reindex(ev, a.client, idx))
+					re.emit(reindex(ev, a.client, idx))
 				}
 			case "message_delta":
 				r.stop = d.Get("delta.stop_reason").Str
@@ -116,7 +118,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			case "message_stop":
 				r.stopRaw = ev.raw
 			default:
-				e.emit(ev.raw)
+				re.emit(ev.raw)
 			}
 		})
 		out.usage.add(r.u)
@@ -131,11 +133,20 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 			if v.Get("type").Str == "tool_use" {
 				calls = append(calls, call{id: v.Get("id").Str, name: v.Get("name").Str, input: []byte(v.Get("input").Raw)})
 			}
-			if a.held {
-				continue
+			if !a.held {
+				roundVisible = append(roundVisible, fb)
 			}
-			roundVisible = append(roundVisible, fb)
+		}
+		asst := json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
+		query, client := splitCalls(calls)
+		next, text := s.continueStream(ctx, e, t, round, asst, query, client, r.stop, &replace)
+		re.release(text)
+		if text { // a text recovery request: the client saw none of it
+			roundVisible, clientIdx = nil, firstIdx
+		}
+		for _, fb := range roundVisible {
 			visible = append(visible, string(fb))
+			v := gjson.ParseBytes(fb)
 			switch v.Get("type").Str {
 			case "text":
 				dg.text(v.Get("text").Str)
@@ -143,9 +154,7 @@ func (s *Server) streamAnthropic(ctx context.Context, e emitter, t *turn, resp *
 				dg.call(v.Get("id").Str)
 			}
 		}
-		asst := json.RawMessage(`{"role":"assistant","content":[` + strings.Join(all, ",") + `]}`)
-		query, client := splitCalls(calls)
-		if next := s.continueStream(ctx, e, t, round, asst, query, client, r.deltaData != nil && r.stop == "tool_use", &replace); next != nil {
+		if next != nil {
 			resp = next
 			continue
 		}

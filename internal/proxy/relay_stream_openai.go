@@ -39,13 +39,13 @@ type openAIRound struct {
 func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
 	out := &outcome{}
 	var replace []json.RawMessage
-	var visibleText strings.Builder
-	clientCalls := 0
-	firstID := ""
+	sh := &openAIShown{}
 	for round := 1; ; round++ {
 		r := &openAIRound{calls: map[int64]*oaCall{}}
-		eof := s.readRound(ctx, e, t, resp, func(ev sseEvent) {
-			s.openAIChunk(e, r, ev, round, &visibleText, &clientCalls, &firstID)
+		re := e.held(s.holdsText(t, round)) // the round, held while it may be a text recovery request
+		mark := sh.mark()
+		eof := s.readRound(ctx, re, t, resp, func(ev sseEvent) {
+			s.openAIChunk(re, r, ev, round, sh)
 		})
 		out.usage.add(r.u)
 		tcs, calls := r.toolCalls()
@@ -57,7 +57,12 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		}
 		asst := openAIAssistant(r.text.String(), tcs)
 		query, client := splitCalls(calls)
-		if next := s.continueStream(ctx, e, t, round, asst, query, client, r.finishChunk != nil && r.finish == "tool_calls", &replace); next != nil {
+		next, text := s.continueStream(ctx, e, t, round, asst, query, client, r.finish, &replace)
+		re.release(text)
+		if text { // a text recovery request: the client saw none of it
+			sh.reset(mark)
+		}
+		if next != nil {
 			resp = next
 			continue
 		}
@@ -67,15 +72,15 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		}
 		deferred, stop, stored := s.settle(t.f, r.finish, query, client, asst, openAIAssistant(r.text.String(), roundVisible))
 		replace = append(replace, stored)
-		if visibleText.Len() == 0 && clientCalls == 0 && (round > 1 || len(query) > 0) { // the client saw nothing
+		if sh.text.Len() == 0 && sh.calls == 0 && (round > 1 || len(query) > 0) { // the client saw nothing
 			ch, _ := sjson.SetRawBytes(r.finishChunk, "choices.0.delta", []byte(`{"content":`+string(jsonStr(hiddenOnlyText))+`}`))
 			ch, _ = sjson.SetRawBytes(ch, "choices.0.finish_reason", []byte("null"))
 			ch, _ = sjson.DeleteBytes(ch, "usage")
 			e.emit(encodeEvent("", ch))
-			visibleText.WriteString(hiddenOnlyText)
+			sh.text.WriteString(hiddenOnlyText)
 		}
 		var dg digester
-		dg.text(visibleText.String())
+		dg.text(sh.text.String())
 		for _, c := range client {
 			dg.call(c.id)
 		}
@@ -85,7 +90,7 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 			vc = append(vc, string(raw))
 		}
 		s.endRecovery(ctx, t, out, ending{rounds: round, deferred: deferred, client: client, stop: stop, replace: replace, dg: dg,
-			visible: openAIAssistant(visibleText.String(), vc)})
+			visible: openAIAssistant(sh.text.String(), vc)})
 		if stop == r.finish {
 			e.emit(r.finishRaw)
 		} else {
@@ -96,6 +101,31 @@ func (s *Server) streamOpenAI(ctx context.Context, e emitter, t *turn, resp *htt
 		s.met.FinishSeconds.Observe(time.Since(eof).Seconds())
 		return out
 	}
+}
+
+// openAIShown is what the client was shown of a streamed Chat Completions answer over its
+// rounds.
+type openAIShown struct {
+	text    strings.Builder // the content
+	calls   int             // client tool calls, numbered from 0
+	firstID string          // the chunk id the client got first
+	opened  bool            // a role chunk went out
+}
+
+// shownMark is what openAIShown held before a round.
+type shownMark struct {
+	text   int
+	opened bool
+}
+
+func (sh *openAIShown) mark() shownMark { return shownMark{sh.text.Len(), sh.opened} }
+
+// reset forgets what a round the client did not see added (a text recovery request: no calls).
+func (sh *openAIShown) reset(m shownMark) {
+	kept := sh.text.String()[:m.text]
+	sh.text.Reset()
+	sh.text.WriteString(kept)
+	sh.opened = m.opened
 }
 
 // emitTail sends what the round held after its finish chunk: the usage chunk (after a hidden
@@ -182,7 +212,7 @@ func (s *Server) streamOpenAIChoices(ctx context.Context, e emitter, t *turn, re
 	}
 	eof := time.Now()
 	tcs, _ := r.toolCalls()
-	out.usage, out.final = r.u, len(tcs) == 0 && endTurn(t.f, r.finish)
+	out.usage, out.final = r.u, t.finalAnswer(len(tcs), r.finish)
 	out.viewTail = []json.RawMessage{openAIAssistant(r.text.String(), tcs)}
 	s.onFinal(t, out)
 	r.emitTail(e, 1, out.usage)
@@ -193,17 +223,17 @@ func (s *Server) streamOpenAIChoices(ctx context.Context, e emitter, t *turn, re
 // openAIChunk processes one Chat Completions stream chunk: it accumulates the round, hides
 // context_tree_query calls, renumbers the client's tool call indexes, holds the finish and
 // usage chunks and [DONE], and relays everything else at once.
-func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, visible *strings.Builder, clientCalls *int, firstID *string) {
+func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, sh *openAIShown) {
 	if bytes.Equal(bytes.TrimSpace(ev.data), []byte("[DONE]")) {
 		r.done = true
 		return
 	}
 	ch := gjson.ParseBytes(ev.data)
 	if id := ch.Get("id").Str; id != "" {
-		if *firstID == "" {
-			*firstID = id
-		} else if id != *firstID { // a continuation: clients accumulate chunks of one id
-			if d, err := sjson.SetBytes(ev.data, "id", *firstID); err == nil {
+		if sh.firstID == "" {
+			sh.firstID = id
+		} else if id != sh.firstID { // a continuation: clients accumulate chunks of one id
+			if d, err := sjson.SetBytes(ev.data, "id", sh.firstID); err == nil {
 				ev.data = d
 				ev.raw = encodeEvent(ev.name, d)
 				ch = gjson.ParseBytes(d)
@@ -236,8 +266,8 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 				return true
 			}
 			if !c.mapped {
-				c.mapped, c.client = true, *clientCalls
-				*clientCalls++
+				c.mapped, c.client = true, sh.calls
+				sh.calls++
 			}
 			raw := tc.Raw
 			if int64(c.client) != idx {
@@ -258,13 +288,13 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 	}
 	content := delta.Get("content")
 	if content.Type == gjson.String && content.Str != "" {
-		if round > 1 && r.text.Len() == 0 && visible.Len() > 0 {
+		if round > 1 && r.text.Len() == 0 && sh.text.Len() > 0 {
 			data, _ = sjson.SetBytes(data, "choices.0.delta.content", "\n\n"+content.Str)
-			visible.WriteString("\n\n")
+			sh.text.WriteString("\n\n")
 			changed = true
 		}
 		r.text.WriteString(content.Str)
-		visible.WriteString(content.Str)
+		sh.text.WriteString(content.Str)
 	}
 	if fr := c0.Get("finish_reason"); fr.Type == gjson.String {
 		r.finish = fr.Str
@@ -278,8 +308,11 @@ func (s *Server) openAIChunk(e emitter, r *openAIRound, ev sseEvent, round int, 
 	if changed && !hasTools && !(content.Type == gjson.String && content.Str != "") {
 		return // only hidden calls in this chunk
 	}
-	if round > 1 && delta.Get("role").Exists() && content.Str == "" && !hasTools {
-		return // the continuation's opening role chunk
+	if delta.Get("role").Exists() && content.Str == "" && !hasTools {
+		if round > 1 && sh.opened {
+			return // the continuation's opening role chunk
+		}
+		sh.opened = true
 	}
 	if changed {
 		e.emit(encodeEvent("", data))

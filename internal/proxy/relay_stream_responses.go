@@ -75,6 +75,8 @@ type responsesStream struct {
 	shown   int64  // client output indexes given
 	firstID string // the response id the client got in response.created
 	hid     bool   // an item was hidden
+	// holdAll holds every item of the round until its end (holdsText).
+	holdAll bool
 }
 
 // streamResponses relays a Responses event stream event by event: the query calls' items
@@ -88,12 +90,14 @@ func (s *Server) streamResponses(ctx context.Context, e emitter, t *turn, resp *
 	var replace, visible []json.RawMessage
 	strip := storeOff(t)
 	for round := 1; ; round++ {
-		rs.round = round
+		rs.round, rs.holdAll = round, s.holdsText(t, round)
 		r := &responsesRound{items: map[int64]*streamItem{}}
 		eof := s.readRound(ctx, e, t, resp, func(ev sseEvent) { rs.event(r, ev) })
-		rs.release(r) // a reasoning item the round ended with
+		if !rs.holdAll {
+			rs.release(r) // a reasoning item the round ended with
+		}
 		out.usage.add(r.u)
-		var all, roundVisible []json.RawMessage
+		var all []json.RawMessage
 		items := make([]outItem, 0, len(r.order))
 		for _, up := range r.order {
 			it := r.items[up]
@@ -102,14 +106,23 @@ func (s *Server) streamResponses(ctx context.Context, e emitter, t *turn, resp *
 			}
 			items = append(items, it.outItem)
 			all = append(all, it.raw)
-			if it.mode == itemShown {
+		}
+		query, client := splitCalls(itemCalls(items))
+		asst := modelView(all, strip)
+		next, text := s.continueStream(ctx, e, t, round, asst, query, client, r.status, &replace)
+		if text { // a text recovery request: the client sees none of it
+			rs.hide(r)
+		} else {
+			rs.release(r)
+		}
+		var roundVisible []json.RawMessage
+		for _, up := range r.order {
+			if it := r.items[up]; it.raw != nil && it.mode == itemShown {
 				roundVisible = append(roundVisible, it.raw)
 			}
 		}
 		visible = append(visible, roundVisible...)
-		query, client := splitCalls(itemCalls(items))
-		asst := modelView(all, strip)
-		if next := s.continueStream(ctx, e, t, round, asst, query, client, r.terminal != nil && toolStop(t.f, r.status), &replace); next != nil {
+		if next != nil {
 			resp = next
 			continue
 		}
@@ -179,8 +192,9 @@ func (rs *responsesStream) event(r *responsesRound, ev sseEvent) {
 	}
 }
 
-// added starts an item: a query call is hidden with the reasoning held before it, any other
-// item shows the held reasoning first; a reasoning item is held itself.
+// added starts an item: a query call is hidden with the reasoning held right before it, any
+// other item shows the held reasoning first; a reasoning item is held itself (every item
+// with holdAll).
 func (rs *responsesStream) added(r *responsesRound, ev sseEvent, d gjson.Result) {
 	it := &streamItem{outItem: readOutItem(d.Get("item")), up: d.Get("output_index").Int()}
 	it.raw = nil // as announced, not whole
@@ -188,11 +202,17 @@ func (rs *responsesStream) added(r *responsesRound, ev sseEvent, d gjson.Result)
 	r.order = append(r.order, it.up)
 	if it.isQuery() {
 		it.mode, it.hidden, rs.hid = itemHidden, true, true
-		for _, up := range r.order {
-			if h := r.items[up]; h.mode == itemHeld {
-				h.mode, h.hidden, h.held = itemHidden, true, nil
+		for i := len(r.order) - 2; i >= 0; i-- { // the held reasoning right before it
+			h := r.items[r.order[i]]
+			if h.mode != itemHeld || h.typ != "reasoning" {
+				break
 			}
+			h.mode, h.hidden, h.held = itemHidden, true, nil
 		}
+		return
+	}
+	if rs.holdAll {
+		it.mode, it.held = itemHeld, []sseEvent{ev}
 		return
 	}
 	rs.release(r)
@@ -216,6 +236,16 @@ func (rs *responsesStream) release(r *responsesRound) {
 			rs.emit(ev, gjson.ParseBytes(ev.data), it)
 		}
 		it.held = nil
+	}
+}
+
+// hide drops the round's held items: the client sees none of them.
+func (rs *responsesStream) hide(r *responsesRound) {
+	for _, up := range r.order {
+		if it := r.items[up]; it.mode == itemHeld {
+			it.mode, it.hidden, it.held = itemHidden, true, nil
+			rs.hid = true
+		}
 	}
 }
 

@@ -31,10 +31,18 @@ type turn struct {
 	open   string // non-empty: failing open for this reason (forward the client bytes)
 	// opening is a conversation's first request under a conversation key: no stored session.
 	opening bool
-	// side is a request that offers no tools (a title, a summary, a token count): no query
-	// tool is added, and it neither triggers flushes nor moves the session's last values.
+	// side is a request that offers no tools (a title, a summary, a token count) and is no
+	// text turn: it neither triggers flushes nor moves the session's last values.
 	side bool
-	t0   time.Time
+	// text is a turn of a text-protocol agent (observations on, no tools offered, an
+	// assistant message in its history): flushes follow its request side (dueTrigger).
+	text bool
+	// recoverText: the model's replies may be text recovery requests, answered in-proxy
+	// (recoversText; set when the answer is relayed).
+	recoverText bool
+	// toolTurns caches pruner.ToolTurns of the view (toolTurnsOf).
+	toolTurns []bool
+	t0        time.Time
 	// at is when the request arrived by the server's clock (Options.Now).
 	at time.Time
 	// flushWait is the total time the request may wait for flushes (FlushWaitTimeout).
@@ -96,7 +104,7 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, t *turn) {
 		return
 	}
 	t.client = req
-	t.side = len(req.Tools) == 0
+	t.side, t.text = s.classify(req)
 	if !s.admit(w, r, t, id) {
 		return
 	}
@@ -135,6 +143,23 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, t *turn) {
 	// answer's closing chunk goes out at that return and must not wait for the stats or a log
 	// line.
 	t.out = s.relay(r.Context(), w, t, resp)
+}
+
+// classify tells a side request (it offers no tools: a title, a summary, a token count)
+// from a turn; with observations on, a request without tools whose history holds an
+// assistant message is a text-protocol agent's turn (text).
+func (s *Server) classify(req *wire.Request) (side, text bool) {
+	if len(req.Tools) > 0 {
+		return false, false
+	}
+	if s.opt.Policy.Observations.Enabled {
+		for _, m := range req.Messages {
+			if m.Role == wire.RoleAssistant {
+				return false, true
+			}
+		}
+	}
+	return true, false
 }
 
 // duplicateMember refuses a body that names top-level member k more than once: the proxy

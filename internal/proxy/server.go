@@ -34,6 +34,7 @@ type Server struct {
 	flights sync.Map                         // session → *flight: the last flush this process started (claimFlight)
 	states  *boundedMap[string, cachedState] // each session's last decoded state
 	midCuts *boundedMap[string, uint64]      // the key of the mid-run cut weighed last
+	finals  *boundedMap[string, uint64]      // the key of the text turn's final reply flushed last (finalReply)
 	lastReq *boundedMap[string, time.Time]   // when this process last forwarded a request of the session
 	// servedFlush holds the admin flush requests this process's manual flushes served (flushPending).
 	servedFlush *boundedMap[string, int64]
@@ -92,6 +93,7 @@ func New(opt Options) (*Server, error) {
 	}
 	s := &Server{opt: opt, log: opt.Logger, reg: opt.Registry, client: opt.Client, parses: newParseCache(opt.ParseCacheBytes),
 		states: newBoundedMap[string, cachedState](maxStateCache), midCuts: newBoundedMap[string, uint64](maxStateCache),
+		finals:  newBoundedMap[string, uint64](maxStateCache),
 		lastReq: newBoundedMap[string, time.Time](maxStateCache), servedFlush: newBoundedMap[string, int64](maxStateCache),
 		spliceCache: newBoundedMap[spliceKey, cachedSplice](4 * maxStateCache), openAIOrigin: base.Scheme + "://" + base.Host}
 	if s.log == nil {
