@@ -311,6 +311,18 @@ func testTextAgentLive(t *testing.T, f wire.Format, stream bool) {
 	if n := triggers(); n != 1 {
 		t.Fatalf("%v agent-message flushes, want still 1", n)
 	}
+
+	// Another final reply: the second flush goes over the re-inserted exchange; the request
+	// stays valid and still carries the exchange where it happened.
+	step(upstreamfake.Reply{Text: "THOUGHT: The tests fail for another reason."}, msaObservation(1, bigOutput("pytest", 60)))
+	_, up = step(upstreamfake.Reply{Text: msaReply("Submit.", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")}, msaFormatError)
+	if n := triggers(); n != 2 {
+		t.Fatalf("%v agent-message flushes, want 2", n)
+	}
+	all := joinTexts(up[0])
+	if !strings.Contains(all, recovery+"\n~\n## toolRef: t1") || !strings.Contains(all, "\n~\n"+cont+"\n~\n") || strings.Contains(all, "pytest line 005") {
+		t.Fatalf("after the second flush:\n%s", all)
+	}
 }
 
 // joinTexts is every text block of a request's messages, in order.
