@@ -88,6 +88,12 @@ func freePort(t *testing.T) string {
 // summarizer and a flush at every final answer, and the tap; the agent talks to rig.URL().
 func startRig(t *testing.T, model upstreamfake.Responder) *rig {
 	t.Helper()
+	return startRigEngine(t, model, "")
+}
+
+// startRigEngine is startRig with more lines of the proxy's engine block (indented by two).
+func startRigEngine(t *testing.T, model upstreamfake.Responder, engine string) *rig {
+	t.Helper()
 	r := &rig{t: t, up: upstreamfake.Start(), procLog: &syncBuffer{}}
 	t.Cleanup(r.up.Close)
 	r.up.SetResponder(model)
@@ -102,8 +108,8 @@ upstreams: {anthropic: %q, openai: %q}
 store: {url: "bolt:%s"}
 engine:
   trigger: {mode: agent-message, cacheAware: false, midRun: false}
-limits: {flushWaitTimeout: 10s}
-`, proxyAddr, healthAddr, r.up.URL, r.up.URL+"/v1", r.store)
+%slimits: {flushWaitTimeout: 10s}
+`, proxyAddr, healthAddr, r.up.URL, r.up.URL+"/v1", r.store, engine)
 	cfgPath := filepath.Join(dir, "condense.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
