@@ -13,7 +13,8 @@
 //   - relay.go: pick the relay — relay_json.go, or relay_stream.go with
 //     relay_stream_anthropic.go, relay_stream_openai.go and relay_stream_responses.go
 //     (responses_items.go: a Responses answer's output items)
-//   - recovery.go: answer context_tree_query, continue upstream, end every relay alike
+//   - recovery.go: answer context_tree_query (and text recovery requests), continue upstream,
+//     end every relay alike
 //   - splice.go: hidden exchanges, re-inserted in the view and stored after the answer
 //   - flights.go: flush triggers, flushes in flight, waits
 //   - stats.go: the session counters a request writes

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,13 +140,13 @@ func (s *Server) toolTurnsOf(t *turn) []bool {
 
 // finalReply reports whether msgs show the model's last reply final: their last assistant
 // message is followed by a message and is no tool-using turn (toolTurns: no observation
-// answers it). key identifies that reply.
+// answers it), and an earlier one is (a flush has something to prune). key identifies it.
 func finalReply(msgs []*wire.Message, toolTurns []bool) (key uint64, ok bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != wire.RoleAssistant {
 			continue
 		}
-		if toolTurns[i] || i == len(msgs)-1 {
+		if toolTurns[i] || i == len(msgs)-1 || !slices.Contains(toolTurns[:i], true) {
 			return 0, false
 		}
 		return xxhash.Sum64(msgs[i].Raw()) ^ uint64(i), true

@@ -486,3 +486,44 @@ func TestClassifyTextTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalReply: the request side of a text turn's final reply — its last assistant message,
+// followed by a message, answered by no observation, after a turn an observation answered.
+func TestFinalReply(t *testing.T) {
+	msgs := func(roles ...string) []*wire.Message {
+		var out []*wire.Message
+		for i, r := range roles {
+			body := fmt.Sprintf(`{"model":"m","messages":[{"role":%q,"content":"m%d"}]}`, r, i)
+			req, err := wire.Parse(wire.OpenAI, []byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, req.Messages[0])
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		roles []string
+		turns []bool
+		want  bool
+	}{
+		{"after an action and its observation", []string{"user", "assistant", "user", "assistant", "user"}, []bool{false, true, false, false, false}, true},
+		{"an action: its observation answers it", []string{"user", "assistant", "user", "assistant", "user"}, []bool{false, true, false, true, false}, false},
+		{"the reply is the last message", []string{"user", "assistant", "user", "assistant"}, []bool{false, true, false, false}, false},
+		{"no observation so far", []string{"user", "assistant", "user", "assistant", "user"}, []bool{false, false, false, false, false}, false},
+		{"no assistant", []string{"user"}, []bool{false}, false},
+	} {
+		m := msgs(c.roles...)
+		key, ok := finalReply(m, c.turns)
+		if ok != c.want {
+			t.Errorf("%s: final %v, want %v", c.name, ok, c.want)
+		}
+		if ok {
+			other := append(msgs(c.roles...)[:3:3], msgs("assistant", "user")...)
+			if k2, _ := finalReply(other, c.turns); k2 == key && string(other[3].Raw()) != string(m[3].Raw()) {
+				t.Errorf("%s: another reply has the same key", c.name)
+			}
+		}
+	}
+}
