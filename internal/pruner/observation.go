@@ -372,3 +372,41 @@ func ObservationOf(prev, m *wire.Message, o ObservationPolicy) (obs Observation,
 	}
 	return Observation{Call: om.call, Result: om.result}, true
 }
+
+// ToolTurnFunc returns ToolTurns one message at a time: whether msgs[i] is a tool-using
+// assistant turn under pol, reading only that message and the next (a request's last turns
+// without the whole view).
+func ToolTurnFunc(pol Policy) func(msgs []*wire.Message, i int) bool {
+	obs := observerOf(&pol.Observations)
+	return func(msgs []*wire.Message, i int) bool {
+		m := msgs[i]
+		if m.Role != wire.RoleAssistant {
+			return false
+		}
+		for _, b := range m.Blocks {
+			if b.Kind == wire.KindToolUse && b.ID != "" {
+				return true
+			}
+		}
+		if obs == nil || i+1 >= len(msgs) {
+			return false
+		}
+		next := msgs[i+1]
+		return next.Role == wire.RoleUser && !hasToolResult(next) && obs.matches(next)
+	}
+}
+
+// matches reports whether m's first block is text a pattern recognises (observation without
+// building its blocks).
+func (o *observer) matches(m *wire.Message) bool {
+	if len(m.Blocks) == 0 || m.Blocks[0].Kind != wire.KindText {
+		return false
+	}
+	text := m.Blocks[0].Text()
+	for _, p := range o.ps {
+		if p.match.MatchString(text) {
+			return true
+		}
+	}
+	return false
+}

@@ -48,7 +48,7 @@ func observations(req *wire.Request, pol Policy) map[int]Observation {
 
 // TestObservationRecognition: which user messages are observations, in every format, for the
 // built-in patterns, a custom one, a harness that does not match and observations off; an
-// observation's turn is a tool-using one.
+// observation's turn is a tool-using one, by ToolTurns and ToolTurnFunc alike.
 func TestObservationRecognition(t *testing.T) {
 	swe := "\n(Open file: /r/a.py)\n(Current directory: /r)\nbash-$"
 	cases := []struct {
@@ -97,6 +97,12 @@ func TestObservationRecognition(t *testing.T) {
 					t.Fatalf("observations %v, want %v", got, c.want)
 				}
 				turns := ToolTurns(req, c.pol)
+				one := ToolTurnFunc(c.pol)
+				for i := range req.Messages {
+					if one(req.Messages, i) != turns[i] {
+						t.Fatalf("ToolTurnFunc at %d is %v, ToolTurns %v", i, !turns[i], turns)
+					}
+				}
 				for _, i := range c.want {
 					if !turns[i-1] {
 						t.Fatalf("turn %d answered by an observation is not tool-using: %v", i-1, turns)
@@ -106,6 +112,24 @@ func TestObservationRecognition(t *testing.T) {
 					t.Fatalf("tool turns %v without observations", turns)
 				}
 			})
+		}
+	}
+}
+
+// TestToolTurnFuncWithCalls: ToolTurnFunc agrees with ToolTurns on a transcript mixing real
+// tool calls, observations and a reply no observation answers.
+func TestToolTurnFuncWithCalls(t *testing.T) {
+	for _, f := range obsFormats {
+		req := newTx(f).user("task").asst("", "read", tcall{id: "c1", name: "bash", input: `{"command":"ls"}`}).results(tres{id: "c1", text: "a\n"}).
+			asst("", msaAction("b", "cat a")).user(msaObs(0, "x\n")).asst("", "no action").user("a format error").req(t)
+		turns, one := ToolTurns(req, obsPolicy("")), ToolTurnFunc(obsPolicy(""))
+		if fmt.Sprint(turns) != "[false true false true false false false]" {
+			t.Fatalf("%s: ToolTurns %v", f, turns)
+		}
+		for i := range req.Messages {
+			if one(req.Messages, i) != turns[i] {
+				t.Fatalf("%s: ToolTurnFunc at %d disagrees with %v", f, i, turns)
+			}
 		}
 	}
 }
