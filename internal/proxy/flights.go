@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/condense-dev/condense/internal/cachepolicy"
 	"github.com/condense-dev/condense/internal/flush"
-	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/summarize"
 	"github.com/condense-dev/condense/internal/wire"
@@ -93,7 +91,7 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 		}
 	}
 	if t.text && !s.opt.Trigger.OnDemand {
-		if key, ok := finalReply(t.view.Messages, s.toolTurnsOf(t)); ok {
+		if key, ok := finalReply(t.view.Messages, s.toolTurn); ok {
 			if lastKey, seen := s.finals.Load(t.sid); !seen || lastKey != key {
 				s.finals.Swap(t.sid, key)
 				return "agent-message", weigh
@@ -109,9 +107,8 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	if s.opt.Trigger.MidRun {
 		var cut int
 		var key uint64
-		if s.opt.Policy.Observations.Enabled {
-			tt := s.toolTurnsOf(t)
-			cut, key = cachepolicy.MidRunCutFunc(t.view.Messages, s.opt.Trigger.GraceTurns, func(i int) bool { return tt[i] })
+		if msgs := t.view.Messages; s.opt.Policy.Observations.Enabled {
+			cut, key = cachepolicy.MidRunCutFunc(msgs, s.opt.Trigger.GraceTurns, func(i int) bool { return s.toolTurn(msgs, i) })
 		} else {
 			cut, key = cachepolicy.MidRunCut(t.view.Messages, s.opt.Trigger.GraceTurns)
 		}
@@ -129,27 +126,24 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	return "", flushOpts{}
 }
 
-// toolTurnsOf returns pruner.ToolTurns of the request's view under the proxy's policy,
-// computed once per request.
-func (s *Server) toolTurnsOf(t *turn) []bool {
-	if t.toolTurns == nil {
-		t.toolTurns = pruner.ToolTurns(t.view, s.opt.Policy)
-	}
-	return t.toolTurns
-}
-
 // finalReply reports whether msgs show the model's last reply final: their last assistant
-// message is followed by a message and is no tool-using turn (toolTurns: no observation
-// answers it), and an earlier one is (a flush has something to prune). key identifies it.
-func finalReply(msgs []*wire.Message, toolTurns []bool) (key uint64, ok bool) {
+// message is followed by a message and is no tool-using turn (toolTurn, pruner.ToolTurnFunc:
+// no observation answers it), and an earlier one is (a flush has something to prune). key
+// identifies the reply.
+func finalReply(msgs []*wire.Message, toolTurn func([]*wire.Message, int) bool) (key uint64, ok bool) {
+	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != wire.RoleAssistant {
 			continue
 		}
-		if toolTurns[i] || i == len(msgs)-1 || !slices.Contains(toolTurns[:i], true) {
-			return 0, false
+		if last < 0 {
+			if i == len(msgs)-1 || toolTurn(msgs, i) {
+				return 0, false
+			}
+			last = i
+		} else if toolTurn(msgs, i) {
+			return xxhash.Sum64(msgs[last].Raw()) ^ uint64(last), true
 		}
-		return xxhash.Sum64(msgs[i].Raw()) ^ uint64(i), true
 	}
 	return 0, false
 }

@@ -40,9 +40,7 @@ type turn struct {
 	// recoverText: the model's replies may be text recovery requests, answered in-proxy
 	// (recoversText; set when the answer is relayed).
 	recoverText bool
-	// toolTurns caches pruner.ToolTurns of the view (toolTurnsOf).
-	toolTurns []bool
-	t0        time.Time
+	t0          time.Time
 	// at is when the request arrived by the server's clock (Options.Now).
 	at time.Time
 	// flushWait is the total time the request may wait for flushes (FlushWaitTimeout).

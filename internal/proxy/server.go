@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -35,7 +36,9 @@ type Server struct {
 	states  *boundedMap[string, cachedState] // each session's last decoded state
 	midCuts *boundedMap[string, uint64]      // the key of the mid-run cut weighed last
 	finals  *boundedMap[string, uint64]      // the key of the text turn's final reply flushed last (finalReply)
-	lastReq *boundedMap[string, time.Time]   // when this process last forwarded a request of the session
+	// toolTurn tells tool-using turns under the policy (pruner.ToolTurnFunc).
+	toolTurn func([]*wire.Message, int) bool
+	lastReq  *boundedMap[string, time.Time] // when this process last forwarded a request of the session
 	// servedFlush holds the admin flush requests this process's manual flushes served (flushPending).
 	servedFlush *boundedMap[string, int64]
 	// spliceCache holds hidden exchanges read or written by this process.
@@ -96,6 +99,7 @@ func New(opt Options) (*Server, error) {
 		finals:  newBoundedMap[string, uint64](maxStateCache),
 		lastReq: newBoundedMap[string, time.Time](maxStateCache), servedFlush: newBoundedMap[string, int64](maxStateCache),
 		spliceCache: newBoundedMap[spliceKey, cachedSplice](4 * maxStateCache), openAIOrigin: base.Scheme + "://" + base.Host}
+	s.toolTurn = pruner.ToolTurnFunc(opt.Policy)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -514,14 +514,16 @@ func TestFinalReply(t *testing.T) {
 		{"no observation so far", []string{"user", "assistant", "user", "assistant", "user"}, []bool{false, false, false, false, false}, false},
 		{"no assistant", []string{"user"}, []bool{false}, false},
 	} {
+		turns := c.turns
+		toolTurn := func(_ []*wire.Message, i int) bool { return turns[i] }
 		m := msgs(c.roles...)
-		key, ok := finalReply(m, c.turns)
+		key, ok := finalReply(m, toolTurn)
 		if ok != c.want {
 			t.Errorf("%s: final %v, want %v", c.name, ok, c.want)
 		}
 		if ok {
 			other := append(msgs(c.roles...)[:3:3], msgs("assistant", "user")...)
-			if k2, _ := finalReply(other, c.turns); k2 == key && string(other[3].Raw()) != string(m[3].Raw()) {
+			if k2, _ := finalReply(other, toolTurn); k2 == key && string(other[3].Raw()) != string(m[3].Raw()) {
 				t.Errorf("%s: another reply has the same key", c.name)
 			}
 		}
