@@ -34,8 +34,8 @@ type turn struct {
 	// side is a request that offers no tools (a title, a summary, a token count) and is no
 	// text turn: it neither triggers flushes nor moves the session's last values.
 	side bool
-	// text is a turn of a text-protocol agent (observations on, no tools offered, an
-	// assistant message in its history): flushes follow its request side (dueTrigger).
+	// text is a turn of a text-protocol agent (classify: observations on, no tools offered,
+	// an assistant message and no tool call in its history): flushes follow its request side.
 	text bool
 	// recoverText: the model's replies may be text recovery requests, answered in-proxy
 	// (recoversText; set when the answer is relayed).
@@ -145,19 +145,26 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request, t *turn) {
 
 // classify tells a side request (it offers no tools: a title, a summary, a token count)
 // from a turn; with observations on, a request without tools whose history holds an
-// assistant message is a text-protocol agent's turn (text).
+// assistant message and no tool call is a text-protocol agent's turn (text).
 func (s *Server) classify(req *wire.Request) (side, text bool) {
 	if len(req.Tools) > 0 {
 		return false, false
 	}
-	if s.opt.Policy.Observations.Enabled {
-		for _, m := range req.Messages {
-			if m.Role == wire.RoleAssistant {
-				return false, true
+	if !s.opt.Policy.Observations.Enabled {
+		return true, false
+	}
+	for _, m := range req.Messages {
+		if m.Role != wire.RoleAssistant {
+			continue
+		}
+		for _, b := range m.Blocks {
+			if b.Kind == wire.KindToolUse { // a tool-using client's side call over its history
+				return true, false
 			}
 		}
+		text = true
 	}
-	return true, false
+	return !text, text
 }
 
 // duplicateMember refuses a body that names top-level member k more than once: the proxy

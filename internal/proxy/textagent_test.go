@@ -461,7 +461,7 @@ func TestTextRecoveryBounded(t *testing.T) {
 
 // TestClassifyTextTurns: which requests are turns. A request offering tools is one; one
 // without tools is a side request (a title, a summary) — unless observations are on and its
-// history holds an assistant message: then it is a text-protocol agent's turn.
+// history holds an assistant message and no tool call: then it is a text-protocol agent's turn.
 func TestClassifyTextTurns(t *testing.T) {
 	on := Options{Policy: testPolicy()}
 	on.Policy.Observations.Enabled = true
@@ -474,6 +474,7 @@ func TestClassifyTextTurns(t *testing.T) {
 		{"tools, observations on", `{"model":"m","tools":[{"name":"bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`, on, false, false},
 		{"title call, observations on", `{"model":"m","tools":[],"messages":[{"role":"user","content":"Write a title for: fix the build"}]}`, on, true, false},
 		{"text agent, observations on", `{"model":"m","messages":[{"role":"user","content":"task"},{"role":"assistant","content":"ls"},{"role":"user","content":"<returncode>0</returncode>\n<output>\n</output>"}]}`, on, false, true},
+		{"a tool-using client's side call over its history", `{"model":"m","tools":[],"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]},{"role":"assistant","content":"done"},{"role":"user","content":"Summarize the conversation."}]}`, on, true, false},
 		{"text agent, observations off", `{"model":"m","messages":[{"role":"user","content":"task"},{"role":"assistant","content":"ls"},{"role":"user","content":"x"}]}`, off, true, false},
 	} {
 		req, err := wire.Parse(wire.Anthropic, []byte(c.body))
