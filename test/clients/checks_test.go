@@ -72,11 +72,7 @@ func conversation(all []sent) []sent {
 // checkSession runs every check of the client suite over what the rig recorded.
 func checkSession(t *testing.T, r *rig, m *model) {
 	t.Helper()
-	m.mu.Lock()
-	for _, e := range m.errs {
-		t.Errorf("scripted model: %s", e)
-	}
-	m.mu.Unlock()
+	m.report(t)
 	all := collect(t, r)
 	conv := conversation(all)
 	rounds := 0

@@ -68,11 +68,48 @@ type model struct {
 	// the agent sends it back encrypted, and the proxy must keep it whole before its call.
 	reasoning bool
 
+	scriptLog
 	mu       sync.Mutex
 	queried  []string // refs the model asked context_tree_query for
 	held     map[int]chan struct{}
 	released bool // a hold was released by the tap, not by its timeout
-	errs     []string
+}
+
+// scriptLog collects what a scripted model found wrong in the requests it answered.
+type scriptLog struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (l *scriptLog) fail(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, fmt.Sprintf(format, args...))
+}
+
+// report fails t with every error collected.
+func (l *scriptLog) report(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.errs {
+		t.Errorf("scripted model: %s", e)
+	}
+}
+
+// parse reads a request the scripted model answers: ok false with the reply to give for
+// another path than a model endpoint's, or a body that does not parse (logged).
+func (l *scriptLog) parse(rec upstreamfake.Recorded) (req *wire.Request, reply upstreamfake.Reply, ok bool) {
+	f, isModel := formatOfPath(rec.Path)
+	if !isModel {
+		return nil, upstreamfake.Reply{Text: "ok"}, false
+	}
+	req, err := wire.Parse(f, rec.Body)
+	if err != nil {
+		l.fail("request %d does not parse: %v", rec.Seq, err)
+		return nil, upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: err.Error()}, false
+	}
+	return req, upstreamfake.Reply{}, true
 }
 
 func newModel(t *testing.T, repo string, tools toolSet) *model {
@@ -130,22 +167,11 @@ func hasResult(m *wire.Message) bool {
 	return false
 }
 
-func (m *model) fail(format string, args ...any) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.errs = append(m.errs, fmt.Sprintf(format, args...))
-}
-
 // respond is the upstreamfake.Responder.
 func (m *model) respond(rec upstreamfake.Recorded) upstreamfake.Reply {
-	f, ok := formatOfPath(rec.Path)
+	req, reply, ok := m.parse(rec)
 	if !ok {
-		return upstreamfake.Reply{Text: "ok"}
-	}
-	req, err := wire.Parse(f, rec.Body)
-	if err != nil {
-		m.fail("request %d does not parse: %v", rec.Seq, err)
-		return upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: err.Error()}
+		return reply
 	}
 	n, done := position(req)
 	if n == 0 || n > len(plan) || len(req.Tools) == 0 {

@@ -144,27 +144,7 @@ func TestOpenAIChatSDK(t *testing.T) {
 			if round > 20 {
 				t.Fatalf("P%d does not end", n)
 			}
-			params := openai.ChatCompletionNewParams{Model: "gpt-5.4", Tools: tools, Messages: msgs}
-			var msg openai.ChatCompletionMessage
-			var finish string
-			if n == 2 {
-				params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-				st := c.Chat.Completions.NewStreaming(ctx, params)
-				var acc openai.ChatCompletionAccumulator
-				for st.Next() {
-					acc.AddChunk(st.Current())
-				}
-				if err := st.Err(); err != nil {
-					t.Fatal(err)
-				}
-				msg, finish = acc.Choices[0].Message, acc.Choices[0].FinishReason
-			} else {
-				got, err := c.Chat.Completions.New(ctx, params)
-				if err != nil {
-					t.Fatal(err)
-				}
-				msg, finish = got.Choices[0].Message, got.Choices[0].FinishReason
-			}
+			msg, finish := chatTurn(ctx, t, &c, openai.ChatCompletionNewParams{Model: "gpt-5.4", Tools: tools, Messages: msgs}, n == 2)
 			msgs = append(msgs, msg.ToParam())
 			if finish != "tool_calls" {
 				break
@@ -176,6 +156,29 @@ func TestOpenAIChatSDK(t *testing.T) {
 		}
 	}
 	checkSession(t, r, m)
+}
+
+// chatTurn sends one Chat Completions request, streamed (with the usage chunk) or not, and
+// returns the first choice's message and finish reason as the SDK gives them.
+func chatTurn(ctx context.Context, t *testing.T, c *openai.Client, params openai.ChatCompletionNewParams, stream bool) (openai.ChatCompletionMessage, string) {
+	t.Helper()
+	if !stream {
+		got, err := c.Chat.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Choices[0].Message, got.Choices[0].FinishReason
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	st := c.Chat.Completions.NewStreaming(ctx, params)
+	var acc openai.ChatCompletionAccumulator
+	for st.Next() {
+		acc.AddChunk(st.Current())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return acc.Choices[0].Message, acc.Choices[0].FinishReason
 }
 
 // TestOpenAIResponsesSDK runs a four-prompt agent loop with openai-go's Responses client through

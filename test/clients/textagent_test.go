@@ -35,9 +35,9 @@ var msaAction = regexp.MustCompile("(?s)```bash\\s*\\n(.*?)\\n```")
 // request alone — the results (observations and format errors) after the task — as mini-swe-agent's
 // model would write them: a THOUGHT and one bash block.
 type textModel struct {
+	scriptLog
 	mu      sync.Mutex
 	queried []string // refs the model asked for in text
-	errs    []string
 }
 
 // textPlan is the replies by the number of results the request shows: four commands, a reply
@@ -47,21 +47,10 @@ var textPlan = []string{"ls -la", "cat alpha.go", "cat beta.go", "cat gamma.go",
 
 var stubRef = regexp.MustCompile("reply with exactly: context_tree_query (t\\d+)")
 
-func (m *textModel) fail(format string, args ...any) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.errs = append(m.errs, fmt.Sprintf(format, args...))
-}
-
 func (m *textModel) respond(rec upstreamfake.Recorded) upstreamfake.Reply {
-	f, ok := formatOfPath(rec.Path)
+	req, reply, ok := m.parse(rec)
 	if !ok {
-		return upstreamfake.Reply{Text: "ok"}
-	}
-	req, err := wire.Parse(f, rec.Body)
-	if err != nil {
-		m.fail("request %d does not parse: %v", rec.Seq, err)
-		return upstreamfake.Reply{Status: 400, ErrorType: "invalid_request_error", ErrorMessage: err.Error()}
+		return reply
 	}
 	if len(req.Tools) > 0 {
 		m.fail("request %d offers tools to a text agent", rec.Seq)
@@ -137,26 +126,8 @@ func TestTextProtocolAgent(t *testing.T) {
 		if step > 2*len(textPlan) {
 			t.Fatal("the agent does not submit")
 		}
-		params := openai.ChatCompletionNewParams{Model: "gpt-5.4", Messages: msgs}
-		var reply string
-		if step%2 == 1 {
-			params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-			st := c.Chat.Completions.NewStreaming(ctx, params)
-			var acc openai.ChatCompletionAccumulator
-			for st.Next() {
-				acc.AddChunk(st.Current())
-			}
-			if err := st.Err(); err != nil {
-				t.Fatal(err)
-			}
-			reply = acc.Choices[0].Message.Content
-		} else {
-			got, err := c.Chat.Completions.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reply = got.Choices[0].Message.Content
-		}
+		msg, _ := chatTurn(ctx, t, &c, openai.ChatCompletionNewParams{Model: "gpt-5.4", Messages: msgs}, step%2 == 1)
+		reply := msg.Content
 		replies = append(replies, reply)
 		msgs = append(msgs, openai.AssistantMessage(reply))
 		actions := msaAction.FindAllStringSubmatch(reply, -1)
@@ -179,10 +150,8 @@ func TestTextProtocolAgent(t *testing.T) {
 // went out smaller than the agent sent it, as one session.
 func checkTextSession(t *testing.T, r *rig, m *textModel, replies []string) {
 	t.Helper()
+	m.report(t)
 	m.mu.Lock()
-	for _, e := range m.errs {
-		t.Errorf("scripted model: %s", e)
-	}
 	queried := append([]string(nil), m.queried...)
 	m.mu.Unlock()
 	all := collect(t, r)
