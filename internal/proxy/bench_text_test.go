@@ -44,7 +44,7 @@ func BenchmarkTextTurn(b *testing.B) {
 	b.Cleanup(func() { _ = st.Close() })
 	orch := &flush.Orchestrator{Store: st, Planner: flush.EnginePlanner{Policy: pol}, Summarizer: summarize.Extractive{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if res, err := orch.Flush(context.Background(), &flush.Job{Session: "bench", Format: "openai", Body: benchTextBody(30, 150), Trigger: "bench"}); err != nil || res.Version == 0 {
+	if res, err := orch.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: "bench", Format: wire.OpenAI, Body: benchTextBody(30, 150), Trigger: "bench"}}); err != nil || res.Version == 0 {
 		b.Fatalf("flush: %v %+v", err, res)
 	}
 	up := upstreamfake.Start()

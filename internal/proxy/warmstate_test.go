@@ -163,7 +163,7 @@ func commitElsewhereWarms(t *testing.T, proxySt, workerSt store.Store, subscribe
 	}
 }
 
-// renderAllocs renders req with st as the proxy does (RenderView, then the forwarded segments)
+// renderAllocs renders req with st as the proxy does (RenderRequest, then the forwarded segments)
 // and returns how many allocations that made, with the collector off. A render that prunes
 // nothing fails the test.
 func renderAllocs(t *testing.T, req *wire.Request, st *pruner.State) uint64 {
