@@ -27,6 +27,7 @@ const (
 	headerClaudeCode = "X-Claude-Code-Session-Id"
 	headerCodex      = "Session-Id"
 	headerCodexAlt   = "Thread-Id"
+	headerOpencode   = "X-Session-Affinity"
 )
 
 // SessionSource says where a session id came from.
@@ -41,6 +42,8 @@ const (
 	SourceClaudeCode SessionSource = "claude-code"
 	// SourceCodex: the Codex CLI's session-id (else thread-id) header.
 	SourceCodex SessionSource = "codex"
+	// SourceOpencode: opencode's X-Session-Affinity header (its session id).
+	SourceOpencode SessionSource = "opencode"
 	// SourceCacheKey: OpenAI prompt_cache_key, with the conversation key.
 	SourceCacheKey SessionSource = "prompt_cache_key"
 	// SourceUser: OpenAI user, with the conversation key.
@@ -95,6 +98,9 @@ func headerIdentity(h http.Header) (identity, bool) {
 		if v := strings.TrimSpace(h.Get(k)); v != "" {
 			return identity{sid: "codex-" + urlSafe(v), src: SourceCodex}, true
 		}
+	}
+	if v := strings.TrimSpace(h.Get(headerOpencode)); v != "" {
+		return identity{sid: "opencode-" + urlSafe(v), src: SourceOpencode}, true
 	}
 	return identity{}, false
 }

@@ -39,6 +39,7 @@ func TestClientSessionIDs(t *testing.T) {
 		{"claude code metadata", wire.Anthropic, nil, meta, "claude-" + uuid, SourceClaudeCode},
 		{"codex session-id", wire.Responses, map[string]string{"Session-Id": "019e1625-789d", "Thread-Id": "other"}, `{"input":"hi","prompt_cache_key":"k"}`, "codex-019e1625-789d", SourceCodex},
 		{"codex thread-id", wire.Responses, map[string]string{"Thread-Id": "019e1625"}, `{"input":"hi"}`, "codex-019e1625", SourceCodex},
+		{"opencode", wire.Anthropic, map[string]string{"X-Session-Affinity": "ses_dcadb9fa8ffeYFLJKE4DvZqVI8", "X-Session-Id": "ses_dcadb9fa8ffeYFLJKE4DvZqVI8"}, `{"messages":[{"role":"user","content":"hi"}]}`, "opencode-ses_dcadb9fa8ffeYFLJKE4DvZqVI8", SourceOpencode},
 		{"explicit header first", wire.Anthropic, map[string]string{HeaderSession: "mine", "X-Claude-Code-Session-Id": uuid}, meta, "mine", SourceHeader},
 		{"header beats metadata", wire.Anthropic, map[string]string{"X-Claude-Code-Session-Id": "h1"}, meta, "claude-h1", SourceClaudeCode},
 	} {
