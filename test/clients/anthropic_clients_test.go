@@ -4,8 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/condense-dev/condense/internal/upstreamfake"
 )
 
 // baseEnv is a minimal environment for an agent CLI with its own home directory.
@@ -18,14 +16,7 @@ func baseEnv(home string, extra ...string) []string {
 func TestClaudeCode(t *testing.T) {
 	bin := clientBin(t, "claude")
 	repo := scratchRepo(t)
-	m := newModel(t, repo, toolSet{
-		read: func(p string) upstreamfake.ToolCall {
-			return upstreamfake.ToolCall{Name: "Read", Input: jsonArgs("file_path", p)}
-		},
-		shell: func(c string) upstreamfake.ToolCall {
-			return upstreamfake.ToolCall{Name: "Bash", Input: jsonArgs("command", c, "description", "Run "+c)}
-		},
-	})
+	m := newModel(t, repo, readShellTools("Read", "file_path", "Bash", true))
 	r := startRig(t, m.respond)
 	r.tap.onFirst = m.release
 	env := baseEnv(t.TempDir(), "ANTHROPIC_BASE_URL="+r.URL(), "ANTHROPIC_API_KEY=sk-ant-condense-test",
@@ -45,14 +36,7 @@ func TestClaudeCode(t *testing.T) {
 func TestPi(t *testing.T) {
 	bin := clientBin(t, "pi")
 	repo := scratchRepo(t)
-	m := newModel(t, repo, toolSet{
-		read: func(p string) upstreamfake.ToolCall {
-			return upstreamfake.ToolCall{Name: "read", Input: jsonArgs("path", p)}
-		},
-		shell: func(c string) upstreamfake.ToolCall {
-			return upstreamfake.ToolCall{Name: "bash", Input: jsonArgs("command", c)}
-		},
-	})
+	m := newModel(t, repo, readShellTools("read", "path", "bash", false))
 	r := startRig(t, m.respond)
 	r.tap.onFirst = m.release
 	home := t.TempDir()

@@ -46,6 +46,22 @@ type toolSet struct {
 	shell func(cmd string) upstreamfake.ToolCall
 }
 
+// readShellTools is the toolSet of an agent whose read tool takes the path as pathKey and whose
+// shell tool takes "command", and a "description" too when described.
+func readShellTools(read, pathKey, shell string, described bool) toolSet {
+	return toolSet{
+		read: func(p string) upstreamfake.ToolCall {
+			return upstreamfake.ToolCall{Name: read, Input: jsonArgs(pathKey, p)}
+		},
+		shell: func(c string) upstreamfake.ToolCall {
+			if described {
+				return upstreamfake.ToolCall{Name: shell, Input: jsonArgs("command", c, "description", "Run "+c)}
+			}
+			return upstreamfake.ToolCall{Name: shell, Input: jsonArgs("command", c)}
+		},
+	}
+}
+
 func jsonArgs(kv ...string) string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {

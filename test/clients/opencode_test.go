@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/condense-dev/condense/internal/upstreamfake"
 )
 
 // TestOpencode drives the real opencode CLI (`opencode run`, then `opencode run --continue`
@@ -23,14 +21,7 @@ func TestOpencode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := scratchRepo(t)
-			m := newModel(t, repo, toolSet{
-				read: func(p string) upstreamfake.ToolCall {
-					return upstreamfake.ToolCall{Name: "read", Input: jsonArgs("filePath", p)}
-				},
-				shell: func(c string) upstreamfake.ToolCall {
-					return upstreamfake.ToolCall{Name: "bash", Input: jsonArgs("command", c, "description", "Run "+c)}
-				},
-			})
+			m := newModel(t, repo, readShellTools("read", "filePath", "bash", true))
 			r := startRig(t, m.respond)
 			r.tap.onFirst = m.release
 			home := t.TempDir()
