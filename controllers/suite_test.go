@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	condensev1 "github.com/condense-dev/condense/api/v1alpha1"
+	"github.com/condense-dev/condense/internal/store"
 	"github.com/condense-dev/condense/internal/testutil/needs"
 	"github.com/condense-dev/condense/internal/testutil/poll"
 )
@@ -48,12 +49,15 @@ func startEnv(t *testing.T) (*envtest.Environment, *rest.Config, client.Client) 
 		ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	} else {
 		ctrl.SetLogger(logr.Discard())
+		store.LogRedisTo(nil) // the session index dials the test's Redis Services, which do not resolve
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		ControlPlane: envtest.ControlPlane{
-			APIServer: &envtest.APIServer{CertDir: t.TempDir(), StopTimeout: 5 * time.Second},
+			// A loaded 2-core machine can take over the 20 s default to start them.
+			APIServer: &envtest.APIServer{CertDir: t.TempDir(), StopTimeout: 5 * time.Second, StartTimeout: 90 * time.Second},
+			Etcd:      &envtest.Etcd{StartTimeout: 90 * time.Second},
 		},
 	}
 	cfg, err := env.Start()
