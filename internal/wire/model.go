@@ -290,7 +290,11 @@ func (b *Block) EachMember(fn func(key, value []byte)) {
 
 // EachMember calls fn with the raw key (quoted, as sent) and raw value of each member of the
 // message's JSON object, in order. A Responses assistant message (a run of items) has none.
-func (m *Message) EachMember(fn func(key, value []byte)) { m.obj.each(fn) }
+func (m *Message) EachMember(fn func(key, value []byte)) {
+	if m.itemsArr == nil {
+		m.obj.each(fn)
+	}
+}
 
 // Format returns the wire format the block belongs to.
 func (b *Block) Format() Format { return b.f }

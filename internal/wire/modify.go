@@ -181,7 +181,7 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 // message (it has the member whole), else m's object with the result's content and id
 // written to contentKey and idKey.
 func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey string) *Message {
-	if r.obj != nil && r.obj.find(whole) >= 0 {
+	if r.obj != nil && r.obj.has(whole) {
 		nm.obj = r.obj
 	} else {
 		val, _ := contentValue(r.contentArr, r.Content)
@@ -236,9 +236,8 @@ func (b *Block) withResultText(text string) *Block {
 	if b.f == Responses {
 		key = "output"
 	}
-	nb := b.clone(b.obj.with(key, lit))
-	mi := nb.obj.find(key)
-	v := nb.obj.members[mi]
+	obj, v := b.obj.withAt(key, lit)
+	nb := b.clone(obj)
 	nb.Content = []*Block{textStringBlock(b.f, nb.obj.raw[v.v:v.e:v.e], text, replaced)}
 	nb.ContentString = true
 	nb.contentArr = nil
@@ -291,9 +290,9 @@ func (b *Block) SetInput(input []byte) (*Block, error) {
 	if err := validJSON(input); err != nil {
 		return nil, err
 	}
-	nb := b.clone(b.obj.with("input", input))
-	mi := nb.obj.find("input")
-	nb.Input = nb.obj.raw[nb.obj.members[mi].v:nb.obj.members[mi].e]
+	obj, v := b.obj.withAt("input", input)
+	nb := b.clone(obj)
+	nb.Input = obj.raw[v.v:v.e]
 	return nb, nil
 }
 
@@ -306,9 +305,9 @@ func (b *Block) WithCacheControl(raw []byte) *Block {
 		nb = b.clone(obj.without("cache_control"))
 		nb.CacheControl = nil
 	} else {
-		nb = b.clone(obj.with("cache_control", raw))
-		mi := nb.obj.find("cache_control")
-		nb.CacheControl = nb.obj.raw[nb.obj.members[mi].v:nb.obj.members[mi].e]
+		o, v := obj.withAt("cache_control", raw)
+		nb = b.clone(o)
+		nb.CacheControl = o.raw[v.v:v.e]
 	}
 	return nb
 }

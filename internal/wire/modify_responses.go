@@ -122,7 +122,7 @@ func itemRun(layout *array, b []*Block) (*object, *array) {
 			}
 		}
 		s := len(buf)
-		if x.Kind == KindText && (x.obj == nil || x.obj.find("role") < 0) { // a part, not a message item
+		if x.Kind == KindText && (x.obj == nil || !x.obj.has("role")) { // a part, not a message item
 			buf = append(buf, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":`...)
 			buf = appendQuoted(buf, x.Text())
 			buf = append(buf, `}]}`...)

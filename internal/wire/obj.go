@@ -8,22 +8,48 @@ type member struct {
 	k, ke, v, e int
 }
 
-// object is a JSON object kept as its raw bytes plus an index of its members.
+// object is a JSON object kept as its validated raw bytes. members indexes them for the
+// objects the parse indexes (the top-level object, tools); it is nil for the others
+// (messages, blocks, items), whose members are found by walking raw when asked for.
 type object struct {
 	raw     []byte
 	members []member
 }
 
-// keyEq reports whether the member's key equals name (decoding escapes when present).
-func (o *object) keyEq(m member, name string) bool {
-	return keyMatch(o.raw[m.k:m.ke], name)
+// walk calls fn with each member in order.
+func (o *object) walk(fn func(m member)) {
+	if o.members != nil {
+		for _, m := range o.members {
+			fn(m)
+		}
+		return
+	}
+	d := o.raw
+	i, err := objectOpen(d, 0, 0)
+	for err == nil && d[i-1] != '}' {
+		var ks, ke, vs, ve int
+		if ks, ke, vs, err = memberKey(d, i); err == nil {
+			if ve, err = scanValue(d, vs, 0); err == nil {
+				fn(member{k: ks, ke: ke, v: vs, e: ve})
+				i, err = memberNext(d, ve)
+			}
+		}
+	}
+}
+
+// index returns the members in order (a fresh slice for an object without an index).
+func (o *object) index() []member {
+	if o.members != nil {
+		return o.members
+	}
+	var ms []member
+	o.walk(func(m member) { ms = append(ms, m) })
+	return ms
 }
 
 // each calls fn with the raw key and value of every member, in order.
 func (o *object) each(fn func(key, value []byte)) {
-	for _, m := range o.members {
-		fn(o.raw[m.k:m.ke:m.ke], o.raw[m.v:m.e:m.e])
-	}
+	o.walk(func(m member) { fn(o.raw[m.k:m.ke:m.ke], o.raw[m.v:m.e:m.e]) })
 }
 
 // duplicate returns the decoded name of the first member whose name an earlier member has
@@ -32,97 +58,121 @@ func (o *object) duplicate() string {
 	if o == nil {
 		return ""
 	}
-	for i := 1; i < len(o.members); i++ {
-		ki := o.raw[o.members[i].k:o.members[i].ke]
-		for _, m := range o.members[:i] {
-			kj := o.raw[m.k:m.ke]
+	var keys [][]byte
+	dup := ""
+	o.walk(func(m member) {
+		if dup != "" {
+			return
+		}
+		ki := o.raw[m.k:m.ke]
+		for _, kj := range keys {
 			if bytes.Equal(ki, kj) || (hasBackslash(ki) || hasBackslash(kj)) && unquote(ki) == unquote(kj) {
-				return unquote(ki)
+				dup = unquote(ki)
+				return
 			}
 		}
-	}
-	return ""
+		keys = append(keys, ki)
+	})
+	return dup
 }
 
-// find returns the index of the last member named name, or -1.
-func (o *object) find(name string) int {
-	for i := len(o.members) - 1; i >= 0; i-- {
-		if o.keyEq(o.members[i], name) {
-			return i
+// lookup returns the last member named name (keys compared by their decoded text).
+func (o *object) lookup(name string) (found member, ok bool) {
+	o.walk(func(m member) {
+		if keyMatch(o.raw[m.k:m.ke], name) {
+			found, ok = m, true
 		}
-	}
-	return -1
+	})
+	return found, ok
+}
+
+// has reports whether the object has a member named name.
+func (o *object) has(name string) bool {
+	_, ok := o.lookup(name)
+	return ok
 }
 
 // get returns the raw value of the last member named name.
 func (o *object) get(name string) ([]byte, bool) {
-	i := o.find(name)
-	if i < 0 {
+	m, ok := o.lookup(name)
+	if !ok {
 		return nil, false
 	}
-	m := o.members[i]
 	return o.raw[m.v:m.e], true
 }
 
 // with returns a copy of the object with member name set to the raw JSON value val
 // (replaced in place, keeping its key bytes and position, or appended at the end). All
-// other bytes are kept.
+// other bytes are kept; the copy is indexed when o is.
 func (o *object) with(name string, val []byte) *object {
-	i := o.find(name)
-	if i >= 0 {
-		m := o.members[i]
+	c, _ := o.withAt(name, val)
+	return c
+}
+
+// withAt is with, also returning the member set in the copy.
+func (o *object) withAt(name string, val []byte) (*object, member) {
+	if m, ok := o.lookup(name); ok {
 		out := make([]byte, 0, len(o.raw)-(m.e-m.v)+len(val))
 		out = append(out, o.raw[:m.v]...)
 		out = append(out, val...)
 		out = append(out, o.raw[m.e:]...)
 		delta := len(val) - (m.e - m.v)
-		ms := make([]member, len(o.members))
-		copy(ms, o.members)
-		ms[i].e += delta
-		for j := i + 1; j < len(ms); j++ {
-			ms[j].k += delta
-			ms[j].ke += delta
-			ms[j].v += delta
-			ms[j].e += delta
+		nm := member{k: m.k, ke: m.ke, v: m.v, e: m.e + delta}
+		var ms []member
+		if o.members != nil {
+			ms = make([]member, len(o.members))
+			for j, x := range o.members {
+				switch {
+				case x.k == m.k:
+					x = nm
+				case x.k > m.k:
+					x.k, x.ke, x.v, x.e = x.k+delta, x.ke+delta, x.v+delta, x.e+delta
+				}
+				ms[j] = x
+			}
 		}
-		return &object{raw: out, members: ms}
+		return &object{raw: out, members: ms}, nm
 	}
 	// Append before the closing brace.
 	var pos int
 	var prefix []byte
-	if n := len(o.members); n > 0 {
-		pos = o.members[n-1].e
+	last, nonEmpty := member{}, false
+	o.walk(func(m member) { last, nonEmpty = m, true })
+	if nonEmpty {
+		pos = last.e
 		prefix = []byte{','}
 	} else {
 		pos = bytes.LastIndexByte(o.raw, '}')
 	}
 	key := quote(name)
-	ins := make([]byte, 0, len(prefix)+len(key)+1+len(val))
-	ins = append(ins, prefix...)
-	ins = append(ins, key...)
-	ins = append(ins, ':')
-	ins = append(ins, val...)
-	out := make([]byte, 0, len(o.raw)+len(ins))
+	out := make([]byte, 0, len(o.raw)+len(prefix)+len(key)+1+len(val))
 	out = append(out, o.raw[:pos]...)
-	out = append(out, ins...)
+	out = append(out, prefix...)
+	k := len(out)
+	out = append(out, key...)
+	out = append(out, ':')
+	out = append(out, val...)
+	nm := member{k: k, ke: k + len(key), v: k + len(key) + 1, e: len(out)}
 	out = append(out, o.raw[pos:]...)
-	ms := make([]member, len(o.members), len(o.members)+1)
-	copy(ms, o.members)
-	k := pos + len(prefix)
-	ms = append(ms, member{k: k, ke: k + len(key), v: k + len(key) + 1, e: k + len(ins) - len(prefix)})
-	return &object{raw: out, members: ms}
+	var ms []member
+	if o.members != nil {
+		ms = make([]member, len(o.members), len(o.members)+1)
+		copy(ms, o.members)
+		ms = append(ms, nm)
+	}
+	return &object{raw: out, members: ms}, nm
 }
 
 // without returns a copy of the object without any member named name (the object itself
-// when there is none).
+// when there is none); the copy has no index.
 func (o *object) without(name string) *object {
 	cur := o
-	for {
-		i := cur.find(name)
-		if i < 0 {
-			return cur
+	for cur.has(name) {
+		ms := cur.index()
+		i := len(ms) - 1
+		for !keyMatch(cur.raw[ms[i].k:ms[i].ke], name) {
+			i--
 		}
-		ms := cur.members
 		var from, to int
 		switch {
 		case i > 0: // drop ",<ws>key:value" after the previous member
@@ -135,18 +185,9 @@ func (o *object) without(name string) *object {
 		out := make([]byte, 0, len(cur.raw)-(to-from))
 		out = append(out, cur.raw[:from]...)
 		out = append(out, cur.raw[to:]...)
-		delta := to - from
-		nm := make([]member, 0, len(ms)-1)
-		nm = append(nm, ms[:i]...)
-		for _, m := range ms[i+1:] {
-			m.k -= delta
-			m.ke -= delta
-			m.v -= delta
-			m.e -= delta
-			nm = append(nm, m)
-		}
-		cur = &object{raw: out, members: nm}
+		cur = &object{raw: out}
 	}
+	return cur
 }
 
 // span is the position of one array element inside the array's raw bytes.
@@ -162,5 +203,5 @@ type array struct {
 // parseObjectAt indexes the object at d[i] == '{', validating its values.
 func parseObjectAt(d []byte, i, depth int) (*object, int, error) {
 	p := parser{d: d}
-	return p.objectAt(i, depth, nil)
+	return p.objectAt(i, depth, true, nil)
 }

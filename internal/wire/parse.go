@@ -147,9 +147,9 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 	return out
 }
 
-// objectAt indexes the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
-// to parse each member's value.
-func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
+// objectAt parses the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
+// to parse each member's value; with index the object keeps an index of its members.
+func (p *parser) objectAt(i, depth int, index bool, fn func(keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	if len(p.objSlab) == 0 {
 		p.objSlab = newChunk(p, p.chunk(128), &p.objChunks)
 	}
@@ -166,28 +166,31 @@ func (p *parser) objectAt(i, depth int, fn func(o *object, idx, keyStart, keyEnd
 			break
 		}
 		if fn != nil {
-			ve, err = fn(o, len(p.memStack)-base, ks, ke, vs)
+			ve, err = fn(ks, ke, vs)
 		} else {
 			ve, err = scanValue(d, vs, depth)
 		}
 		if err != nil {
 			break
 		}
-		p.memStack = append(p.memStack, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
+		if index {
+			p.memStack = append(p.memStack, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
+		}
 		end, err = memberNext(d, ve)
 	}
 	if err != nil {
 		p.memStack = p.memStack[:base]
 		return nil, 0, err
 	}
-	ms := p.memStack[base:]
-	if len(p.memSlab) < len(ms) {
-		p.memSlab = newSlab[member](p, max(p.chunk(1024), len(ms)))
+	if ms := p.memStack[base:]; len(ms) > 0 {
+		if len(p.memSlab) < len(ms) {
+			p.memSlab = newSlab[member](p, max(p.chunk(64), len(ms)))
+		}
+		o.members = p.memSlab[:len(ms):len(ms)]
+		copy(o.members, ms)
+		p.memSlab = p.memSlab[len(ms):]
+		p.memStack = p.memStack[:base]
 	}
-	o.members = p.memSlab[:len(ms):len(ms)]
-	copy(o.members, ms)
-	p.memSlab = p.memSlab[len(ms):]
-	p.memStack = p.memStack[:base]
 	o.raw = d[start:end:end]
 	return o, end, nil
 }
@@ -320,7 +323,7 @@ func (p *parser) request() (*Request, error) {
 	}
 	r := &Request{Format: p.f, body: d}
 	var err error
-	obj, end, err := p.objectAt(i, 1, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, 1, true, func(ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "model"):
 			if vs < len(d) && d[vs] == '"' {
@@ -734,30 +737,39 @@ func kindOf(f Format, typ string) Kind {
 	return KindUnknown
 }
 
-// A block member the parser reads, by key (blockField); bfNone for any other key.
+// A member the parser reads from a block or an input item, by key (fieldOf); mfNone for
+// any other key.
 const (
-	bfNone = iota
-	bfType
-	bfText
-	bfContent
-	bfThinking
-	bfSignature
-	bfID
-	bfName
-	bfInput
-	bfCacheControl
-	bfToolUseID
-	bfIsError
-	bfCount
+	mfNone = iota
+	mfType
+	mfText
+	mfContent
+	mfThinking
+	mfSignature
+	mfID
+	mfName
+	mfInput
+	mfCacheControl
+	mfToolUseID
+	mfIsError
+	mfRole
+	mfOutput
+	mfSummary
+	mfCallID
+	mfArguments
+	mfAction
+	mfEncrypted
+	mfCount
 )
 
-// blockFieldNames are the keys of the block fields, indexed by field.
-var blockFieldNames = [bfCount]string{"", "type", "text", "content", "thinking", "signature",
-	"id", "name", "input", "cache_control", "tool_use_id", "is_error"}
+// fieldNames are the keys of the member fields, indexed by field.
+var fieldNames = [mfCount]string{"", "type", "text", "content", "thinking", "signature", "id", "name",
+	"input", "cache_control", "tool_use_id", "is_error", "role", "output", "summary", "call_id",
+	"arguments", "action", "encrypted_content"}
 
-// blockField classifies the validated key literal lit (quotes included) by the string it
+// fieldOf classifies the validated key literal lit (quotes included) by the string it
 // decodes to: one switch on the key's own bytes, decoding it only when it has escapes.
-func blockField(lit []byte) int {
+func fieldOf(lit []byte) int {
 	body := lit[1 : len(lit)-1]
 	var k string
 	if hasBackslash(body) {
@@ -767,29 +779,43 @@ func blockField(lit []byte) int {
 	}
 	switch k {
 	case "type":
-		return bfType
+		return mfType
 	case "text":
-		return bfText
+		return mfText
 	case "content":
-		return bfContent
+		return mfContent
 	case "thinking":
-		return bfThinking
+		return mfThinking
 	case "signature":
-		return bfSignature
+		return mfSignature
 	case "id":
-		return bfID
+		return mfID
 	case "name":
-		return bfName
+		return mfName
 	case "input":
-		return bfInput
+		return mfInput
 	case "cache_control":
-		return bfCacheControl
+		return mfCacheControl
 	case "tool_use_id":
-		return bfToolUseID
+		return mfToolUseID
 	case "is_error":
-		return bfIsError
+		return mfIsError
+	case "role":
+		return mfRole
+	case "output":
+		return mfOutput
+	case "summary":
+		return mfSummary
+	case "call_id":
+		return mfCallID
+	case "arguments":
+		return mfArguments
+	case "action":
+		return mfAction
+	case "encrypted_content":
+		return mfEncrypted
 	}
-	return bfNone
+	return mfNone
 }
 
 // block parses the block object at d[i] == '{', element bi of the list at path list (the
@@ -801,31 +827,35 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	var contentBlocks []*Block
 	var contentArr *array
 	var contentErr error
-	// last[f] is 1 + the index of the last member of field f (0: none), as object.find
-	// would find it; bit f of esc is set when that member is a string with escapes (string
-	// members are scanned once, as the walk meets them).
-	var last [bfCount]int32
+	// val[f] is the position in d of the value of the last member of field f (e == 0: none),
+	// the one object.lookup would find; bit f of esc is set when that member is a string
+	// with escapes (string members are scanned once, as the walk meets them).
+	var val [mfCount]span
 	var esc uint32
-	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
-		f := blockField(d[ks:ke])
-		last[f] = int32(idx + 1)
+	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+		f := fieldOf(d[ks:ke])
+		e, err := 0, error(nil)
 		switch {
-		case f != bfNone && d[vs] == '"':
-			e, x, err := scanString(d, vs)
+		case f != mfNone && d[vs] == '"':
+			var x bool
+			e, x, err = scanString(d, vs)
 			esc &^= 1 << f
 			if x {
 				esc |= 1 << f
 			}
-			return e, err
-		case f == bfContent && p.f == Anthropic && d[vs] == '[':
-			blocks, arr, e, err := p.blockList(vs, depth+1, list.at(bi).key("content"), false)
+		case f == mfContent && p.f == Anthropic && d[vs] == '[':
+			var blocks []*Block
+			var arr *array
+			blocks, arr, e, err = p.blockList(vs, depth+1, list.at(bi).key("content"), false)
 			if err != nil && !isSchema(err) {
 				return 0, err
 			}
-			contentBlocks, contentArr, contentErr = blocks, arr, err
-			return e, nil
+			contentBlocks, contentArr, contentErr, err = blocks, arr, err, nil
+		default:
+			e, err = scanValue(d, vs, depth)
 		}
-		return scanValue(d, vs, depth)
+		val[f] = span{s: vs, e: e}
+		return e, err
 	})
 	if err != nil {
 		return nil, 0, err
@@ -836,11 +866,11 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	}
 	// value returns the raw value of field f and its offset in obj.raw (nil when absent).
 	value := func(f int) ([]byte, int) {
-		if last[f] == 0 {
+		v := val[f]
+		if v.e == 0 {
 			return nil, 0
 		}
-		m := obj.members[last[f]-1]
-		return obj.raw[m.v:m.e:m.e], m.v
+		return d[v.s:v.e:v.e], v.s - i
 	}
 	// lit returns the body of the string field f and whether it has escapes; ok is false when
 	// absent.
@@ -850,7 +880,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 			return "", false, false, nil
 		}
 		if v[0] != '"' {
-			return "", false, false, p.schemaErr(i+off, list.at(bi).key(blockFieldNames[f]), "expected string, found %s", jsonType(v[0]))
+			return "", false, false, p.schemaErr(i+off, list.at(bi).key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
 		}
 		return bodyString(v[1 : len(v)-1]), esc&(1<<f) != 0, true, nil
 	}
@@ -869,7 +899,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 		b.setText(s, escaped)
 		return err
 	}
-	typ, ok, err := str(bfType)
+	typ, ok, err := str(mfType)
 	if err != nil {
 		return fail(err)
 	}
@@ -878,39 +908,39 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	}
 	b.Type = typ
 	b.Kind = kindOf(p.f, typ)
-	if cc, _ := value(bfCacheControl); cc != nil {
+	if cc, _ := value(mfCacheControl); cc != nil {
 		b.CacheControl = cc
 	}
 	switch b.Kind {
 	case KindText:
-		if err := setText(bfText); err != nil {
+		if err := setText(mfText); err != nil {
 			return fail(err)
 		}
 	case KindThinking:
-		if err := setText(bfThinking); err != nil {
+		if err := setText(mfThinking); err != nil {
 			return fail(err)
 		}
-		if b.Signature, _, err = str(bfSignature); err != nil {
+		if b.Signature, _, err = str(mfSignature); err != nil {
 			return fail(err)
 		}
 	case KindToolUse, KindServerToolUse:
-		if b.ID, _, err = str(bfID); err != nil {
+		if b.ID, _, err = str(mfID); err != nil {
 			return fail(err)
 		}
-		if b.Name, _, err = str(bfName); err != nil {
+		if b.Name, _, err = str(mfName); err != nil {
 			return fail(err)
 		}
-		if in, _ := value(bfInput); in != nil {
+		if in, _ := value(mfInput); in != nil {
 			b.Input = in
 		}
 	case KindToolResult, KindWebSearchToolResult:
-		if b.ID, _, err = str(bfToolUseID); err != nil {
+		if b.ID, _, err = str(mfToolUseID); err != nil {
 			return fail(err)
 		}
 		if b.Kind == KindWebSearchToolResult {
 			break
 		}
-		if v, off := value(bfIsError); v != nil {
+		if v, off := value(mfIsError); v != nil {
 			switch v[0] {
 			case 't':
 				b.IsError = true
@@ -919,10 +949,10 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 				return fail(p.schemaErr(i+off, list.at(bi).key("is_error"), "expected boolean, found %s", jsonType(v[0])))
 			}
 		}
-		if v, off := value(bfContent); v != nil {
+		if v, off := value(mfContent); v != nil {
 			switch v[0] {
 			case '"':
-				b.Content = p.blockSlice([]*Block{p.textBlock(v, esc&(1<<bfContent) != 0)})
+				b.Content = p.blockSlice([]*Block{p.textBlock(v, esc&(1<<mfContent) != 0)})
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
@@ -955,7 +985,7 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 	d := p.d
 	m := p.newMessage()
 	var roleSeen bool
-	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			roleSeen = true
@@ -1001,9 +1031,10 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 	var parts []*Block
 	var content *Block // string content
 	var toolCallID string
+	var cc []byte           // the last "cache_control" value
 	base := len(p.blkStack) // the tool calls are collected on blkStack
 	defer func() { p.blkStack = p.blkStack[:base] }()
-	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			roleSeen = true
@@ -1066,6 +1097,10 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 			}
 			toolCallID = p.text(d[vs:e])
 			return e, nil
+		case keyIs(d, ks, ke, "cache_control"):
+			e, err := scanValue(d, vs, depth)
+			cc = d[vs:e:e]
+			return e, err
 		}
 		return scanValue(d, vs, depth)
 	})
@@ -1082,9 +1117,7 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 	if m.Role == RoleTool {
 		b := p.newBlock()
 		b.Kind, b.Type, b.ID, b.obj, b.Content, b.ContentString, b.contentArr = KindToolResult, "tool", toolCallID, obj, parts, content != nil, m.contentArr
-		if cc, ok := obj.get("cache_control"); ok {
-			b.CacheControl = cc
-		}
+		b.CacheControl = cc
 		m.Blocks = p.blockSlice([]*Block{b})
 		return m, end, nil
 	}
@@ -1100,49 +1133,69 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
 	b := p.newBlock()
 	b.Kind = KindToolUse
-	obj, end, err := p.objectAt(i, depth, func(o *object, idx, ks, ke, vs int) (int, error) {
+	// Where the values of the last "id", "type", "function" and "cache_control" members are,
+	// and of the last function object's "name" and "arguments" (e == 0: none).
+	var id, typ, fnv, cc, name, args span
+	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
 		if keyIs(d, ks, ke, "function") && d[vs] == '{' {
-			fn, e, err := p.objectAt(vs, depth+1, nil)
+			name, args = span{}, span{}
+			fn, e, err := p.objectAt(vs, depth+1, false, func(ks, ke, vs int) (int, error) {
+				e, err := scanValue(d, vs, depth+1)
+				switch {
+				case keyIs(d, ks, ke, "name"):
+					name = span{s: vs, e: e}
+				case keyIs(d, ks, ke, "arguments"):
+					args = span{s: vs, e: e}
+				}
+				return e, err
+			})
 			if err != nil {
 				return 0, err
 			}
-			b.fn = fn
+			b.fn, fnv = fn, span{s: vs, e: e}
 			return e, nil
 		}
-		return scanValue(d, vs, depth)
+		e, err := scanValue(d, vs, depth)
+		switch {
+		case keyIs(d, ks, ke, "id"):
+			id = span{s: vs, e: e}
+		case keyIs(d, ks, ke, "type"):
+			typ = span{s: vs, e: e}
+		case keyIs(d, ks, ke, "function"):
+			fnv = span{s: vs, e: e}
+		case keyIs(d, ks, ke, "cache_control"):
+			cc = span{s: vs, e: e}
+		}
+		return e, err
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	b.obj = obj
-	getStr := func(o *object, name string, p2 jpath) (string, error) {
-		mi := o.find(name)
-		if mi < 0 {
+	getStr := func(v span, p2 jpath) (string, error) {
+		if v.e == 0 {
 			return "", nil
 		}
-		m := o.members[mi]
-		v := o.raw[m.v:m.e]
-		if v[0] != '"' {
-			return "", p.schemaErr(i, p2, "expected string, found %s", jsonType(v[0]))
+		if d[v.s] != '"' {
+			return "", p.schemaErr(i, p2, "expected string, found %s", jsonType(d[v.s]))
 		}
-		return p.text(v), nil
+		return p.text(d[v.s:v.e]), nil
 	}
-	if b.ID, err = getStr(obj, "id", path.key("id")); err != nil {
+	if b.ID, err = getStr(id, path.key("id")); err != nil {
 		return nil, 0, err
 	}
-	if b.Type, err = getStr(obj, "type", path.key("type")); err != nil {
+	if b.Type, err = getStr(typ, path.key("type")); err != nil {
 		return nil, 0, err
 	}
-	if mi := obj.find("function"); mi >= 0 {
-		v := obj.raw[obj.members[mi].v]
-		if v != '{' || b.fn == nil {
-			return nil, 0, p.schemaErr(i+obj.members[mi].v, path.key("function"), "expected object, found %s", jsonType(v))
+	if fnv.e != 0 {
+		if d[fnv.s] != '{' {
+			return nil, 0, p.schemaErr(fnv.s, path.key("function"), "expected object, found %s", jsonType(d[fnv.s]))
 		}
-		if b.Name, err = getStr(b.fn, "name", path.key("function").key("name")); err != nil {
+		if b.Name, err = getStr(name, path.key("function").key("name")); err != nil {
 			return nil, 0, err
 		}
-		if v, ok := b.fn.get("arguments"); ok {
-			if v[0] == '"' {
+		if args.e != 0 {
+			if v := d[args.s:args.e]; v[0] == '"' {
 				s := p.text(v)
 				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
 			} else {
@@ -1150,14 +1203,14 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 			}
 		}
 	}
-	if cc, ok := obj.get("cache_control"); ok {
-		b.CacheControl = cc
+	if cc.e != 0 {
+		b.CacheControl = d[cc.s:cc.e]
 	}
 	return b, end, nil
 }
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
-	obj, end, err := p.objectAt(i, depth, nil)
+	obj, end, err := p.objectAt(i, depth, true, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -1181,21 +1234,22 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 
 // toolName extracts a tool's name; schema error offsets are relative to obj.
 func toolName(f Format, obj *object) (string, error) {
-	if v, ok := obj.get("name"); ok {
+	if m, ok := obj.lookup("name"); ok {
+		v := obj.raw[m.v:m.e]
 		if v[0] != '"' {
-			return "", &SchemaError{Offset: int64(obj.members[obj.find("name")].v), Path: ".name", Msg: "expected string, found " + jsonType(v[0])}
+			return "", &SchemaError{Offset: int64(m.v), Path: ".name", Msg: "expected string, found " + jsonType(v[0])}
 		}
 		return unquote(v), nil
 	}
 	if f == OpenAI {
-		if v, ok := obj.get("function"); ok && v[0] == '{' {
-			fn, _, err := parseObjectAt(v, 0, 1)
+		if m, ok := obj.lookup("function"); ok && obj.raw[m.v] == '{' {
+			fn, _, err := parseObjectAt(obj.raw[m.v:m.e], 0, 1)
 			if err != nil {
 				return "", err
 			}
 			if n, ok := fn.get("name"); ok {
 				if n[0] != '"' {
-					return "", &SchemaError{Offset: int64(obj.members[obj.find("function")].v), Path: ".function.name", Msg: "expected string, found " + jsonType(n[0])}
+					return "", &SchemaError{Offset: int64(m.v), Path: ".function.name", Msg: "expected string, found " + jsonType(n[0])}
 				}
 				return unquote(n), nil
 			}

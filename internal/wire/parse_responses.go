@@ -247,48 +247,59 @@ func (p *parser) spanSlice(sp []span) []span {
 	return out
 }
 
-// itemString returns the decoded string member key of the item obj at body offset i; ok is
-// false when it is absent. A member of another type is a schema error when strict, else
-// treated as absent.
-func (p *parser) itemString(obj *object, i int, path jpath, key string, strict bool) (string, bool, error) {
-	mi := obj.find(key)
-	if mi < 0 {
+// item is an input item being parsed: its object and where the values of the members the
+// parse reads are in the body (the last of each key, as object.lookup finds it; e == 0:
+// absent).
+type item struct {
+	obj *object
+	val [mfCount]span
+}
+
+// str returns the decoded string member f; ok is false when it is absent. A member of
+// another type is a schema error when strict, else treated as absent.
+func (p *parser) itemString(it *item, path jpath, f int, strict bool) (string, bool, error) {
+	v, off := p.itemValue(it, f)
+	if v == nil {
 		return "", false, nil
 	}
-	m := obj.members[mi]
-	v := obj.raw[m.v:m.e]
 	if v[0] != '"' {
 		if !strict {
 			return "", false, nil
 		}
-		return "", false, p.schemaErr(i+m.v, path.key(key), "expected string, found %s", jsonType(v[0]))
+		return "", false, p.schemaErr(off, path.key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
 	}
 	return p.text(v), true, nil
 }
 
-// itemValue returns the raw value of member key of obj and its body offset (nil when absent).
-func itemValue(obj *object, i int, key string) ([]byte, int) {
-	mi := obj.find(key)
-	if mi < 0 {
+// itemValue returns the raw value of member f and its body offset (nil when absent).
+func (p *parser) itemValue(it *item, f int) ([]byte, int) {
+	v := it.val[f]
+	if v.e == 0 {
 		return nil, 0
 	}
-	m := obj.members[mi]
-	return obj.raw[m.v:m.e:m.e], i + m.v
+	return p.d[v.s:v.e:v.e], v.s
 }
 
 // responsesItem parses the item object at d[i] == '{': a model-produced item is returned as
 // a block of an assistant message, any other as its own message.
 func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int, error) {
-	obj, end, err := p.objectAt(i, depth, nil)
+	d := p.d
+	it := &item{}
+	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+		e, err := scanValue(d, vs, depth)
+		it.val[fieldOf(d[ks:ke])] = span{s: vs, e: e}
+		return e, err
+	})
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	typ, hasType, err := p.itemString(obj, i, path, "type", true)
+	it.obj = obj
+	typ, hasType, err := p.itemString(it, path, mfType, true)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	if typ == "message" || !hasType && obj.find("role") >= 0 {
-		role, ok, err := p.itemString(obj, i, path, "role", true)
+	if typ == "message" || !hasType && it.val[mfRole].e != 0 {
+		role, ok, err := p.itemString(it, path, mfRole, true)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -296,10 +307,10 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 			return nil, nil, 0, p.schemaErr(i, path, "message item has no \"role\"")
 		}
 		if role == "assistant" {
-			b, err := p.assistantItem(obj, i, depth, path, typ)
+			b, err := p.assistantItem(it, depth, path, typ)
 			return b, nil, end, err
 		}
-		m, err := p.messageItem(obj, i, depth, path, Role(role))
+		m, err := p.messageItem(it, depth, path, Role(role))
 		return nil, m, end, err
 	}
 	if !hasType {
@@ -307,27 +318,27 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	}
 	switch classifyItem(typ) {
 	case itemModel:
-		b, err := p.modelItem(obj, i, depth, path, typ)
+		b, err := p.modelItem(it, depth, path, typ)
 		return b, nil, end, err
 	case itemOutput:
-		m, err := p.outputItem(obj, i, depth, path, typ)
+		m, err := p.outputItem(it, depth, path, typ)
 		return nil, m, end, err
 	}
 	m := p.newMessage()
 	m.obj = obj
 	b := p.newBlock()
 	b.Kind, b.Type, b.obj = KindUnknown, typ, obj
-	b.ID, _, _ = p.itemString(obj, i, path, "call_id", false)
+	b.ID, _, _ = p.itemString(it, path, mfCallID, false)
 	m.Blocks = p.blockSlice([]*Block{b})
 	return nil, m, end, nil
 }
 
 // assistantItem parses an assistant message item into a KindText block whose Text is its
 // content's text (the string, or the "text" of its parts joined with "\n").
-func (p *parser) assistantItem(obj *object, i, depth int, path jpath, typ string) (*Block, error) {
+func (p *parser) assistantItem(it *item, depth int, path jpath, typ string) (*Block, error) {
 	b := p.newBlock()
-	b.Kind, b.Type, b.obj = KindText, typ, obj
-	v, off := itemValue(obj, i, "content")
+	b.Kind, b.Type, b.obj = KindText, typ, it.obj
+	v, off := p.itemValue(it, mfContent)
 	switch {
 	case v == nil:
 	case v[0] == '"':
@@ -383,30 +394,30 @@ func (p *parser) partsText(i, depth int) (string, bool) {
 }
 
 // modelItem parses a model-produced item other than an assistant message.
-func (p *parser) modelItem(obj *object, i, depth int, path jpath, typ string) (*Block, error) {
+func (p *parser) modelItem(it *item, depth int, path jpath, typ string) (*Block, error) {
 	b := p.newBlock()
-	b.Type, b.obj = typ, obj
+	b.Type, b.obj = typ, it.obj
 	var err error
 	switch typ {
 	case "reasoning":
 		b.Kind = KindReasoning
-		b.Signature, _, _ = p.itemString(obj, i, path, "encrypted_content", false)
-		if v, off := itemValue(obj, i, "summary"); v != nil && v[0] == '[' {
+		b.Signature, _, _ = p.itemString(it, path, mfEncrypted, false)
+		if v, off := p.itemValue(it, mfSummary); v != nil && v[0] == '[' {
 			b.setText(p.partsText(off, depth+1))
 		}
 	case "function_call", "custom_tool_call":
 		b.Kind = KindToolUse
-		if b.ID, _, err = p.itemString(obj, i, path, "call_id", true); err != nil {
+		if b.ID, _, err = p.itemString(it, path, mfCallID, true); err != nil {
 			return nil, err
 		}
-		if b.Name, _, err = p.itemString(obj, i, path, "name", true); err != nil {
+		if b.Name, _, err = p.itemString(it, path, mfName, true); err != nil {
 			return nil, err
 		}
-		key := "arguments"
+		key := mfArguments
 		if typ == "custom_tool_call" {
-			key = "input"
+			key = mfInput
 		}
-		if v, _ := itemValue(obj, i, key); v != nil {
+		if v, _ := p.itemValue(it, key); v != nil {
 			if v[0] == '"' {
 				s := p.text(v)
 				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
@@ -416,30 +427,30 @@ func (p *parser) modelItem(obj *object, i, depth int, path jpath, typ string) (*
 		}
 	case "local_shell_call":
 		b.Kind, b.Name = KindToolUse, "local_shell"
-		if b.ID, _, err = p.itemString(obj, i, path, "call_id", true); err != nil {
+		if b.ID, _, err = p.itemString(it, path, mfCallID, true); err != nil {
 			return nil, err
 		}
 		if b.ID == "" {
-			b.ID, _, _ = p.itemString(obj, i, path, "id", false)
+			b.ID, _, _ = p.itemString(it, path, mfID, false)
 		}
-		b.Input, _ = itemValue(obj, i, "action")
+		b.Input, _ = p.itemValue(it, mfAction)
 	case "web_search_call":
 		b.Kind, b.Name = KindServerToolUse, "web_search"
-		b.ID, _, _ = p.itemString(obj, i, path, "id", false)
-		b.Input, _ = itemValue(obj, i, "action")
+		b.ID, _, _ = p.itemString(it, path, mfID, false)
+		b.Input, _ = p.itemValue(it, mfAction)
 	default:
 		b.Kind = KindUnknown
-		b.ID, _, _ = p.itemString(obj, i, path, "call_id", false)
+		b.ID, _, _ = p.itemString(it, path, mfCallID, false)
 	}
 	return b, nil
 }
 
 // messageItem parses a user, system or developer message item (or one of an unknown role).
-func (p *parser) messageItem(obj *object, i, depth int, path jpath, role Role) (*Message, error) {
+func (p *parser) messageItem(it *item, depth int, path jpath, role Role) (*Message, error) {
 	m := p.newMessage()
-	m.Role, m.obj = role, obj
+	m.Role, m.obj = role, it.obj
 	var err error
-	m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(obj, i, depth, path, "content", false)
+	m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(it, depth, path, mfContent, false)
 	if err != nil {
 		return nil, err
 	}
@@ -448,19 +459,19 @@ func (p *parser) messageItem(obj *object, i, depth int, path jpath, role Role) (
 
 // outputItem parses a tool output item into a tool message with one KindToolResult block
 // (ID = call_id; a local_shell_call_output without call_id names its call by "id").
-func (p *parser) outputItem(obj *object, i, depth int, path jpath, typ string) (*Message, error) {
+func (p *parser) outputItem(it *item, depth int, path jpath, typ string) (*Message, error) {
 	m := p.newMessage()
-	m.Role, m.obj = RoleTool, obj
+	m.Role, m.obj = RoleTool, it.obj
 	b := p.newBlock()
-	b.Kind, b.Type, b.obj = KindToolResult, typ, obj
+	b.Kind, b.Type, b.obj = KindToolResult, typ, it.obj
 	var err error
-	if b.ID, _, err = p.itemString(obj, i, path, "call_id", true); err != nil {
+	if b.ID, _, err = p.itemString(it, path, mfCallID, true); err != nil {
 		return nil, err
 	}
 	if b.ID == "" && typ == "local_shell_call_output" {
-		b.ID, _, _ = p.itemString(obj, i, path, "id", false)
+		b.ID, _, _ = p.itemString(it, path, mfID, false)
 	}
-	if b.Content, b.contentArr, b.ContentString, m.hasContent, err = p.itemContent(obj, i, depth, path, "output", true); err != nil {
+	if b.Content, b.contentArr, b.ContentString, m.hasContent, err = p.itemContent(it, depth, path, mfOutput, true); err != nil {
 		return nil, err
 	}
 	m.contentArr, m.StringContent = b.contentArr, b.ContentString
@@ -469,11 +480,12 @@ func (p *parser) outputItem(obj *object, i, depth int, path jpath, typ string) (
 	return m, nil
 }
 
-// itemContent parses the content member key of the item obj: a string is one string-form
-// text block, an array its parts (null too when nullable: no blocks). present is false when
-// the member is absent.
-func (p *parser) itemContent(obj *object, i, depth int, path jpath, key string, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
-	v, off := itemValue(obj, i, key)
+// itemContent parses the content member f of the item: a string is one string-form text
+// block, an array its parts (null too when nullable: no blocks). present is false when the
+// member is absent.
+func (p *parser) itemContent(it *item, depth int, path jpath, f int, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
+	key := fieldNames[f]
+	v, off := p.itemValue(it, f)
 	if v == nil {
 		return nil, nil, false, false, nil
 	}

@@ -115,11 +115,19 @@ func (r *Request) encode(e *encoder) {
 	model := r.Model != r.origModel
 	stream := r.Stream != r.origStream
 	// Last occurrence of each modelled key is the one that is replaced.
-	last := func(name string) int { return o.find(name) }
+	ms := o.index()
+	last := func(name string) int {
+		for i := len(ms) - 1; i >= 0; i-- {
+			if keyMatch(o.raw[ms[i].k:ms[i].ke], name) {
+				return i
+			}
+		}
+		return -1
+	}
 	msgKey := messagesKey(r.Format)
 	idxMsgs, idxTools, idxSys, idxModel, idxStream := last(msgKey), last("tools"), last("system"), last("model"), last("stream")
 	var keep []int // member indexes emitted, in order
-	for i := range o.members {
+	for i := range ms {
 		if (sys && i == idxSys && len(r.System) == 0) || (tools && i == idxTools && len(r.Tools) == 0) {
 			continue // removed
 		}
@@ -143,12 +151,12 @@ func (r *Request) encode(e *encoder) {
 	if tools && idxTools < 0 && len(r.Tools) > 0 {
 		extras = append(extras, extra{"tools", r.encodeTools})
 	}
-	spans := make([]span, len(o.members))
-	for i, m := range o.members {
+	spans := make([]span, len(ms))
+	for i, m := range ms {
 		spans[i] = span{s: m.k, e: m.e}
 	}
 	layout := &array{raw: o.raw, spans: spans}
-	if len(o.members) == 0 {
+	if len(ms) == 0 {
 		layout = nil
 	}
 	encodeList(e, layout, len(keep)+len(extras), '{', '}', func(k int) {
@@ -160,7 +168,7 @@ func (r *Request) encode(e *encoder) {
 			return
 		}
 		i := keep[k]
-		m := o.members[i]
+		m := ms[i]
 		switch {
 		case msgs && i == idxMsgs:
 			e.raw(o.raw[m.k:m.v])

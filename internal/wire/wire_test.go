@@ -533,19 +533,19 @@ func TestEscapedKeys(t *testing.T) {
 	}
 }
 
-// TestBlockFieldMatchesKeyMatch: the block parser's one-switch key classification names
-// a field exactly when keyMatch would match that field's name (escaped keys included).
-func TestBlockFieldMatchesKeyMatch(t *testing.T) {
+// TestFieldOfMatchesKeyMatch: the block and item parsers' one-switch key classification
+// names a field exactly when keyMatch would match that field's name (escaped keys included).
+func TestFieldOfMatchesKeyMatch(t *testing.T) {
 	lits := []string{`""`, `"x"`, `"typ"`, `"types"`, `"\u0074ype"`, `"t\u0079pe"`, `"tool_use_i\u0064"`,
 		`"cache\u005fcontrol"`, `"is_error "`, `"\"id"`, `"i\\d"`, `"na\u006de"`, `"in\/put"`}
-	for _, n := range blockFieldNames[1:] {
+	for _, n := range fieldNames[1:] {
 		lits = append(lits, `"`+n+`"`, `"`+n+`x"`, `"\u00`+fmt.Sprintf("%02x", n[0])+n[1:]+`"`)
 	}
 	for _, lit := range lits {
-		f := blockField([]byte(lit))
-		for g, n := range blockFieldNames[1:] {
+		f := fieldOf([]byte(lit))
+		for g, n := range fieldNames[1:] {
 			if want := keyMatch([]byte(lit), n); (f == g+1) != want {
-				t.Errorf("blockField(%s) = %d, keyMatch(%s, %q) = %v", lit, f, lit, n, want)
+				t.Errorf("fieldOf(%s) = %d, keyMatch(%s, %q) = %v", lit, f, lit, n, want)
 			}
 		}
 	}
@@ -814,5 +814,33 @@ func TestShapeSum(t *testing.T) {
 				t.Fatalf("%v message %d: rebuilt ShapeSum %#x, fresh %#x, source %#x", c.f, i, got, fresh.ShapeSum(), m.ShapeSum())
 			}
 		}
+	}
+}
+
+// TestEachMember: messages and blocks list their members as sent, repeated and unknown keys
+// included; a string-form block and a Responses run of items have none.
+func TestEachMember(t *testing.T) {
+	members := func(each func(func(k, v []byte))) string {
+		var out []string
+		each(func(k, v []byte) { out = append(out, string(k)+"="+string(v)) })
+		return strings.Join(out, " ")
+	}
+	r := mustParse(t, Anthropic, `{"messages":[{"role":"user", "x":[1,{"a":2}] ,"content":[{"type":"text","text":"a\n","type":"text"}]},{"role":"assistant","content":"s"}]}`)
+	m := r.Messages[0]
+	if got := members(m.EachMember); got != `"role"="user" "x"=[1,{"a":2}] "content"=[{"type":"text","text":"a\n","type":"text"}]` {
+		t.Errorf("message: %s", got)
+	}
+	if got := members(m.Blocks[0].EachMember); got != `"type"="text" "text"="a\n" "type"="text"` {
+		t.Errorf("block: %s", got)
+	}
+	if got := members(r.Messages[1].Blocks[0].EachMember); got != "" {
+		t.Errorf("string-form block: %s", got)
+	}
+	rr := mustParse(t, Responses, responsesSample)
+	if got := members(rr.Messages[3].EachMember); got != "" {
+		t.Errorf("run of items: %s", got)
+	}
+	if got := members(rr.Messages[1].EachMember); got != `"role"="user" "content"="hi"` {
+		t.Errorf("item: %s", got)
 	}
 }
