@@ -64,33 +64,58 @@ type parser struct {
 	f      Format
 	prev   *Request // ParseReusing: the previous request whose identical values are shared
 	chunks int      // slab chunks allocated so far (reusing parse)
+	at     int      // offset of the object or array the parse last started
 	home   *backing // the memory this parse's values keep alive (retained.go)
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
-	blockSlab  []Block
-	objSlab    []object
+	blocks     slab[Block]
+	objs       slab[object]
+	arrs       slab[array]
+	msgs       slab[Message]
 	memSlab    []member
 	memStack   []member // members of the objects being parsed (innermost on top)
 	blocksSlab []*Block
 	blkStack   []*Block // blocks of the lists being parsed
 	spanSlab   []span
 	spanStack  []span // element spans of the arrays being parsed
-	arrSlab    []array
-	msgSlab    []Message
-
-	// A reusing parse remembers the chunks of its value slabs, for sweep.
-	objChunks   [][]object
-	arrChunks   [][]array
-	blockChunks [][]Block
-	msgChunks   [][]Message
 }
 
-// chunk is the slab chunk size for n values in a full parse of a large body: no more than a
-// small body could hold, and for a reusing parse from n/16 up, doubling every eight chunks
-// (docs/design/wire.md, "Parse memory").
-func (p *parser) chunk(n int) int {
+// slab hands out values of T from chunks allocated for many at a time.
+type slab[T any] struct {
+	free   []T
+	n      int   // values in the chunks allocated so far
+	chunks [][]T // a reusing parse's chunks, for sweep
+}
+
+// take returns the next value of s, allocating a chunk (see parser.chunk; n is the first
+// chunk's size in a large body) when s is used up.
+func take[T any](p *parser, s *slab[T], n int) *T {
+	if len(s.free) == 0 {
+		c := newSlab[T](p, p.chunk(n, s.n))
+		s.n += len(c)
+		if p.prev != nil {
+			s.chunks = append(s.chunks, c)
+		}
+		s.free = c
+	}
+	v := &s.free[0]
+	s.free = s.free[1:]
+	return v
+}
+
+// chunk is the size of the next slab chunk after the taken values, for n values first
+// (docs/design/wire.md, "Parse memory"). A full parse's first chunk holds no more values
+// than a body that small could hold; the next ones what the rest of the body holds if it is
+// as dense as the part parsed (at most four times what it had). A reusing parse's chunks
+// start at n/16 and double every eight chunks.
+func (p *parser) chunk(n, taken int) int {
 	if p.prev == nil {
-		return max(8, min(n, len(p.d)/8))
+		rest := len(p.d) - p.at
+		if taken == 0 || p.at <= 0 {
+			return max(8, min(n, len(p.d)/8))
+		}
+		want := taken * rest / p.at
+		return max(8, min(want+want/16+8, 4*taken, rest/8))
 	}
 	p.chunks++
 	return max(4, n>>4<<min(p.chunks/8, 4))
@@ -103,32 +128,14 @@ func newSlab[T any](p *parser, n int) []T {
 	return make([]T, n)
 }
 
-// newChunk allocates a slab chunk of n values; a reusing parse also remembers it in chunks,
-// for sweep.
-func newChunk[T any](p *parser, n int, chunks *[][]T) []T {
-	c := newSlab[T](p, n)
-	if p.prev != nil {
-		*chunks = append(*chunks, c)
-	}
-	return c
-}
-
 func (p *parser) newMessage() *Message {
-	if len(p.msgSlab) == 0 {
-		p.msgSlab = newChunk(p, p.chunk(64), &p.msgChunks)
-	}
-	m := &p.msgSlab[0]
-	p.msgSlab = p.msgSlab[1:]
+	m := take(p, &p.msgs, 64)
 	m.f = p.f
 	return m
 }
 
 func (p *parser) newBlock() *Block {
-	if len(p.blockSlab) == 0 {
-		p.blockSlab = newChunk(p, p.chunk(128), &p.blockChunks)
-	}
-	b := &p.blockSlab[0]
-	p.blockSlab = p.blockSlab[1:]
+	b := take(p, &p.blocks, 128)
 	b.f = p.f
 	return b
 }
@@ -139,7 +146,7 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 		return nil
 	}
 	if len(p.blocksSlab) < len(bs) {
-		p.blocksSlab = newSlab[*Block](p, max(p.chunk(512), len(bs)))
+		p.blocksSlab = newSlab[*Block](p, max(p.chunk(512, 0), len(bs)))
 	}
 	out := p.blocksSlab[:len(bs):len(bs)]
 	copy(out, bs)
@@ -150,11 +157,8 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 // objectAt parses the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
 // to parse each member's value; with index the object keeps an index of its members.
 func (p *parser) objectAt(i, depth int, index bool, fn func(keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
-	if len(p.objSlab) == 0 {
-		p.objSlab = newChunk(p, p.chunk(128), &p.objChunks)
-	}
-	o := &p.objSlab[0]
-	p.objSlab = p.objSlab[1:]
+	p.at = i
+	o := take(p, &p.objs, 128)
 	d := p.d
 	start := i
 	base := len(p.memStack)
@@ -184,7 +188,7 @@ func (p *parser) objectAt(i, depth int, index bool, fn func(keyStart, keyEnd, va
 	}
 	if ms := p.memStack[base:]; len(ms) > 0 {
 		if len(p.memSlab) < len(ms) {
-			p.memSlab = newSlab[member](p, max(p.chunk(64), len(ms)))
+			p.memSlab = newSlab[member](p, max(p.chunk(64, 0), len(ms)))
 		}
 		o.members = p.memSlab[:len(ms):len(ms)]
 		copy(o.members, ms)
@@ -602,11 +606,8 @@ func (p *parser) ownList(i int, fn elemFunc) (*array, int, error) {
 }
 
 func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error) {
-	if len(p.arrSlab) == 0 {
-		p.arrSlab = newChunk(p, p.chunk(64), &p.arrChunks)
-	}
-	a := &p.arrSlab[0]
-	p.arrSlab = p.arrSlab[1:]
+	p.at = i
+	a := take(p, &p.arrs, 64)
 	base := len(p.spanStack)
 	end, err := scanArray(p.d, i, depth, func(idx, es int) (int, error) {
 		e, err := fn(idx, es)
@@ -636,7 +637,7 @@ func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error
 		a.spans = slices.Clone(sp)
 	} else if len(sp) > 0 {
 		if len(p.spanSlab) < len(sp) {
-			p.spanSlab = newSlab[span](p, max(p.chunk(1024), len(sp)))
+			p.spanSlab = newSlab[span](p, max(p.chunk(1024, 0), len(sp)))
 		}
 		a.spans = p.spanSlab[:len(sp):len(sp)]
 		copy(a.spans, sp)

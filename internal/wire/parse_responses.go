@@ -211,35 +211,20 @@ func (p *parser) runMessage(raw []byte, blocks []*Block, spans []span) *Message 
 	m.Role = RoleAssistant
 	m.Blocks = p.blockSlice(blocks)
 	m.hasContent = true
-	o := p.newObject()
+	o := take(p, &p.objs, 128)
 	o.raw = raw
 	m.obj = o
-	a := p.newArray()
+	a := take(p, &p.arrs, 64)
 	a.raw = raw
 	a.spans = p.spanSlice(spans)
 	m.itemsArr = a
 	return m
 }
 
-func (p *parser) newObject() *object { return slabTake(p, &p.objSlab, 128, &p.objChunks) }
-
-func (p *parser) newArray() *array { return slabTake(p, &p.arrSlab, 64, &p.arrChunks) }
-
-// slabTake returns the next value of the slab *s, which takes a new chunk (for n values, see
-// parser.chunk) when it is used up.
-func slabTake[T any](p *parser, s *[]T, n int, chunks *[][]T) *T {
-	if len(*s) == 0 {
-		*s = newChunk(p, p.chunk(n), chunks)
-	}
-	v := &(*s)[0]
-	*s = (*s)[1:]
-	return v
-}
-
 // spanSlice copies sp into slab memory.
 func (p *parser) spanSlice(sp []span) []span {
 	if len(p.spanSlab) < len(sp) {
-		p.spanSlab = newSlab[span](p, max(p.chunk(1024), len(sp)))
+		p.spanSlab = newSlab[span](p, max(p.chunk(1024, 0), len(sp)))
 	}
 	out := p.spanSlab[:len(sp):len(sp)]
 	copy(out, sp)

@@ -215,21 +215,21 @@ func (p *parser) sweep() {
 		return ok
 	}
 	str := func(s string) bool { return len(s) > 0 && in(unsafe.Slice(unsafe.StringData(s), len(s))) }
-	for _, c := range p.objChunks {
+	for _, c := range p.objs.chunks {
 		for i := range c {
 			if in(c[i].raw) {
 				c[i] = object{}
 			}
 		}
 	}
-	for _, c := range p.arrChunks {
+	for _, c := range p.arrs.chunks {
 		for i := range c {
 			if in(c[i].raw) {
 				c[i] = array{}
 			}
 		}
 	}
-	for _, c := range p.blockChunks {
+	for _, c := range p.blocks.chunks {
 		for i := range c {
 			b := &c[i]
 			if str(b.Type) || str(b.text) || str(b.Signature) || str(b.ID) || str(b.Name) || in(b.Input) || in(b.CacheControl) || in(b.str) {
@@ -237,7 +237,7 @@ func (p *parser) sweep() {
 			}
 		}
 	}
-	for _, c := range p.msgChunks {
+	for _, c := range p.msgs.chunks {
 		for i := range c {
 			if str(string(c[i].Role)) {
 				c[i] = Message{}
