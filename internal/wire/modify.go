@@ -118,24 +118,26 @@ func (m *Message) withBlocks(b []*Block) *Message {
 	case Responses:
 		return m.responsesWithBlocks(nm, b)
 	}
-	val, str := contentValue(m.contentArr, b)
-	nm.StringContent = str
-	nm.obj = m.obj.with("content", val)
+	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentArr, b)
 	return nm
 }
 
-// contentValue encodes blocks as a content value.
-func contentValue(arr *array, b []*Block) (val []byte, isString bool) {
+// withContent returns o with member key set to the blocks b as a content value: a lone
+// string-form text block as its string (isString), else a list reusing arr's separators.
+func (o *object) withContent(key string, arr *array, b []*Block) (obj *object, isString bool) {
 	if len(b) == 1 && b[0].obj == nil && b[0].str != nil && b[0].str[0] == '"' {
-		return b[0].str, true
+		return o.with(key, b[0].str), true
 	}
 	n := 2
 	for _, x := range b {
 		n += len(x.Raw()) + 24
 	}
-	e := &encoder{buf: make([]byte, 0, n)} // stays on the stack: no closure takes it as an argument
-	encodeList(e, arr, len(b), '[', ']', func(i int) { b[i].encodeElem(e) })
-	return e.buf, false
+	obj, _ = o.withValue(key, n, func(dst []byte) []byte {
+		e := encoder{buf: dst}
+		encodeList(&e, arr, len(b), '[', ']', func(i int) { b[i].encodeElem(&e) })
+		return e.buf
+	})
+	return obj, false
 }
 
 func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
@@ -153,9 +155,7 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 	obj := m.obj
 	switch {
 	case len(parts) > 0:
-		val, str := contentValue(m.contentArr, parts)
-		nm.StringContent = str
-		obj = obj.with("content", val)
+		obj, nm.StringContent = obj.withContent("content", m.contentArr, parts)
 	case len(calls) > 0:
 		obj = obj.with("content", []byte("null"))
 	case m.hasContent:
@@ -167,9 +167,11 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 		for _, c := range calls {
 			n += len(c.Raw()) + 1
 		}
-		e := &encoder{buf: make([]byte, 0, n)} // stays on the stack: no closure takes it as an argument
-		encodeList(e, m.callsArr, len(calls), '[', ']', func(i int) { e.raw(calls[i].Raw()) })
-		obj = obj.with("tool_calls", e.buf)
+		obj, _ = obj.withValue("tool_calls", n, func(dst []byte) []byte {
+			e := encoder{buf: dst}
+			encodeList(&e, m.callsArr, len(calls), '[', ']', func(i int) { e.raw(calls[i].Raw()) })
+			return e.buf
+		})
 	} else {
 		obj = obj.without("tool_calls")
 	}
@@ -184,8 +186,7 @@ func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey str
 	if r.obj != nil && r.obj.has(whole) {
 		nm.obj = r.obj
 	} else {
-		val, _ := contentValue(r.contentArr, r.Content)
-		nm.obj = m.obj.with(contentKey, val)
+		nm.obj, _ = m.obj.withContent(contentKey, r.contentArr, r.Content)
 		if r.ID != "" {
 			nm.obj = nm.obj.with(idKey, quote(r.ID))
 		}
@@ -231,12 +232,15 @@ func (b *Block) WithResultText(text string) *Block {
 }
 
 func (b *Block) withResultText(text string) *Block {
-	lit, replaced := appendQuotedCheck(make([]byte, 0, quotedCap(len(text))), text)
 	key := "content"
 	if b.f == Responses {
 		key = "output"
 	}
-	obj, v := b.obj.withAt(key, lit)
+	var replaced bool
+	obj, v := b.obj.withValue(key, quotedCap(len(text)), func(dst []byte) []byte {
+		dst, replaced = appendQuotedCheck(dst, text)
+		return dst
+	})
 	nb := b.clone(obj)
 	nb.Content = []*Block{textStringBlock(b.f, nb.obj.raw[v.v:v.e:v.e], text, replaced)}
 	nb.ContentString = true

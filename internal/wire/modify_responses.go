@@ -92,9 +92,7 @@ func (m *Message) responsesWithBlocks(nm *Message, b []*Block) *Message {
 		nm.obj, nm.itemsArr = itemRun(m.itemsArr, b)
 		return nm
 	}
-	val, str := contentValue(m.contentArr, b)
-	nm.StringContent = str
-	nm.obj = m.obj.with("content", val)
+	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentArr, b)
 	return nm
 }
 

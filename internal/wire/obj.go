@@ -111,12 +111,17 @@ func (o *object) with(name string, val []byte) *object {
 
 // withAt is with, also returning the member set in the copy.
 func (o *object) withAt(name string, val []byte) (*object, member) {
+	return o.withValue(name, len(val), func(dst []byte) []byte { return append(dst, val...) })
+}
+
+// withValue is withAt for the value that val appends to dst, of at most n bytes (an
+// estimate only sizes the copy).
+func (o *object) withValue(name string, n int, val func(dst []byte) []byte) (*object, member) {
 	if m, ok := o.lookup(name); ok {
-		out := make([]byte, 0, len(o.raw)-(m.e-m.v)+len(val))
-		out = append(out, o.raw[:m.v]...)
-		out = append(out, val...)
+		out := make([]byte, 0, len(o.raw)-(m.e-m.v)+n)
+		out = val(append(out, o.raw[:m.v]...))
+		delta := len(out) - m.e
 		out = append(out, o.raw[m.e:]...)
-		delta := len(val) - (m.e - m.v)
 		nm := member{k: m.k, ke: m.ke, v: m.v, e: m.e + delta}
 		var ms []member
 		if o.members != nil {
@@ -144,15 +149,14 @@ func (o *object) withAt(name string, val []byte) (*object, member) {
 	} else {
 		pos = bytes.LastIndexByte(o.raw, '}')
 	}
-	key := quote(name)
-	out := make([]byte, 0, len(o.raw)+len(prefix)+len(key)+1+len(val))
+	out := make([]byte, 0, len(o.raw)+len(prefix)+quotedCap(len(name))+1+n)
 	out = append(out, o.raw[:pos]...)
 	out = append(out, prefix...)
 	k := len(out)
-	out = append(out, key...)
-	out = append(out, ':')
-	out = append(out, val...)
-	nm := member{k: k, ke: k + len(key), v: k + len(key) + 1, e: len(out)}
+	out = append(appendQuoted(out, name), ':')
+	nm := member{k: k, ke: len(out) - 1, v: len(out)}
+	out = val(out)
+	nm.e = len(out)
 	out = append(out, o.raw[pos:]...)
 	var ms []member
 	if o.members != nil {
