@@ -120,12 +120,16 @@ func RenderRequest(req *wire.Request, st *State, pol Policy) *Result {
 	ranges := r.resolveChains()
 	inRange := make([]bool, len(v.msgs))
 	var chainKeys map[string]bool
+	if len(ranges) > 0 {
+		n := 0
+		for _, cr := range ranges {
+			n += len(cr.c.DroppedKeys)
+		}
+		chainKeys = make(map[string]bool, n)
+	}
 	for _, cr := range ranges {
 		for i := cr.s + 1; i < cr.e; i++ {
 			inRange[i] = true
-		}
-		if chainKeys == nil {
-			chainKeys = map[string]bool{}
 		}
 		for _, k := range cr.c.DroppedKeys {
 			chainKeys[k] = true
@@ -133,8 +137,7 @@ func RenderRequest(req *wire.Request, st *State, pol Policy) *Result {
 	}
 	r.stubReplace(inRange, chainKeys)
 	r.purgeErrors(inRange)
-	suppressed := r.applyChains(ranges)
-	r.placeSummaries(suppressed)
+	r.placeSummaries(r.applyChains(ranges, chainKeys))
 	out, changed := r.assemble()
 	out, swept := r.sweep(out)
 	changed = changed || swept
@@ -513,19 +516,16 @@ func (r *renderer) bodyOf(c *Chain) string {
 // applyChains is phase 3: drops chain interiors (assistant turns and tool results only),
 // inserts the <compressed-chain> synthetic after the opening prompt with protected outputs
 // relocated, strips the final assistant's thinking, and returns the keys whose per-batch
-// summaries are suppressed.
-func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
+// summaries are suppressed: dropped, the ranges' dropped keys, with those it adds.
+func (r *renderer) applyChains(ranges []acceptedRange, dropped map[string]bool) map[string]bool {
 	if len(ranges) == 0 {
 		return nil
 	}
 	v := r.v
-	suppressed := map[string]bool{}
+	suppressed := dropped
 	for _, a := range ranges {
 		c := a.c
-		for _, k := range c.DroppedKeys {
-			suppressed[k] = true
-		}
-		prot := map[string]bool{}
+		prot := make(map[string]bool, len(c.ProtectedIDs))
 		for _, id := range c.ProtectedIDs {
 			prot[id] = true
 		}
@@ -536,11 +536,11 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 				protKey[k] = true
 			}
 		}
-		recorded := map[string]bool{}
+		recorded := make(map[string]bool, len(c.DroppedIDs))
 		for _, id := range c.DroppedIDs {
 			recorded[id] = true
 		}
-		actual := map[string]bool{}
+		actual := make(map[string]bool, len(c.DroppedIDs))
 		var protected strings.Builder
 		var cc []byte
 		for i := a.s + 1; i < a.e; i++ {
@@ -634,17 +634,19 @@ func (r *renderer) applyChains(ranges []acceptedRange) map[string]bool {
 		})
 		text := "<compressed-chain id=\"" + c.Block + "\" tools=\"" + strings.Join(c.ToolRefs, ",") + "\">\n" +
 			body + protected.String() + "\n</compressed-chain>"
-		tb := wire.NewTextBlock(v.f, text)
 		if cc != nil {
-			tb = tb.WithCacheControl(cc)
 			r.res.Stats.CacheMarkersMoved++
 		}
 		if v.f == wire.Anthropic {
+			tb := wire.NewTextBlock(v.f, text)
+			if cc != nil {
+				tb = tb.WithCacheControl(cc)
+			}
 			r.blocks[a.s] = append(r.blk(a.s), tb)
 		} else {
 			m := wire.NewTextMessage(v.f, wire.RoleUser, text)
 			if cc != nil {
-				m = m.WithBlocks([]*wire.Block{tb})
+				m = m.WithBlocks([]*wire.Block{wire.NewTextBlock(v.f, text).WithCacheControl(cc)})
 			}
 			r.after[a.s] = append(r.after[a.s], m)
 		}
