@@ -313,8 +313,10 @@ func validateAnthropic(r *Request) error {
 var openAIRoles = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true, "function": true}
 
 func validateOpenAI(r *Request) error {
-	var open map[string]bool // calls of the current assistant turn still unanswered
-	var turnCalls map[string]bool
+	// The calls of the current assistant turn (hasCalls: it has some) and those still
+	// unanswered; both maps are reused from turn to turn.
+	var open, turnCalls map[string]bool
+	hasCalls := false
 	openAt := -1
 	for mi, m := range r.Messages {
 		if !openAIRoles[m.Role] {
@@ -333,7 +335,7 @@ func validateOpenAI(r *Request) error {
 				return verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
 			}
 			b := m.Blocks[0]
-			if turnCalls == nil {
+			if !hasCalls {
 				return verr(RuleOrphanResult, mi, 0, "tool message %q does not follow an assistant message with tool_calls", b.ID)
 			}
 			if !turnCalls[b.ID] {
@@ -347,7 +349,9 @@ func validateOpenAI(r *Request) error {
 				return verr(RuleEmptyContent, mi, 0, "tool message has no content")
 			}
 		case RoleAssistant:
-			turnCalls, open, openAt = nil, nil, mi
+			hasCalls, openAt = false, mi
+			clear(turnCalls)
+			clear(open)
 			hasText := false
 			for bi, b := range m.Blocks {
 				if b.Kind != KindToolUse {
@@ -363,15 +367,16 @@ func validateOpenAI(r *Request) error {
 				if turnCalls == nil {
 					turnCalls, open = map[string]bool{}, map[string]bool{}
 				}
-				turnCalls[b.ID], open[b.ID] = true, true
+				turnCalls[b.ID], open[b.ID], hasCalls = true, true, true
 			}
-			if !hasText && turnCalls == nil {
+			if !hasText && !hasCalls {
 				if _, ok := m.obj.get("function_call"); !ok {
 					return verr(RuleEmptyContent, mi, -1, "assistant message has neither content nor tool_calls")
 				}
 			}
 		default:
-			turnCalls, open = nil, nil
+			hasCalls = false
+			clear(open)
 			if len(m.Blocks) == 0 {
 				return verr(RuleEmptyContent, mi, -1, "%s message has no content", m.Role)
 			}

@@ -22,8 +22,8 @@ func validateResponses(r *Request) error {
 	)
 	state := make(map[string]int8, len(r.Messages)/2)
 	callAt := make(map[string]int, len(r.Messages)/2)
-	var calls []string           // call ids in order
-	itemIDs := map[string]bool{} // call_ids of model-produced items of any kind
+	calls := make([]string, 0, len(r.Messages)/2)       // call ids in order
+	itemIDs := make(map[string]bool, len(r.Messages)/2) // call_ids of model-produced items of any kind
 	last := len(r.Messages) - 1
 	lastPrompt := -1 // the last message that is neither a tool output nor an assistant message
 	var inMsg map[string]bool
