@@ -496,5 +496,5 @@ func textObject(lit []byte) *object {
 	raw = append(raw, `{"type":"text","text":`...)
 	raw = append(raw, lit...)
 	raw = append(raw, '}')
-	return &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 21, v: 22, e: 22 + len(lit)}}}
+	return &object{raw: raw}
 }

@@ -17,9 +17,7 @@ func NewTextBlock(f Format, text string) *Block {
 	raw = append(raw, `{"type":"text","text":`...)
 	raw = appendQuoted(raw, text)
 	raw = append(raw, '}')
-	n := len(raw) - 23 // the literal's length
-	return &Block{f: f, Kind: KindText, Type: "text", text: text,
-		obj: &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 21, v: 22, e: 22 + n}}}}
+	return &Block{f: f, Kind: KindText, Type: "text", text: text, obj: &object{raw: raw}}
 }
 
 // NewTextMessage returns a message {"role":…,"content":"text"} with string content; for
@@ -32,16 +30,12 @@ func NewTextMessage(f Format, role Role, text string) *Message {
 	raw := make([]byte, 0, quotedCap(len(text))+quotedCap(len(role))+22)
 	raw = append(raw, `{"role":`...)
 	raw = appendQuoted(raw, string(role))
-	rl := len(raw) - 8
 	raw = append(raw, `,"content":`...)
 	v := len(raw)
 	raw, replaced := appendQuotedCheck(raw, text)
 	e := len(raw)
 	raw = append(raw, '}')
-	obj := &object{raw: raw, members: []member{
-		{k: 1, ke: 7, v: 8, e: 8 + rl},
-		{k: 9 + rl, ke: 18 + rl, v: v, e: e},
-	}}
+	obj := &object{raw: raw}
 	m := &Message{Role: role, StringContent: true, f: f, obj: obj, constructed: true, hasContent: true}
 	sb := textStringBlock(f, obj.raw[v:e:e], text, replaced)
 	if f == OpenAI && role == RoleTool {

@@ -1,57 +1,37 @@
 package wire
 
-// objectBuilder writes a JSON object member by member, indexing the members.
-type objectBuilder struct {
-	raw []byte
-	ms  []member
-}
-
-func newObjectBuilder(size int) *objectBuilder {
-	return &objectBuilder{raw: append(make([]byte, 0, size+2), '{')}
-}
-
-// add appends the member key with the raw JSON value val and returns the value's offset.
-func (o *objectBuilder) add(key string, val []byte) int {
-	if len(o.ms) > 0 {
-		o.raw = append(o.raw, ',')
-	}
-	k := len(o.raw)
-	o.raw = appendQuoted(o.raw, key)
-	ke := len(o.raw)
-	o.raw = append(o.raw, ':')
-	v := len(o.raw)
-	o.raw = append(o.raw, val...)
-	o.ms = append(o.ms, member{k: k, ke: ke, v: v, e: len(o.raw)})
-	return v
-}
-
-func (o *objectBuilder) done() *object {
-	o.raw = append(o.raw, '}')
-	return &object{raw: o.raw, members: o.ms}
-}
-
 // newPart returns the Responses content part {"type":typ,"text":text}.
 func newPart(typ, text string) *Block {
-	lit, replaced := appendQuotedCheck(make([]byte, 0, quotedCap(len(text))), text)
-	ob := newObjectBuilder(len(lit) + len(typ) + 20)
-	ob.add("type", quote(typ))
-	ob.add("text", lit)
+	raw := append(make([]byte, 0, quotedCap(len(text))+len(typ)+20), `{"type":"`...)
+	raw = append(append(raw, typ...), `","text":`...)
+	b, _ := partBlock(raw, typ, text)
+	return b
+}
+
+// partBlock appends the literal of text and the closing brace to raw, the start of a part
+// of type typ up to its "text" member's value, and returns the part and raw.
+func partBlock(raw []byte, typ, text string) (*Block, []byte) {
+	v := len(raw)
+	raw, replaced := appendQuotedCheck(raw, text)
 	if replaced {
-		text = unquote(lit)
+		text = unquote(raw[v:])
 	}
-	return &Block{f: Responses, Kind: KindText, Type: typ, text: text, obj: ob.done()}
+	raw = append(raw, '}')
+	return &Block{f: Responses, Kind: KindText, Type: typ, text: text, obj: &object{raw: raw[:len(raw):len(raw)]}}, raw
 }
 
 // newItemMessage is NewTextMessage for Responses: a message item with one text part, or for
 // RoleTool a function_call_output item with string output.
 func newItemMessage(role Role, text string) *Message {
+	n := quotedCap(len(text)) + quotedCap(len(role)) + 64
 	if role == RoleTool {
-		lit, replaced := appendQuotedCheck(make([]byte, 0, quotedCap(len(text))), text)
-		ob := newObjectBuilder(len(lit) + 40)
-		ob.add("type", []byte(`"function_call_output"`))
-		v := ob.add("output", lit)
-		obj := ob.done()
-		c := textStringBlock(Responses, obj.raw[v:v+len(lit):v+len(lit)], text, replaced)
+		raw := append(make([]byte, 0, n), `{"type":"function_call_output","output":`...)
+		v := len(raw)
+		raw, replaced := appendQuotedCheck(raw, text)
+		e := len(raw)
+		raw = append(raw, '}')
+		obj := &object{raw: raw}
+		c := textStringBlock(Responses, raw[v:e:e], text, replaced)
 		b := &Block{f: Responses, Kind: KindToolResult, Type: "function_call_output", obj: obj, Content: []*Block{c}, ContentString: true}
 		return &Message{Role: role, Blocks: []*Block{b}, StringContent: true, f: Responses, obj: obj, constructed: true, hasContent: true}
 	}
@@ -59,22 +39,20 @@ func newItemMessage(role Role, text string) *Message {
 	if role == RoleAssistant {
 		typ = "output_text"
 	}
-	part := newPart(typ, text)
-	content := make([]byte, 0, len(part.obj.raw)+2)
-	content = append(append(append(content, '['), part.obj.raw...), ']')
-	ob := newObjectBuilder(len(content) + len(role) + 40)
-	ob.add("type", []byte(`"message"`))
-	ob.add("role", quote(string(role)))
-	v := ob.add("content", content)
-	obj := ob.done()
-	pe := v + 1 + len(part.obj.raw)
-	part.obj.raw = obj.raw[v+1 : pe : pe] // the part's bytes inside the item
-	arr := &array{raw: obj.raw[v : v+len(content) : v+len(content)], spans: []span{{s: 1, e: 1 + len(part.obj.raw)}}}
+	raw := appendQuoted(append(make([]byte, 0, n), `{"type":"message","role":`...), string(role))
+	cs := len(raw) + len(`,"content":`)
+	raw = append(append(raw, `,"content":[{"type":"`...), typ...)
+	part, raw := partBlock(append(raw, `","text":`...), typ, text)
+	pe := len(raw)
+	raw = append(raw, `]}`...)
+	part.obj.raw = raw[cs+1 : pe : pe] // the part's bytes inside the item
+	obj := &object{raw: raw}
 	if role == RoleAssistant {
 		b := &Block{f: Responses, Kind: KindText, Type: "message", text: part.text, obj: obj}
-		return &Message{Role: role, Blocks: []*Block{b}, f: Responses, obj: &object{raw: obj.raw}, constructed: true, hasContent: true,
-			itemsArr: &array{raw: obj.raw, spans: []span{{s: 0, e: len(obj.raw)}}}}
+		return &Message{Role: role, Blocks: []*Block{b}, f: Responses, obj: &object{raw: raw}, constructed: true, hasContent: true,
+			itemsArr: &array{raw: raw, spans: []span{{s: 0, e: len(raw)}}}}
 	}
+	arr := &array{raw: raw[cs : pe+1 : pe+1], spans: []span{{s: 1, e: 1 + len(part.obj.raw)}}}
 	return &Message{Role: role, Blocks: []*Block{part}, f: Responses, obj: obj, constructed: true, hasContent: true, contentArr: arr}
 }
 

@@ -88,12 +88,12 @@ func (p *parser) inputStringMessage(lit []byte) *Message {
 	raw = append(raw, lit...)
 	raw = append(raw, '}')
 	v, e := len(prefix), len(prefix)+len(lit)
-	obj := &object{raw: raw, members: []member{{k: 1, ke: 7, v: 8, e: 14}, {k: 15, ke: 24, v: v, e: e}}}
+	obj := &object{raw: raw}
 	m := &Message{Role: RoleUser, StringContent: true, f: p.f, obj: obj, hasContent: true}
 	c := &Block{f: p.f, Kind: KindText, Type: "text", str: raw[v:e:e]}
 	c.setText(lazyText(c.str))
 	m.Blocks = []*Block{c}
-	p.keep(cap(raw) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})+2*unsafe.Sizeof(member{})))
+	p.keep(cap(raw) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})))
 	return m
 }
 
