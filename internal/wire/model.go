@@ -122,12 +122,12 @@ type Message struct {
 	StringContent bool
 
 	f           Format
-	obj         *object
 	constructed bool
+	hasContent  bool
+	obj         *object
 	contentArr  *array
 	callsArr    *array // OpenAI tool_calls
 	itemsArr    *array // Responses assistant message: the spans of its items in obj.raw
-	hasContent  bool
 	// blocksMemo is the *blocksMemo of the last WithBlocks call (nil before one), read and
 	// written atomically.
 	blocksMemo unsafe.Pointer
@@ -139,20 +139,22 @@ type Message struct {
 // Block is one content block (Anthropic) or content part / tool call / tool message
 // (OpenAI).
 type Block struct {
-	idSum uint64 // see idSumSet; first, so 64-bit aligned for atomic access on 32-bit platforms
-	// idSumSet is 1 once idSum holds IdentitySum's value; both are read and written
-	// atomically (a parsed block is shared by the requests that reuse it and their flushes).
-	idSumSet uint32
-	f        Format
+	// idSum caches IdentitySum (0: not computed yet), read and written atomically (a parsed
+	// block is shared by the requests that reuse it and their flushes); first, so 64-bit
+	// aligned on 32-bit platforms.
+	idSum uint64
+	f     Format
 	// textEsc is set when text is the body of a JSON string literal with escapes (between its
 	// quotes) that Text decodes on first use, into textDec.
 	textEsc bool
 
-	Kind      Kind
-	IsError   bool
-	Type      string // the raw "type" value
-	text      string // Text, or the literal body it decodes from (textEsc)
-	Signature string // thinking signature
+	Kind    Kind
+	IsError bool
+	// ContentString is set when the tool_result content was a JSON string (see Content).
+	ContentString bool
+	Type          string // the raw "type" value
+	text          string // Text, or the literal body it decodes from (textEsc)
+	Signature     string // thinking signature
 	// ID is the tool_use / server_tool_use / OpenAI tool_call id; for results, the id they
 	// answer (tool_use_id, tool_call_id).
 	ID string
@@ -162,9 +164,8 @@ type Block struct {
 	// Input is the tool_use input JSON as sent (OpenAI: the decoded arguments string).
 	Input []byte
 	// Content is the tool_result content (string form = one text block, ContentString).
-	Content       []*Block
-	ContentString bool
-	CacheControl  []byte // raw cache_control JSON, nil when absent
+	Content      []*Block
+	CacheControl []byte // raw cache_control JSON, nil when absent
 
 	obj        *object // nil for string-form blocks
 	str        []byte  // JSON string literal of a string-form text block
@@ -310,8 +311,8 @@ func (b *Block) IsStringForm() bool { return b.obj == nil }
 // xxhash.Sum64String(b.ResultText()) or xxhash.Sum64(b.Input). It is a fingerprint for
 // memo keys, not a cryptographic hash.
 func (b *Block) IdentitySum() uint64 {
-	if atomic.LoadUint32(&b.idSumSet) == 1 {
-		return atomic.LoadUint64(&b.idSum)
+	if sum := atomic.LoadUint64(&b.idSum); sum != 0 {
+		return sum
 	}
 	var sum uint64
 	if b.Kind == KindToolResult {
@@ -321,8 +322,7 @@ func (b *Block) IdentitySum() uint64 {
 	} else {
 		sum = xxhash.Sum64(b.Input)
 	}
-	atomic.StoreUint64(&b.idSum, sum) // racing callers store the same value
-	atomic.StoreUint32(&b.idSumSet, 1)
+	atomic.StoreUint64(&b.idSum, sum) // racing callers store the same value; a sum of 0 is not kept
 	return sum
 }
 

@@ -26,7 +26,7 @@ func dropCaches(msgs []*Message) {
 	var blocks func([]*Block)
 	blocks = func(bs []*Block) {
 		for _, b := range bs {
-			b.idSum, b.idSumSet, b.resultMemo, b.textDec = 0, 0, nil, nil
+			b.idSum, b.resultMemo, b.textDec = 0, nil, nil
 			blocks(b.Content)
 		}
 	}

@@ -670,19 +670,19 @@ func TestIdentitySum(t *testing.T) {
 // memo, the pair memo and the decoded text (decoded again when read). Adding a field
 // to Block fails the count below until clone and this test handle it.
 func TestBlockCloneCopiesEveryField(t *testing.T) {
-	if n := reflect.TypeFor[Block]().NumField(); n != 22 {
-		t.Fatalf("Block has %d fields, this test and Block.clone know 22", n)
+	if n := reflect.TypeFor[Block]().NumField(); n != 21 {
+		t.Fatalf("Block has %d fields, this test and Block.clone know 21", n)
 	}
 	decoded := "t\n"
 	b := &Block{Kind: KindToolResult, Type: "tool_result", text: `t\n`, textEsc: true, Signature: "s", ID: "i", Name: "n",
 		Input: []byte("{}"), IsError: true, Content: []*Block{{text: "c"}}, ContentString: true,
 		CacheControl: []byte(`{"type":"ephemeral"}`), f: OpenAI, obj: &object{}, str: []byte(`"x"`),
-		fn: &object{}, contentArr: &array{}, idSum: 7, idSumSet: 1, resultMemo: unsafe.Pointer(&textMemo{}), pairMemo: unsafe.Pointer(&pairMemo{}),
+		fn: &object{}, contentArr: &array{}, idSum: 7, resultMemo: unsafe.Pointer(&textMemo{}), pairMemo: unsafe.Pointer(&pairMemo{}),
 		textDec: unsafe.Pointer(&decoded)}
 	obj := &object{}
 	c := b.clone(obj)
 	want := *b
-	want.obj, want.str, want.idSum, want.idSumSet, want.resultMemo, want.pairMemo, want.textDec = obj, nil, 0, 0, nil, nil, nil
+	want.obj, want.str, want.idSum, want.resultMemo, want.pairMemo, want.textDec = obj, nil, 0, nil, nil, nil
 	if !reflect.DeepEqual(*c, want) {
 		t.Fatalf("clone:\n%+v\nwant\n%+v", *c, want)
 	}
