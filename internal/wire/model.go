@@ -80,9 +80,10 @@ type Request struct {
 	Messages []*Message // the "messages" array (Responses: the "input" items, see Message)
 
 	body     []byte
-	objEnd   int     // offset just past the top-level object in body
-	obj      *object // top-level object (differs from body after SetField)
-	fieldMod bool    // obj was changed by SetField
+	objEnd   int      // offset just past the top-level object in body
+	obj      *object  // top-level object (differs from body after SetField)
+	members  []member // obj's members
+	fieldMod bool     // obj was changed by SetField
 	msgsArr  *array
 	sysArr   *array
 	toolsArr *array

@@ -58,29 +58,16 @@ func NewTool(f Format, raw []byte) (*Tool, error) {
 		}
 		return nil, &SchemaError{Offset: int64(i), Path: "tool", Msg: "expected object, found " + jsonType(raw[i])}
 	}
-	obj, end, err := parseObjectAt(raw, i, 1)
+	end, err := scanObject(raw, i, 1, nil)
 	if err != nil {
 		return nil, err
 	}
 	if j := skipWS(raw, end); j != len(raw) {
 		return nil, synErr(j, "unexpected data after tool object")
 	}
-	name, err := toolName(f, obj)
-	if err != nil {
-		if serr := validJSON(raw); serr != nil {
-			return nil, serr
-		}
-		if se, ok := err.(*SchemaError); ok {
-			se.Offset += int64(i)
-			se.Path = "tool" + se.Path
-		}
-		return nil, err
-	}
-	t := &Tool{Name: name, f: f, raw: obj.raw}
-	if cc, ok := obj.get("cache_control"); ok {
-		t.CacheControl = cc
-	}
-	return t, nil
+	p := parser{d: raw, f: f}
+	t, _, err := p.tool(i, 1, root("tool"))
+	return t, err
 }
 
 // WithBlocks returns a copy of the message with new content; every other member keeps its

@@ -8,22 +8,14 @@ type member struct {
 	k, ke, v, e int
 }
 
-// object is a JSON object kept as its validated raw bytes. members indexes them for the
-// objects the parse indexes (the top-level object, tools); it is nil for the others
-// (messages, blocks, items), whose members are found by walking raw when asked for.
+// object is a JSON object kept as its validated raw bytes; its members are found by walking
+// them when asked for (the request keeps the index of its top-level object, Request.members).
 type object struct {
-	raw     []byte
-	members []member
+	raw []byte
 }
 
 // walk calls fn with each member in order.
 func (o *object) walk(fn func(m member)) {
-	if o.members != nil {
-		for _, m := range o.members {
-			fn(m)
-		}
-		return
-	}
 	d := o.raw
 	i, err := objectOpen(d, 0, 0)
 	for err == nil && d[i-1] != '}' {
@@ -37,14 +29,10 @@ func (o *object) walk(fn func(m member)) {
 	}
 }
 
-// index returns the members in order (a fresh slice for an object without an index).
-func (o *object) index() []member {
-	if o.members != nil {
-		return o.members
-	}
-	var ms []member
-	o.walk(func(m member) { ms = append(ms, m) })
-	return ms
+// members appends the members, in order, to dst.
+func (o *object) members(dst []member) []member {
+	o.walk(func(m member) { dst = append(dst, m) })
+	return dst
 }
 
 // each calls fn with the raw key and value of every member, in order.
@@ -86,6 +74,16 @@ func (o *object) lookup(name string) (found member, ok bool) {
 	return found, ok
 }
 
+// lastNamed returns the index in ms, the members of o, of the last one named name, or -1.
+func (o *object) lastNamed(ms []member, name string) int {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if keyMatch(o.raw[ms[i].k:ms[i].ke], name) {
+			return i
+		}
+	}
+	return -1
+}
+
 // has reports whether the object has a member named name.
 func (o *object) has(name string) bool {
 	_, ok := o.lookup(name)
@@ -103,7 +101,7 @@ func (o *object) get(name string) ([]byte, bool) {
 
 // with returns a copy of the object with member name set to the raw JSON value val
 // (replaced in place, keeping its key bytes and position, or appended at the end). All
-// other bytes are kept; the copy is indexed when o is.
+// other bytes are kept.
 func (o *object) with(name string, val []byte) *object {
 	c, _ := o.withAt(name, val)
 	return c
@@ -117,34 +115,32 @@ func (o *object) withAt(name string, val []byte) (*object, member) {
 // withValue is withAt for the value that val appends to dst, of at most n bytes (an
 // estimate only sizes the copy).
 func (o *object) withValue(name string, n int, val func(dst []byte) []byte) (*object, member) {
-	if m, ok := o.lookup(name); ok {
+	var buf [8]member
+	c, ms, i := o.put(o.members(buf[:0]), name, n, val)
+	return c, ms[i]
+}
+
+// put is withValue for the object with members ms, which it changes into the copy's
+// members (appending one when name is new): it returns the copy, its members and the index
+// of the member set.
+func (o *object) put(ms []member, name string, n int, val func(dst []byte) []byte) (*object, []member, int) {
+	if i := o.lastNamed(ms, name); i >= 0 {
+		m := ms[i]
 		out := make([]byte, 0, len(o.raw)-(m.e-m.v)+n)
 		out = val(append(out, o.raw[:m.v]...))
 		delta := len(out) - m.e
 		out = append(out, o.raw[m.e:]...)
-		nm := member{k: m.k, ke: m.ke, v: m.v, e: m.e + delta}
-		var ms []member
-		if o.members != nil {
-			ms = make([]member, len(o.members))
-			for j, x := range o.members {
-				switch {
-				case x.k == m.k:
-					x = nm
-				case x.k > m.k:
-					x.k, x.ke, x.v, x.e = x.k+delta, x.ke+delta, x.v+delta, x.e+delta
-				}
-				ms[j] = x
-			}
+		ms[i].e += delta
+		for j := i + 1; j < len(ms); j++ {
+			ms[j].k, ms[j].ke, ms[j].v, ms[j].e = ms[j].k+delta, ms[j].ke+delta, ms[j].v+delta, ms[j].e+delta
 		}
-		return &object{raw: out, members: ms}, nm
+		return &object{raw: out}, ms, i
 	}
 	// Append before the closing brace.
 	var pos int
 	var prefix []byte
-	last, nonEmpty := member{}, false
-	o.walk(func(m member) { last, nonEmpty = m, true })
-	if nonEmpty {
-		pos = last.e
+	if len(ms) > 0 {
+		pos = ms[len(ms)-1].e
 		prefix = []byte{','}
 	} else {
 		pos = bytes.LastIndexByte(o.raw, '}')
@@ -158,24 +154,19 @@ func (o *object) withValue(name string, n int, val func(dst []byte) []byte) (*ob
 	out = val(out)
 	nm.e = len(out)
 	out = append(out, o.raw[pos:]...)
-	var ms []member
-	if o.members != nil {
-		ms = make([]member, len(o.members), len(o.members)+1)
-		copy(ms, o.members)
-		ms = append(ms, nm)
-	}
-	return &object{raw: out, members: ms}, nm
+	return &object{raw: out}, append(ms, nm), len(ms)
 }
 
 // without returns a copy of the object without any member named name (the object itself
-// when there is none); the copy has no index.
+// when there is none).
 func (o *object) without(name string) *object {
 	cur := o
-	for cur.has(name) {
-		ms := cur.index()
-		i := len(ms) - 1
-		for !keyMatch(cur.raw[ms[i].k:ms[i].ke], name) {
-			i--
+	var buf [8]member
+	for {
+		ms := cur.members(buf[:0])
+		i := cur.lastNamed(ms, name)
+		if i < 0 {
+			return cur
 		}
 		var from, to int
 		switch {
@@ -191,7 +182,6 @@ func (o *object) without(name string) *object {
 		out = append(out, cur.raw[to:]...)
 		cur = &object{raw: out}
 	}
-	return cur
 }
 
 // span is the position of one array element inside the array's raw bytes.
@@ -202,10 +192,4 @@ type span struct{ s, e int }
 type array struct {
 	raw   []byte
 	spans []span
-}
-
-// parseObjectAt indexes the object at d[i] == '{', validating its values.
-func parseObjectAt(d []byte, i, depth int) (*object, int, error) {
-	p := parser{d: d}
-	return p.objectAt(i, depth, true, nil)
 }

@@ -72,8 +72,6 @@ type parser struct {
 	objs       slab[object]
 	arrs       slab[array]
 	msgs       slab[Message]
-	memSlab    []member
-	memStack   []member // members of the objects being parsed (innermost on top)
 	blocksSlab []*Block
 	blkStack   []*Block // blocks of the lists being parsed
 	spanSlab   []span
@@ -155,13 +153,11 @@ func (p *parser) blockSlice(bs []*Block) []*Block {
 }
 
 // objectAt parses the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
-// to parse each member's value; with index the object keeps an index of its members.
-func (p *parser) objectAt(i, depth int, index bool, fn func(keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
+// to parse each member's value.
+func (p *parser) objectAt(i, depth int, fn func(keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
 	p.at = i
 	o := take(p, &p.objs, 128)
 	d := p.d
-	start := i
-	base := len(p.memStack)
 	// scanObject's walk, with the member calls direct rather than through a closure.
 	end, err := objectOpen(d, i, depth)
 	for err == nil && d[end-1] != '}' {
@@ -177,25 +173,12 @@ func (p *parser) objectAt(i, depth int, index bool, fn func(keyStart, keyEnd, va
 		if err != nil {
 			break
 		}
-		if index {
-			p.memStack = append(p.memStack, member{k: ks - start, ke: ke - start, v: vs - start, e: ve - start})
-		}
 		end, err = memberNext(d, ve)
 	}
 	if err != nil {
-		p.memStack = p.memStack[:base]
 		return nil, 0, err
 	}
-	if ms := p.memStack[base:]; len(ms) > 0 {
-		if len(p.memSlab) < len(ms) {
-			p.memSlab = newSlab[member](p, max(p.chunk(64, 0), len(ms)))
-		}
-		o.members = p.memSlab[:len(ms):len(ms)]
-		copy(o.members, ms)
-		p.memSlab = p.memSlab[len(ms):]
-		p.memStack = p.memStack[:base]
-	}
-	o.raw = d[start:end:end]
+	o.raw = d[i:end:end]
 	return o, end, nil
 }
 
@@ -327,147 +310,10 @@ func (p *parser) request() (*Request, error) {
 	}
 	r := &Request{Format: p.f, body: d}
 	var err error
-	obj, end, err := p.objectAt(i, 1, true, func(ks, ke, vs int) (int, error) {
-		switch {
-		case keyIs(d, ks, ke, "model"):
-			if vs < len(d) && d[vs] == '"' {
-				e, _, err := scanString(d, vs)
-				if err != nil {
-					return 0, err
-				}
-				r.Model = p.text(d[vs:e])
-				return e, nil
-			}
-			return 0, p.wrongType(vs, 1, root("model"), "string")
-		case keyIs(d, ks, ke, "stream"):
-			// OpenAI documents stream as "boolean or null" (null: the default, false);
-			// Anthropic as a boolean.
-			if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f != Anthropic) {
-				e, err := scanValue(d, vs, 1)
-				if err != nil {
-					return 0, err
-				}
-				r.Stream = d[vs] == 't'
-				return e, nil
-			}
-			if p.f != Anthropic {
-				return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
-			}
-			return 0, p.wrongType(vs, 1, root("stream"), "boolean")
-		case p.f == Responses && keyIs(d, ks, ke, "input"):
-			return p.responsesInput(r, vs)
-		case p.f != Responses && keyIs(d, ks, ke, "messages"):
-			if vs >= len(d) || d[vs] != '[' {
-				return 0, p.wrongType(vs, 1, root("messages"), "array")
-			}
-			r.Messages = nil
-			var prevMsgs []*Message
-			if p.prev != nil {
-				prevMsgs = p.prev.origMessages
-				// Room for the shared prefix and a few new messages up front.
-				r.Messages = make([]*Message, 0, len(prevMsgs)+8)
-				if cap(p.spanStack) < len(prevMsgs)+8 {
-					p.spanStack = make([]span, 0, len(prevMsgs)+8)
-				}
-			}
-			r.reused = 0
-			arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
-				if idx == r.reused && idx < len(prevMsgs) {
-					// Longest identical prefix: a JSON object ends where its bytes end, so
-					// identical bytes at es are the same message.
-					if raw := prevMsgs[idx].obj.raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
-						r.Messages = append(r.Messages, prevMsgs[idx])
-						r.reused++
-						return es + len(raw), nil
-					}
-				}
-				path := root("messages").at(idx)
-				if d[es] != '{' {
-					return 0, p.wrongType(es, 2, path, "object")
-				}
-				var m *Message
-				var e int
-				var err error
-				if p.f == Anthropic {
-					m, e, err = p.anthropicMessage(es, 3, path)
-				} else {
-					m, e, err = p.openAIMessage(es, 3, path)
-				}
-				if err != nil {
-					return 0, err
-				}
-				r.Messages = append(r.Messages, m)
-				return e, nil
-			})
-			if err != nil {
-				return 0, err
-			}
-			if len(r.Messages) == 0 {
-				r.Messages = nil // as Parse leaves an empty array
-			}
-			r.msgsArr = arr
-			r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
-			return end, nil
-		case keyIs(d, ks, ke, "tools"):
-			if vs >= len(d) || d[vs] != '[' {
-				return 0, p.wrongType(vs, 1, root("tools"), "array")
-			}
-			r.Tools = nil
-			var prevTools []*Tool
-			if p.prev != nil {
-				prevTools = p.prev.origTools
-			}
-			arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
-				if idx < len(prevTools) {
-					if raw := prevTools[idx].raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
-						r.Tools = append(r.Tools, prevTools[idx])
-						return es + len(raw), nil
-					}
-				}
-				path := root("tools").at(idx)
-				if d[es] != '{' {
-					return 0, p.wrongType(es, 2, path, "object")
-				}
-				t, e, err := p.tool(es, 3, path)
-				if err != nil {
-					return 0, err
-				}
-				r.Tools = append(r.Tools, t)
-				return e, nil
-			})
-			if err != nil {
-				return 0, err
-			}
-			r.toolsArr = arr
-			r.toolHomes = p.toolHomes(r.Tools, prevTools)
-			return end, nil
-		case p.f == Anthropic && keyIs(d, ks, ke, "system"):
-			if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
-				if raw, ok := pr.systemRaw(); ok && len(d)-vs >= len(raw) && bytes.Equal(d[vs:vs+len(raw)], raw) {
-					r.System, r.sysArr, r.sysStr, r.sysHome = pr.origSystem, pr.sysArr, pr.sysStr, pr.sysHome
-					return vs + len(raw), nil
-				}
-			}
-			switch {
-			case vs < len(d) && d[vs] == '"':
-				e, esc, err := scanString(d, vs)
-				if err != nil {
-					return 0, err
-				}
-				r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
-				r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
-				return e, nil
-			case vs < len(d) && d[vs] == '[':
-				blocks, arr, end, err := p.blockList(vs, 2, root("system"), true)
-				if err != nil {
-					return 0, err
-				}
-				r.System, r.sysArr, r.sysStr, r.sysHome = blocks, arr, false, p.home
-				return end, nil
-			}
-			return 0, p.wrongType(vs, 1, root("system"), "string or array")
-		}
-		return scanValue(d, vs, 1)
+	obj, end, err := p.objectAt(i, 1, func(ks, ke, vs int) (int, error) {
+		ve, err := p.topMember(r, ks, ke, vs)
+		r.members = append(r.members, member{k: ks - i, ke: ke - i, v: vs - i, e: ve - i})
+		return ve, err
 	})
 	if err != nil {
 		return nil, err
@@ -494,6 +340,152 @@ func (p *parser) request() (*Request, error) {
 	r.origMessages = append([]*Message(nil), r.Messages...)
 	r.retained = r.countRetained(p.home, p.prev == nil)
 	return r, nil
+}
+
+// topMember parses the value at d[vs] of the request's top-level member with the key at
+// d[ks:ke] into r.
+func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
+	d := p.d
+	switch {
+	case keyIs(d, ks, ke, "model"):
+		if vs < len(d) && d[vs] == '"' {
+			e, _, err := scanString(d, vs)
+			if err != nil {
+				return 0, err
+			}
+			r.Model = p.text(d[vs:e])
+			return e, nil
+		}
+		return 0, p.wrongType(vs, 1, root("model"), "string")
+	case keyIs(d, ks, ke, "stream"):
+		// OpenAI documents stream as "boolean or null" (null: the default, false);
+		// Anthropic as a boolean.
+		if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f != Anthropic) {
+			e, err := scanValue(d, vs, 1)
+			if err != nil {
+				return 0, err
+			}
+			r.Stream = d[vs] == 't'
+			return e, nil
+		}
+		if p.f != Anthropic {
+			return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
+		}
+		return 0, p.wrongType(vs, 1, root("stream"), "boolean")
+	case p.f == Responses && keyIs(d, ks, ke, "input"):
+		return p.responsesInput(r, vs)
+	case p.f != Responses && keyIs(d, ks, ke, "messages"):
+		if vs >= len(d) || d[vs] != '[' {
+			return 0, p.wrongType(vs, 1, root("messages"), "array")
+		}
+		r.Messages = nil
+		var prevMsgs []*Message
+		if p.prev != nil {
+			prevMsgs = p.prev.origMessages
+			// Room for the shared prefix and a few new messages up front.
+			r.Messages = make([]*Message, 0, len(prevMsgs)+8)
+			if cap(p.spanStack) < len(prevMsgs)+8 {
+				p.spanStack = make([]span, 0, len(prevMsgs)+8)
+			}
+		}
+		r.reused = 0
+		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
+			if idx == r.reused && idx < len(prevMsgs) {
+				// Longest identical prefix: a JSON object ends where its bytes end, so
+				// identical bytes at es are the same message.
+				if raw := prevMsgs[idx].obj.raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
+					r.Messages = append(r.Messages, prevMsgs[idx])
+					r.reused++
+					return es + len(raw), nil
+				}
+			}
+			path := root("messages").at(idx)
+			if d[es] != '{' {
+				return 0, p.wrongType(es, 2, path, "object")
+			}
+			var m *Message
+			var e int
+			var err error
+			if p.f == Anthropic {
+				m, e, err = p.anthropicMessage(es, 3, path)
+			} else {
+				m, e, err = p.openAIMessage(es, 3, path)
+			}
+			if err != nil {
+				return 0, err
+			}
+			r.Messages = append(r.Messages, m)
+			return e, nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		if len(r.Messages) == 0 {
+			r.Messages = nil // as Parse leaves an empty array
+		}
+		r.msgsArr = arr
+		r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
+		return end, nil
+	case keyIs(d, ks, ke, "tools"):
+		if vs >= len(d) || d[vs] != '[' {
+			return 0, p.wrongType(vs, 1, root("tools"), "array")
+		}
+		r.Tools = nil
+		var prevTools []*Tool
+		if p.prev != nil {
+			prevTools = p.prev.origTools
+		}
+		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
+			if idx < len(prevTools) {
+				if raw := prevTools[idx].raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
+					r.Tools = append(r.Tools, prevTools[idx])
+					return es + len(raw), nil
+				}
+			}
+			path := root("tools").at(idx)
+			if d[es] != '{' {
+				return 0, p.wrongType(es, 2, path, "object")
+			}
+			t, e, err := p.tool(es, 3, path)
+			if err != nil {
+				return 0, err
+			}
+			r.Tools = append(r.Tools, t)
+			return e, nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		r.toolsArr = arr
+		r.toolHomes = p.toolHomes(r.Tools, prevTools)
+		return end, nil
+	case p.f == Anthropic && keyIs(d, ks, ke, "system"):
+		if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
+			if raw, ok := pr.systemRaw(); ok && len(d)-vs >= len(raw) && bytes.Equal(d[vs:vs+len(raw)], raw) {
+				r.System, r.sysArr, r.sysStr, r.sysHome = pr.origSystem, pr.sysArr, pr.sysStr, pr.sysHome
+				return vs + len(raw), nil
+			}
+		}
+		switch {
+		case vs < len(d) && d[vs] == '"':
+			e, esc, err := scanString(d, vs)
+			if err != nil {
+				return 0, err
+			}
+			r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
+			r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
+			return e, nil
+		case vs < len(d) && d[vs] == '[':
+			blocks, arr, end, err := p.blockList(vs, 2, root("system"), true)
+			if err != nil {
+				return 0, err
+			}
+			r.System, r.sysArr, r.sysStr, r.sysHome = blocks, arr, false, p.home
+			return end, nil
+		}
+		return 0, p.wrongType(vs, 1, root("system"), "string or array")
+	}
+	return scanValue(d, vs, 1)
 }
 
 // fillResultNames sets Name on tool result blocks from the nearest preceding tool call
@@ -833,7 +825,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	// with escapes (string members are scanned once, as the walk meets them).
 	var val [mfCount]span
 	var esc uint32
-	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		f := fieldOf(d[ks:ke])
 		e, err := 0, error(nil)
 		switch {
@@ -986,7 +978,7 @@ func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, erro
 	d := p.d
 	m := p.newMessage()
 	var roleSeen bool
-	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			roleSeen = true
@@ -1035,7 +1027,7 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 	var cc []byte           // the last "cache_control" value
 	base := len(p.blkStack) // the tool calls are collected on blkStack
 	defer func() { p.blkStack = p.blkStack[:base] }()
-	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
 			roleSeen = true
@@ -1137,10 +1129,10 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	// Where the values of the last "id", "type", "function" and "cache_control" members are,
 	// and of the last function object's "name" and "arguments" (e == 0: none).
 	var id, typ, fnv, cc, name, args span
-	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		if keyIs(d, ks, ke, "function") && d[vs] == '{' {
 			name, args = span{}, span{}
-			fn, e, err := p.objectAt(vs, depth+1, false, func(ks, ke, vs int) (int, error) {
+			fn, e, err := p.objectAt(vs, depth+1, func(ks, ke, vs int) (int, error) {
 				e, err := scanValue(d, vs, depth+1)
 				switch {
 				case keyIs(d, ks, ke, "name"):
@@ -1211,52 +1203,44 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 }
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
-	obj, end, err := p.objectAt(i, depth, true, nil)
+	d := p.d
+	var name, fn, cc span // the values of the last "name", "function" and "cache_control"
+	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
+		e, err := scanValue(d, vs, depth)
+		switch {
+		case keyIs(d, ks, ke, "name"):
+			name = span{s: vs, e: e}
+		case keyIs(d, ks, ke, "function"):
+			fn = span{s: vs, e: e}
+		case keyIs(d, ks, ke, "cache_control"):
+			cc = span{s: vs, e: e}
+		}
+		return e, err
+	})
 	if err != nil {
 		return nil, 0, err
 	}
 	t := &Tool{f: p.f, raw: obj.raw}
 	p.keep(int(unsafe.Sizeof(*t)))
-	if cc, ok := obj.get("cache_control"); ok {
-		t.CacheControl = cc
+	if cc.e != 0 {
+		t.CacheControl = d[cc.s:cc.e]
 	}
-	name, err := toolName(p.f, obj)
-	if err != nil {
-		var se *SchemaError
-		if errors.As(err, &se) {
-			se.Offset += int64(i)
-			se.Path = path.String() + se.Path
+	// The name is "name", or for OpenAI "function.name".
+	switch {
+	case name.e != 0:
+		if d[name.s] != '"' {
+			return nil, 0, p.schemaErr(name.s, path.key("name"), "expected string, found %s", jsonType(d[name.s]))
 		}
-		return nil, 0, err
+		t.Name = unquote(d[name.s:name.e])
+	case p.f == OpenAI && fn.e != 0 && d[fn.s] == '{':
+		if n, ok := (&object{raw: d[fn.s:fn.e]}).get("name"); ok {
+			if n[0] != '"' {
+				return nil, 0, p.schemaErr(fn.s, path.key("function").key("name"), "expected string, found %s", jsonType(n[0]))
+			}
+			t.Name = unquote(n)
+		}
 	}
-	t.Name = name
 	return t, end, nil
-}
-
-// toolName extracts a tool's name; schema error offsets are relative to obj.
-func toolName(f Format, obj *object) (string, error) {
-	if m, ok := obj.lookup("name"); ok {
-		v := obj.raw[m.v:m.e]
-		if v[0] != '"' {
-			return "", &SchemaError{Offset: int64(m.v), Path: ".name", Msg: "expected string, found " + jsonType(v[0])}
-		}
-		return unquote(v), nil
-	}
-	if f == OpenAI {
-		if m, ok := obj.lookup("function"); ok && obj.raw[m.v] == '{' {
-			fn, _, err := parseObjectAt(obj.raw[m.v:m.e], 0, 1)
-			if err != nil {
-				return "", err
-			}
-			if n, ok := fn.get("name"); ok {
-				if n[0] != '"' {
-					return "", &SchemaError{Offset: int64(m.v), Path: ".function.name", Msg: "expected string, found " + jsonType(n[0])}
-				}
-				return unquote(n), nil
-			}
-		}
-	}
-	return "", nil
 }
 
 // jpath is a JSON path built without allocating; it is rendered only for errors.

@@ -270,7 +270,7 @@ func (p *parser) itemValue(it *item, f int) ([]byte, int) {
 func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int, error) {
 	d := p.d
 	it := &item{}
-	obj, end, err := p.objectAt(i, depth, false, func(ks, ke, vs int) (int, error) {
+	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		e, err := scanValue(d, vs, depth)
 		it.val[fieldOf(d[ks:ke])] = span{s: vs, e: e}
 		return e, err

@@ -1,6 +1,9 @@
 package wire
 
-import "strconv"
+import (
+	"slices"
+	"strconv"
+)
 
 // Modified reports whether the request differs from the parsed body: a With… method was
 // used or Model, Stream, System, Tools or Messages were reassigned.
@@ -115,15 +118,8 @@ func (r *Request) encode(e *encoder) {
 	model := r.Model != r.origModel
 	stream := r.Stream != r.origStream
 	// Last occurrence of each modelled key is the one that is replaced.
-	ms := o.index()
-	last := func(name string) int {
-		for i := len(ms) - 1; i >= 0; i-- {
-			if keyMatch(o.raw[ms[i].k:ms[i].ke], name) {
-				return i
-			}
-		}
-		return -1
-	}
+	ms := r.members
+	last := func(name string) int { return o.lastNamed(ms, name) }
 	msgKey := messagesKey(r.Format)
 	idxMsgs, idxTools, idxSys, idxModel, idxStream := last(msgKey), last("tools"), last("system"), last("model"), last("stream")
 	var keep []int // member indexes emitted, in order
@@ -274,7 +270,18 @@ func (r *Request) DuplicateField() string {
 
 // Field returns the raw value of the top-level member key (the last one when duplicated).
 func (r *Request) Field(key string) (raw []byte, ok bool) {
-	return r.obj.get(key)
+	if i := r.obj.lastNamed(r.members, key); i >= 0 {
+		m := r.members[i]
+		return r.obj.raw[m.v:m.e], true
+	}
+	return nil, false
+}
+
+// withField returns the top-level object with member key set to the JSON value raw, and
+// its members.
+func (r *Request) withField(key string, raw []byte) (*object, []member) {
+	o, ms, _ := r.obj.put(slices.Clone(r.members), key, len(raw), func(dst []byte) []byte { return append(dst, raw...) })
+	return o, ms
 }
 
 // SetField returns a new request whose top-level member key is set to the JSON value raw,
@@ -290,7 +297,8 @@ func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		body := cur.obj.with(key, raw).raw
+		o, _ := cur.withField(key, raw)
+		body := o.raw
 		nr, err := Parse(r.Format, body)
 		if err != nil {
 			return nil, err
@@ -298,7 +306,7 @@ func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 		return nr, nil
 	}
 	nr := r.clone()
-	nr.obj = r.obj.with(key, raw)
+	nr.obj, nr.members = r.withField(key, raw)
 	nr.fieldMod = true
 	return nr, nil
 }

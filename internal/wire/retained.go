@@ -77,10 +77,12 @@ func (r *Request) countRetained(own *backing, whole bool) int {
 	if !whole {
 		n += cap(r.body) // r keeps its body (all of its array) through its top-level object
 	}
-	// r's own lists of its values, and the spans of its messages and tools arrays.
+	// r's own lists of its values, the spans of its messages and tools arrays and the index
+	// of its top-level object.
 	ptr := int(unsafe.Sizeof(own))
 	n += ptr * (cap(r.Messages) + cap(r.origMessages) + cap(r.Tools) + cap(r.origTools) + cap(r.toolHomes))
 	n += int(unsafe.Sizeof(homeRun{})) * cap(r.msgHomes)
+	n += int(unsafe.Sizeof(member{})) * cap(r.members)
 	for _, a := range []*array{r.msgsArr, r.toolsArr} {
 		if a != nil {
 			n += int(unsafe.Sizeof(span{})) * cap(a.spans)
