@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -45,7 +46,10 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 		return nil, fmt.Errorf("wire: unknown format %d", uint8(f))
 	}
 	p := &parser{d: body, f: f, prev: prev, home: &backing{}}
+	s := stackPool.Get().(*stacks)
+	p.blkStack, p.spanStack, p.msgStack = s.blk, s.span, s.msg
 	r, err := p.request()
+	s.put(p)
 	if err != nil && isSchema(err) {
 		// A shape problem was found before the end of the body: report bytes that are
 		// not JSON first, so the error class does not depend on scan order.
@@ -75,7 +79,30 @@ type parser struct {
 	blocksSlab []*Block
 	blkStack   []*Block // blocks of the lists being parsed
 	spanSlab   []span
-	spanStack  []span // element spans of the arrays being parsed
+	spanStack  []span     // element spans of the arrays being parsed
+	msgStack   []*Message // the messages of the list being parsed
+}
+
+// stacks are the working stacks of a parser, which later parses reuse (stackPool).
+type stacks struct {
+	blk  []*Block
+	span []span
+	msg  []*Message
+}
+
+var stackPool = sync.Pool{New: func() any { return new(stacks) }}
+
+// put returns p's stacks to the pool, emptied (their values no longer pinned), unless they
+// grew past 64Ki entries.
+func (s *stacks) put(p *parser) {
+	const most = 1 << 16
+	if cap(p.blkStack) > most || cap(p.spanStack) > most || cap(p.msgStack) > most {
+		return
+	}
+	clear(p.blkStack[:cap(p.blkStack)])
+	clear(p.msgStack[:cap(p.msgStack)])
+	s.blk, s.span, s.msg = p.blkStack[:0], p.spanStack[:0], p.msgStack[:0]
+	stackPool.Put(s)
 }
 
 // slab hands out values of T from chunks allocated for many at a time.
@@ -378,23 +405,18 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 		if vs >= len(d) || d[vs] != '[' {
 			return 0, p.wrongType(vs, 1, root("messages"), "array")
 		}
-		r.Messages = nil
 		var prevMsgs []*Message
 		if p.prev != nil {
 			prevMsgs = p.prev.origMessages
-			// Room for the shared prefix and a few new messages up front.
-			r.Messages = make([]*Message, 0, len(prevMsgs)+8)
-			if cap(p.spanStack) < len(prevMsgs)+8 {
-				p.spanStack = make([]span, 0, len(prevMsgs)+8)
-			}
 		}
+		base := len(p.msgStack)
 		r.reused = 0
 		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
 			if idx == r.reused && idx < len(prevMsgs) {
 				// Longest identical prefix: a JSON object ends where its bytes end, so
 				// identical bytes at es are the same message.
 				if raw := prevMsgs[idx].obj.raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
-					r.Messages = append(r.Messages, prevMsgs[idx])
+					p.msgStack = append(p.msgStack, prevMsgs[idx])
 					r.reused++
 					return es + len(raw), nil
 				}
@@ -414,14 +436,12 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			r.Messages = append(r.Messages, m)
+			p.msgStack = append(p.msgStack, m)
 			return e, nil
 		})
+		r.Messages = p.messageList(base)
 		if err != nil {
 			return 0, err
-		}
-		if len(r.Messages) == 0 {
-			r.Messages = nil // as Parse leaves an empty array
 		}
 		r.msgsArr = arr
 		r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
@@ -585,6 +605,18 @@ func nearestCallName(msgs []*Message, res *Block) string {
 	return ""
 }
 
+// messageList returns the messages on msgStack from base (nil for none, as Parse leaves an
+// empty array) in memory of their own, and pops them.
+func (p *parser) messageList(base int) []*Message {
+	var ms []*Message
+	if len(p.msgStack) > base {
+		ms = slices.Clone(p.msgStack[base:])
+	}
+	clear(p.msgStack[base:])
+	p.msgStack = p.msgStack[:base]
+	return ms
+}
+
 // list parses the array at d[i] == '[' calling fn per element and records element spans.
 func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 	return p.listOf(i, depth, fn, false)
@@ -614,17 +646,6 @@ func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error
 		return nil, 0, err
 	}
 	sp := p.spanStack[base:]
-	if base == 0 && len(sp) > 256 {
-		// A long outermost list (the messages): hand the stack itself over instead of
-		// copying it; the next list starts a new stack.
-		a.spans = sp[:len(sp):len(sp)]
-		if !own {
-			p.keep(cap(sp) * int(unsafe.Sizeof(span{})))
-		}
-		p.spanStack = nil
-		a.raw = p.d[i:end:end]
-		return a, end, nil
-	}
 	if own && len(sp) > 0 {
 		a.spans = slices.Clone(sp)
 	} else if len(sp) > 0 {

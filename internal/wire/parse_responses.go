@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -106,30 +107,29 @@ func (p *parser) responsesItems(r *Request, vs int) (int, error) {
 	var prevMsgs []*Message
 	if pr := p.prev; pr != nil && !pr.inputStr {
 		prevMsgs = pr.origMessages
-		r.Messages = make([]*Message, 0, len(prevMsgs)+8)
 	}
-	var spans []span // of the messages, relative to vs
-	items := 0       // items seen, for error paths
-	gs, ge := -1, 0  // the open assistant run's first item start and last item end
+	mBase, sBase := len(p.msgStack), len(p.spanStack) // the messages and their spans (relative to vs)
+	items := 0                                        // items seen, for error paths
+	gs, ge := -1, 0                                   // the open assistant run's first item start and last item end
 	gBase := len(p.blkStack)
 	var gSpans []span // item spans of the open run, relative to gs
 	closeRun := func() {
 		if gs < 0 {
 			return
 		}
-		r.Messages = append(r.Messages, p.runMessage(d[gs:ge:ge], p.blkStack[gBase:], gSpans))
+		p.msgStack = append(p.msgStack, p.runMessage(d[gs:ge:ge], p.blkStack[gBase:], gSpans))
 		p.blkStack = p.blkStack[:gBase]
-		spans = append(spans, span{s: gs - vs, e: ge - vs})
+		p.spanStack = append(p.spanStack, span{s: gs - vs, e: ge - vs})
 		gs, gSpans = -1, gSpans[:0]
 	}
 	end, err := scanArray(d, vs, 2, func(_, es int) (int, error) {
-		if gs < 0 && len(r.Messages) == r.reused && r.reused < len(prevMsgs) {
+		if gs < 0 && len(p.msgStack)-mBase == r.reused && r.reused < len(prevMsgs) {
 			if e, ok := p.unchangedAt(prevMsgs, r.reused, es); ok {
 				pm := prevMsgs[r.reused]
-				r.Messages = append(r.Messages, pm)
+				p.msgStack = append(p.msgStack, pm)
 				r.reused++
 				items += itemCount(pm)
-				spans = append(spans, span{s: es - vs, e: e - vs})
+				p.spanStack = append(p.spanStack, span{s: es - vs, e: e - vs})
 				return e, nil
 			}
 		}
@@ -152,17 +152,19 @@ func (p *parser) responsesItems(r *Request, vs int) (int, error) {
 			return e, nil
 		}
 		closeRun()
-		r.Messages = append(r.Messages, m)
-		spans = append(spans, span{s: es - vs, e: e - vs})
+		p.msgStack = append(p.msgStack, m)
+		p.spanStack = append(p.spanStack, span{s: es - vs, e: e - vs})
 		return e, nil
 	})
-	if err != nil {
-		p.blkStack = p.blkStack[:gBase]
-		return 0, err
+	if err == nil {
+		closeRun()
 	}
-	closeRun()
-	if len(r.Messages) == 0 {
-		r.Messages = nil // as Parse leaves an empty array
+	p.blkStack = p.blkStack[:gBase]
+	r.Messages = p.messageList(mBase)
+	spans := slices.Clone(p.spanStack[sBase:])
+	p.spanStack = p.spanStack[:sBase]
+	if err != nil {
+		return 0, err
 	}
 	r.msgsArr = &array{raw: d[vs:end:end], spans: spans}
 	r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
