@@ -150,7 +150,7 @@ func analyse(f wire.Format, msgs []*wire.Message, pol *Policy) *analysis {
 	}
 	n := len(msgs)
 	v := &analysis{f: f, msgs: msgs, cls: make([]class, n), turnOf: make([]int, n), callSpan: make([]span, n), resultSpan: make([]span, n),
-		calls: make([]*call, 0, n/2+1), results: make([]*result, 0, n/2+1)}
+		calls: make([]*call, 0, n/2+1), results: make([]*result, 0, n/2+1), assistants: make([]int, 0, n/2+1)}
 	var slab analysisSlab
 	var open map[string]*call // current turn's calls by id, unmatched
 	prompts := 0

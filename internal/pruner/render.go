@@ -706,7 +706,7 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	}
 	v := r.v
 	aIdx := v.locator(v.assistants)
-	var hostBlocks [][]*wire.Block // by host message index (Anthropic)
+	var hostBlocks map[int][]*wire.Block // by host message index (Anthropic)
 	var hosts []int
 	for i, s := range r.st.Summaries {
 		hidden := false
@@ -743,7 +743,7 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 		}
 		if v.f == wire.Anthropic {
 			if hostBlocks == nil {
-				hostBlocks = make([][]*wire.Block, len(v.msgs))
+				hostBlocks = map[int][]*wire.Block{}
 			}
 			if hostBlocks[h] == nil {
 				hosts = append(hosts, h)

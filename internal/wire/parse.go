@@ -524,14 +524,13 @@ func fillResultNames(msgs []*Message, reused int) {
 		}
 		return
 	}
-	n := len(msgs) / 2 // about one call per assistant message
-	ix := callIndex{ids: make([]string, 0, n), names: make([]string, 0, n)}
+	ix := callIndex{calls: make([]*Block, 0, len(msgs)/2)} // about one call per assistant message
 	for mi, m := range msgs {
 		for _, b := range m.Blocks {
 			switch b.Kind {
 			case KindToolUse, KindServerToolUse:
 				if b.ID != "" {
-					ix.add(b.ID, b.Name)
+					ix.add(b)
 				}
 			case KindToolResult, KindWebSearchToolResult:
 				if mi >= reused && b.Name == "" && b.ID != "" {
@@ -547,27 +546,26 @@ func fillResultNames(msgs []*Message, reused int) {
 // backwards over a short window first; a map of every call (latest name per id) is built
 // only when a search has to look further back, and kept up to date from then on.
 type callIndex struct {
-	ids, names []string
-	byID       map[string]string
+	calls []*Block
+	byID  map[string]string
 }
 
 // callWindow is how many of the latest calls name searches without the map.
 const callWindow = 16
 
-func (x *callIndex) add(id, name string) {
-	x.ids = append(x.ids, id)
-	x.names = append(x.names, name)
+func (x *callIndex) add(c *Block) {
+	x.calls = append(x.calls, c)
 	if x.byID != nil {
-		x.byID[id] = name
+		x.byID[c.ID] = c.Name
 	}
 }
 
 // name returns the name of the last call added with this id ("" when there is none).
 func (x *callIndex) name(id string) string {
-	n := len(x.ids)
+	n := len(x.calls)
 	for k := n - 1; k >= 0 && k >= n-callWindow; k-- {
-		if x.ids[k] == id {
-			return x.names[k]
+		if c := x.calls[k]; c.ID == id {
+			return c.Name
 		}
 	}
 	if n <= callWindow {
@@ -575,8 +573,8 @@ func (x *callIndex) name(id string) string {
 	}
 	if x.byID == nil {
 		x.byID = make(map[string]string, n)
-		for k, id := range x.ids {
-			x.byID[id] = x.names[k]
+		for _, c := range x.calls {
+			x.byID[c.ID] = c.Name
 		}
 	}
 	return x.byID[id]

@@ -602,7 +602,7 @@ func TestCallIndexMatchesMap(t *testing.T) {
 			id := fmt.Sprintf("toolu_%d", rng.IntN(ids))
 			if rng.IntN(2) == 0 {
 				name := fmt.Sprintf("tool%d", op)
-				x.add(id, name)
+				x.add(&Block{ID: id, Name: name})
 				want[id] = name
 				continue
 			}
