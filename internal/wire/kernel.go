@@ -16,8 +16,7 @@ var (
 	// has that room past the string being decoded).
 	decodeRun = decodeRunGo
 	// scanRun validates the longest handled prefix it chooses of src and returns its
-	// length and whether it contained an escape; with plain set it stops at the first
-	// backslash.
+	// length and whether it contained an escape.
 	scanRun = scanRunGo
 )
 
@@ -97,7 +96,7 @@ func decodeRunGo(dst, src []byte) (n, m int) {
 }
 
 // scanRunGo is the portable scanRun.
-func scanRunGo(src []byte, plain bool) (n int, escaped bool) {
+func scanRunGo(src []byte) (n int, escaped bool) {
 	i := 0
 	for {
 		i = skipPlain(src, i)
@@ -106,7 +105,7 @@ func scanRunGo(src []byte, plain bool) (n int, escaped bool) {
 		}
 		switch c := src[i]; {
 		case c == '\\':
-			if plain || i+1 >= len(src) || escDecode[src[i+1]] == 0 {
+			if i+1 >= len(src) || escDecode[src[i+1]] == 0 {
 				return i, escaped
 			}
 			escaped = true

@@ -41,7 +41,7 @@ func decodeRunAVX2(dst, src []byte) (n, m int)
 // scanRunAVX2 is scanRun with AVX2, 32 bytes per step.
 //
 //go:noescape
-func scanRunAVX2(src []byte, plain bool) (n int, escaped bool)
+func scanRunAVX2(src []byte) (n int, escaped bool)
 
 // UTF-8 error classes of the vectorised validation (Keiser and Lemire, "Validating UTF-8
 // in less than one instruction per byte", 2021): a byte pair (previous byte, byte) is

@@ -75,8 +75,8 @@ GLOBL vecs<>(SB), RODATA|NOPTR, $224
 
 // REGION analyses the block Y0:Y9 with special bytes AX (not 0), quotes CX and backslashes
 // BX: it jumps to slow unless vector checks clear the region, else leaves CX = its length
-// (1..64), BX = its backslashes, R13 = its mask; plain (a register) ends it at backslashes.
-#define REGION(plain, slow) \
+// (1..64), BX = its backslashes, R13 = its mask.
+#define REGION(slow) \
 	VPMOVMSKB Y0, R12;                 \
 	VPMOVMSKB Y9, R13;                 \
 	SHLQ      $32, R13;                \
@@ -86,11 +86,6 @@ GLOBL vecs<>(SB), RODATA|NOPTR, $224
 	ORQ       R12, R13;                \
 	NOTQ      R13;                     \
 	ANDQ      AX, R13;                 \
-	TESTQ     plain, plain;            \
-	JZ        rgescapes;               \
-	ORQ       BX, CX;                  \
-	XORL      BX, BX;                  \
-rgescapes:                             \
 	LEAQ      (BX)(BX*1), R14;         \
 	TESTQ     R14, BX;                 \
 	JNZ       slow;                    \
@@ -354,8 +349,7 @@ dloop:
 	JMP     dloop
 
 dregion:
-	XORQ R14, R14
-	REGION(R14, dslow)
+	REGION(dslow)
 	TESTQ BX, BX
 	JNZ   descapes
 	ADDQ  CX, R8
@@ -445,13 +439,12 @@ dtailutf8:
 	ADDQ BX, R9
 	JMP  dtail
 
-// func scanRunAVX2(src []byte, plain bool) (n int, escaped bool)
-// R9 = plain; DI is free (nothing is written).
-TEXT ·scanRunAVX2(SB), NOSPLIT, $0-41
+// func scanRunAVX2(src []byte) (n int, escaped bool)
+// DI is free (nothing is written).
+TEXT ·scanRunAVX2(SB), NOSPLIT, $0-33
 	MOVQ    src_base+0(FP), SI
 	MOVQ    src_len+8(FP), DX
-	MOVBLZX plain+24(FP), R9
-	MOVB    $0, escaped+40(FP)
+	MOVB    $0, escaped+32(FP)
 	XORQ    R8, R8
 	SETUP
 
@@ -464,12 +457,12 @@ sloop:
 	JMP   sloop
 
 sregion:
-	REGION(R9, sslow)
+	REGION(sslow)
 	ADDQ  CX, R8
 	TESTQ BX, BX
 	JZ    safter
 	ESCOK(sslowback)
-	MOVB  $1, escaped+40(FP)
+	MOVB  $1, escaped+32(FP)
 
 safter:
 	AFTER(sdone, sloop)
@@ -486,10 +479,8 @@ snext:
 	NEXT(DI)
 	CMPL  CX, $0x5c
 	JNE   sutf8
-	TESTQ R9, R9
-	JNZ   sdone
 	ESCAPE(sdone)
-	MOVB  $1, escaped+40(FP)
+	MOVB  $1, escaped+32(FP)
 	ADDQ  $2, R8
 	CLEAR(DI, snext, sloop)
 
@@ -500,7 +491,7 @@ sutf8:
 
 sdone:
 	VZEROUPPER
-	MOVQ R8, n+32(FP)
+	MOVQ R8, n+24(FP)
 	RET
 
 stail:
@@ -511,10 +502,8 @@ stail:
 stailspecial:
 	CMPL  CX, $0x5c
 	JNE   stailutf8
-	TESTQ R9, R9
-	JNZ   sdone
 	ESCAPE(sdone)
-	MOVB  $1, escaped+40(FP)
+	MOVB  $1, escaped+32(FP)
 	ADDQ  $2, R8
 	JMP   stail
 

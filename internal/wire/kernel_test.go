@@ -26,7 +26,7 @@ var portable = flag.Bool("wire.portable", false, "use the portable string kernel
 // ones where there is no SIMD version); set by TestMain.
 var (
 	fastDecodeRun func(dst, src []byte) (int, int)
-	fastScanRun   func(src []byte, plain bool) (int, bool)
+	fastScanRun   func(src []byte) (int, bool)
 )
 
 func TestMain(m *testing.M) {
@@ -116,7 +116,7 @@ func checkKernels(t *testing.T, src []byte) {
 	type kernel struct {
 		name   string
 		decode func(dst, src []byte) (int, int)
-		scan   func(src []byte, plain bool) (int, bool)
+		scan   func(src []byte) (int, bool)
 	}
 	kernels := []kernel{{"portable", decodeRunGo, scanRunGo}, {"fast", fastDecodeRun, fastScanRun}}
 	for name, d := range moreDecodeKernels {
@@ -147,22 +147,17 @@ func checkKernels(t *testing.T, src []byte) {
 		if n == rn && m != rm {
 			t.Fatalf("%s decode %q wrote %d bytes, portable %d", k.name, src, m, rm)
 		}
-		for _, plain := range []bool{false, true} {
-			sn, esc := k.scan(src, plain)
-			wn, _ := scanRunGo(src, plain)
-			if sn > wn || (sn != wn && sn < len(src)-3) {
-				t.Fatalf("%s scan(plain=%v) %q stopped at %d, portable at %d", k.name, plain, src, sn, wn)
-			}
-			pn, pesc := scanRunGo(src[:sn], plain)
-			if pn != sn || pesc != esc {
-				t.Fatalf("%s scan(plain=%v) %q: %d %v; prefix scans portably as %d %v", k.name, plain, src, sn, esc, pn, pesc)
-			}
-			if !plain && esc != (bytes.IndexByte(src[:sn], '\\') >= 0) {
-				t.Fatalf("%s scan %q: escaped=%v", k.name, src, esc)
-			}
-			if plain && bytes.IndexByte(src[:sn], '\\') >= 0 {
-				t.Fatalf("%s plain scan %q skipped a backslash", k.name, src)
-			}
+		sn, esc := k.scan(src)
+		wn, _ := scanRunGo(src)
+		if sn > wn || (sn != wn && sn < len(src)-3) {
+			t.Fatalf("%s scan %q stopped at %d, portable at %d", k.name, src, sn, wn)
+		}
+		pn, pesc := scanRunGo(src[:sn])
+		if pn != sn || pesc != esc {
+			t.Fatalf("%s scan %q: %d %v; prefix scans portably as %d %v", k.name, src, sn, esc, pn, pesc)
+		}
+		if esc != (bytes.IndexByte(src[:sn], '\\') >= 0) {
+			t.Fatalf("%s scan %q: escaped=%v", k.name, src, esc)
 		}
 	}
 }
@@ -173,20 +168,15 @@ type stringResult struct {
 	escaped bool
 	text    string
 	err     string
-	plain   int
-	plainE  string
 }
 
-// scanAllWays runs scanString and plainRun on the literal at body[start] and decodes it as
-// Block.Text does.
+// scanAllWays runs scanString on the literal at body[start] and decodes it as Block.Text
+// does.
 func scanAllWays(body []byte, start int) stringResult {
 	var r stringResult
 	var err error
 	if r.end, r.escaped, err = scanString(body, start); err != nil {
 		r.err = err.Error()
-	}
-	if r.plain, err = plainRun(body, start); err != nil {
-		r.plainE = err.Error()
 	}
 	if r.err == "" {
 		b := &Block{}

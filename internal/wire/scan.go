@@ -90,7 +90,7 @@ func scanString(d []byte, i int) (end int, escaped bool, err error) {
 	for {
 		// Fast path: the string kernel skips plain ASCII, two-byte escapes and valid
 		// UTF-8; what it stops at is checked below.
-		n, esc := scanRun(d[i:], false)
+		n, esc := scanRun(d[i:])
 		i += n
 		escaped = escaped || esc
 		if i >= len(d) {
@@ -511,4 +511,13 @@ func validJSON(raw []byte) error {
 		return synErr(j, "unexpected data after top-level value")
 	}
 	return nil
+}
+
+// bodyString returns b as a string sharing its memory: only for bytes never written again,
+// the parsed body's (Parse's contract) and decoded strings'.
+func bodyString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
