@@ -771,13 +771,14 @@ const (
 	mfArguments
 	mfAction
 	mfEncrypted
+	mfFunction
 	mfCount
 )
 
 // fieldNames are the keys of the member fields, indexed by field.
 var fieldNames = [mfCount]string{"", "type", "text", "content", "thinking", "signature", "id", "name",
 	"input", "cache_control", "tool_use_id", "is_error", "role", "output", "summary", "call_id",
-	"arguments", "action", "encrypted_content"}
+	"arguments", "action", "encrypted_content", "function"}
 
 // fieldOf classifies the validated key literal lit (quotes included) by the string it
 // decodes to: one switch on the key's own bytes, decoding it only when it has escapes.
@@ -826,8 +827,19 @@ func fieldOf(lit []byte) int {
 		return mfAction
 	case "encrypted_content":
 		return mfEncrypted
+	case "function":
+		return mfFunction
 	}
 	return mfNone
+}
+
+// noteField validates the value at d[vs] of the member with the key at d[ks:ke] and notes
+// in val where it is, under its field: val ends up holding the last member of each field
+// (as object.lookup finds it; e == 0: none).
+func (p *parser) noteField(val *[mfCount]span, depth, ks, ke, vs int) (int, error) {
+	e, err := scanValue(p.d, vs, depth)
+	val[fieldOf(p.d[ks:ke])] = span{s: vs, e: e}
+	return e, err
 }
 
 // block parses the block object at d[i] == '{', element bi of the list at path list (the
@@ -1145,39 +1157,16 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
 	b := p.newBlock()
 	b.Kind = KindToolUse
-	// Where the values of the last "id", "type", "function" and "cache_control" members are,
-	// and of the last function object's "name" and "arguments" (e == 0: none).
-	var id, typ, fnv, cc, name, args span
+	var val, fn [mfCount]span // the entry's fields and its last function object's
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		if keyIs(d, ks, ke, "function") && d[vs] == '{' {
-			name, args = span{}, span{}
-			fn, e, err := p.objectAt(vs, depth+1, func(ks, ke, vs int) (int, error) {
-				e, err := scanValue(d, vs, depth+1)
-				switch {
-				case keyIs(d, ks, ke, "name"):
-					name = span{s: vs, e: e}
-				case keyIs(d, ks, ke, "arguments"):
-					args = span{s: vs, e: e}
-				}
-				return e, err
-			})
-			if err != nil {
-				return 0, err
-			}
-			b.fn, fnv = fn, span{s: vs, e: e}
-			return e, nil
+		if d[vs] != '{' || fieldOf(d[ks:ke]) != mfFunction {
+			return p.noteField(&val, depth, ks, ke, vs)
 		}
-		e, err := scanValue(d, vs, depth)
-		switch {
-		case keyIs(d, ks, ke, "id"):
-			id = span{s: vs, e: e}
-		case keyIs(d, ks, ke, "type"):
-			typ = span{s: vs, e: e}
-		case keyIs(d, ks, ke, "function"):
-			fnv = span{s: vs, e: e}
-		case keyIs(d, ks, ke, "cache_control"):
-			cc = span{s: vs, e: e}
-		}
+		fn = [mfCount]span{}
+		o, e, err := p.objectAt(vs, depth+1, func(ks, ke, vs int) (int, error) {
+			return p.noteField(&fn, depth+1, ks, ke, vs)
+		})
+		b.fn, val[mfFunction] = o, span{s: vs, e: e}
 		return e, err
 	})
 	if err != nil {
@@ -1193,21 +1182,21 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 		}
 		return p.text(d[v.s:v.e]), nil
 	}
-	if b.ID, err = getStr(id, path.key("id")); err != nil {
+	if b.ID, err = getStr(val[mfID], path.key("id")); err != nil {
 		return nil, 0, err
 	}
-	if b.Type, err = getStr(typ, path.key("type")); err != nil {
+	if b.Type, err = getStr(val[mfType], path.key("type")); err != nil {
 		return nil, 0, err
 	}
-	if fnv.e != 0 {
-		if d[fnv.s] != '{' {
-			return nil, 0, p.schemaErr(fnv.s, path.key("function"), "expected object, found %s", jsonType(d[fnv.s]))
+	if f := val[mfFunction]; f.e != 0 {
+		if d[f.s] != '{' {
+			return nil, 0, p.schemaErr(f.s, path.key("function"), "expected object, found %s", jsonType(d[f.s]))
 		}
-		if b.Name, err = getStr(name, path.key("function").key("name")); err != nil {
+		if b.Name, err = getStr(fn[mfName], path.key("function").key("name")); err != nil {
 			return nil, 0, err
 		}
-		if args.e != 0 {
-			if v := d[args.s:args.e]; v[0] == '"' {
+		if a := fn[mfArguments]; a.e != 0 {
+			if v := d[a.s:a.e]; v[0] == '"' {
 				s := p.text(v)
 				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
 			} else {
@@ -1215,7 +1204,7 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 			}
 		}
 	}
-	if cc.e != 0 {
+	if cc := val[mfCacheControl]; cc.e != 0 {
 		b.CacheControl = d[cc.s:cc.e]
 	}
 	return b, end, nil
@@ -1223,28 +1212,20 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 	d := p.d
-	var name, fn, cc span // the values of the last "name", "function" and "cache_control"
+	var val [mfCount]span
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		e, err := scanValue(d, vs, depth)
-		switch {
-		case keyIs(d, ks, ke, "name"):
-			name = span{s: vs, e: e}
-		case keyIs(d, ks, ke, "function"):
-			fn = span{s: vs, e: e}
-		case keyIs(d, ks, ke, "cache_control"):
-			cc = span{s: vs, e: e}
-		}
-		return e, err
+		return p.noteField(&val, depth, ks, ke, vs)
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	t := &Tool{f: p.f, raw: obj.raw}
 	p.keep(int(unsafe.Sizeof(*t)))
-	if cc.e != 0 {
+	if cc := val[mfCacheControl]; cc.e != 0 {
 		t.CacheControl = d[cc.s:cc.e]
 	}
 	// The name is "name", or for OpenAI "function.name".
+	name, fn := val[mfName], val[mfFunction]
 	switch {
 	case name.e != 0:
 		if d[name.s] != '"' {

@@ -270,12 +270,9 @@ func (p *parser) itemValue(it *item, f int) ([]byte, int) {
 // responsesItem parses the item object at d[i] == '{': a model-produced item is returned as
 // a block of an assistant message, any other as its own message.
 func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int, error) {
-	d := p.d
 	it := &item{}
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		e, err := scanValue(d, vs, depth)
-		it.val[fieldOf(d[ks:ke])] = span{s: vs, e: e}
-		return e, err
+		return p.noteField(&it.val, depth, ks, ke, vs)
 	})
 	if err != nil {
 		return nil, nil, 0, err
