@@ -523,6 +523,7 @@ func (r *renderer) applyChains(ranges []acceptedRange, dropped map[string]bool) 
 	}
 	v := r.v
 	suppressed := dropped
+	recorded, actual := map[string]bool{}, map[string]bool{} // the dropped call ids, per range
 	for _, a := range ranges {
 		c := a.c
 		prot := make(map[string]bool, len(c.ProtectedIDs))
@@ -536,11 +537,11 @@ func (r *renderer) applyChains(ranges []acceptedRange, dropped map[string]bool) 
 				protKey[k] = true
 			}
 		}
-		recorded := make(map[string]bool, len(c.DroppedIDs))
+		clear(recorded)
+		clear(actual)
 		for _, id := range c.DroppedIDs {
 			recorded[id] = true
 		}
-		actual := make(map[string]bool, len(c.DroppedIDs))
 		var protected strings.Builder
 		var cc []byte
 		for i := a.s + 1; i < a.e; i++ {
