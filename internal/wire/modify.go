@@ -99,21 +99,49 @@ func (m *Message) withBlocks(b []*Block) *Message {
 	case Responses:
 		return m.responsesWithBlocks(nm, b)
 	}
-	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentArr, b)
+	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentRaw(), m.contentArr, b)
 	return nm
 }
 
-// withContent returns o with member key set to the blocks b as a content value: a lone
-// string-form text block as its string (isString), else a list reusing arr's separators.
-func (o *object) withContent(key string, arr *array, b []*Block) (obj *object, isString bool) {
+// contentRaw returns the raw value of the message's content member as parsed (its list,
+// or the string of string content), nil when unknown.
+func (m *Message) contentRaw() []byte {
+	switch {
+	case m.contentArr != nil:
+		return m.contentArr.raw
+	case !m.StringContent || len(m.Blocks) != 1:
+		return nil
+	case m.Blocks[0].Kind == KindToolResult:
+		return m.Blocks[0].contentRaw()
+	}
+	return m.Blocks[0].str
+}
+
+// contentRaw returns the raw value of a tool result's content as parsed, nil when unknown.
+func (b *Block) contentRaw() []byte {
+	switch {
+	case b.contentArr != nil:
+		return b.contentArr.raw
+	case b.ContentString && len(b.Content) == 1:
+		return b.Content[0].str
+	}
+	return nil
+}
+
+// withContent returns o with member key, whose value is cur when known (see withValueAt),
+// set to the blocks b as a content value: a lone string-form text block as its string
+// (isString), else a list reusing arr's separators.
+func (o *object) withContent(key string, cur []byte, arr *array, b []*Block) (obj *object, isString bool) {
 	if len(b) == 1 && b[0].obj == nil && b[0].str != nil && b[0].str[0] == '"' {
-		return o.with(key, b[0].str), true
+		lit := b[0].str
+		obj, _ = o.withValueAt(key, cur, len(lit), func(dst []byte) []byte { return append(dst, lit...) })
+		return obj, true
 	}
 	n := 2
 	for _, x := range b {
 		n += len(x.Raw()) + 24
 	}
-	obj, _ = o.withValue(key, n, func(dst []byte) []byte {
+	obj, _ = o.withValueAt(key, cur, n, func(dst []byte) []byte {
 		e := encoder{buf: dst}
 		encodeList(&e, arr, len(b), '[', ']', func(i int) { b[i].encodeElem(&e) })
 		return e.buf
@@ -136,7 +164,7 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 	obj := m.obj
 	switch {
 	case len(parts) > 0:
-		obj, nm.StringContent = obj.withContent("content", m.contentArr, parts)
+		obj, nm.StringContent = obj.withContent("content", m.contentRaw(), m.contentArr, parts)
 	case len(calls) > 0:
 		obj = obj.with("content", []byte("null"))
 	case m.hasContent:
@@ -148,7 +176,11 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 		for _, c := range calls {
 			n += len(c.Raw()) + 1
 		}
-		obj, _ = obj.withValue("tool_calls", n, func(dst []byte) []byte {
+		var cur []byte
+		if m.callsArr != nil {
+			cur = m.callsArr.raw
+		}
+		obj, _ = obj.withValueAt("tool_calls", cur, n, func(dst []byte) []byte {
 			e := encoder{buf: dst}
 			encodeList(&e, m.callsArr, len(calls), '[', ']', func(i int) { e.raw(calls[i].Raw()) })
 			return e.buf
@@ -167,7 +199,7 @@ func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey str
 	if r.obj != nil && r.obj.has(whole) {
 		nm.obj = r.obj
 	} else {
-		nm.obj, _ = m.obj.withContent(contentKey, r.contentArr, r.Content)
+		nm.obj, _ = m.obj.withContent(contentKey, m.contentRaw(), r.contentArr, r.Content)
 		if r.ID != "" {
 			nm.obj = nm.obj.with(idKey, quote(r.ID))
 		}
@@ -218,7 +250,7 @@ func (b *Block) withResultText(text string) *Block {
 		key = "output"
 	}
 	var replaced bool
-	obj, v := b.obj.withValue(key, quotedCap(len(text)), func(dst []byte) []byte {
+	obj, v := b.obj.withValueAt(key, b.contentRaw(), quotedCap(len(text)), func(dst []byte) []byte {
 		dst, replaced = appendQuotedCheck(dst, text)
 		return dst
 	})

@@ -70,7 +70,7 @@ func (m *Message) responsesWithBlocks(nm *Message, b []*Block) *Message {
 		nm.obj, nm.itemsArr = itemRun(m.itemsArr, b)
 		return nm
 	}
-	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentArr, b)
+	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentRaw(), m.contentArr, b)
 	return nm
 }
 

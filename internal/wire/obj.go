@@ -120,21 +120,43 @@ func (o *object) withValue(name string, n int, val func(dst []byte) []byte) (*ob
 	return c, ms[i]
 }
 
+// withValueAt is withValue for the member named name whose value the caller knows: cur,
+// when it is a subslice of o.raw right after a colon (a content value as the parse keeps
+// it), is replaced without walking o. The member returned then has its value offsets only.
+func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte) []byte) (*object, member) {
+	lo, hi, ok := bodySpan(o.raw, cur)
+	j := lo - 1
+	for ok && j > 0 && isWS(o.raw[j]) {
+		j--
+	}
+	if !ok || j <= 0 || o.raw[j] != ':' {
+		return o.withValue(name, n, val)
+	}
+	return o.replace(member{v: lo, e: hi}, n, val)
+}
+
+// replace returns a copy of o with the value of member m replaced by what val appends (at
+// most n bytes), and m in the copy.
+func (o *object) replace(m member, n int, val func(dst []byte) []byte) (*object, member) {
+	out := make([]byte, 0, len(o.raw)-(m.e-m.v)+n)
+	out = val(append(out, o.raw[:m.v]...))
+	end := m.e
+	m.e = len(out)
+	return &object{raw: append(out, o.raw[end:]...)}, m
+}
+
 // put is withValue for the object with members ms, which it changes into the copy's
 // members (appending one when name is new): it returns the copy, its members and the index
 // of the member set.
 func (o *object) put(ms []member, name string, n int, val func(dst []byte) []byte) (*object, []member, int) {
 	if i := o.lastNamed(ms, name); i >= 0 {
-		m := ms[i]
-		out := make([]byte, 0, len(o.raw)-(m.e-m.v)+n)
-		out = val(append(out, o.raw[:m.v]...))
-		delta := len(out) - m.e
-		out = append(out, o.raw[m.e:]...)
-		ms[i].e += delta
+		c, m := o.replace(ms[i], n, val)
+		delta := m.e - ms[i].e
+		ms[i] = m
 		for j := i + 1; j < len(ms); j++ {
 			ms[j].k, ms[j].ke, ms[j].v, ms[j].e = ms[j].k+delta, ms[j].ke+delta, ms[j].v+delta, ms[j].e+delta
 		}
-		return &object{raw: out}, ms, i
+		return c, ms, i
 	}
 	// Append before the closing brace.
 	var pos int

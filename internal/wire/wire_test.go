@@ -844,3 +844,26 @@ func TestEachMember(t *testing.T) {
 		t.Errorf("item: %s", got)
 	}
 }
+
+// TestModifyDuplicateContent: a modification rewrites the last "content" member of a block
+// and of a message, as lookups find it, in every format, the earlier ones kept as sent.
+func TestModifyDuplicateContent(t *testing.T) {
+	for _, tc := range []struct {
+		f        Format
+		in, want string
+	}{
+		{Anthropic, `{"messages":[{"role":"user","content":"x", "content" : [{"type":"tool_result","tool_use_id":"t","content":"a","content":[{"type":"text","text":"b"}]}]}]}`,
+			`{"messages":[{"role":"user","content":"x", "content" : [{"type":"tool_result","tool_use_id":"t","content":"a","content":"S"}]}]}`},
+		{OpenAI, `{"messages":[{"role":"tool","content":[{"type":"text","text":"a"}],"tool_call_id":"t","content":"b"}]}`,
+			`{"messages":[{"role":"tool","content":[{"type":"text","text":"a"}],"tool_call_id":"t","content":"S"}]}`},
+		{Responses, `{"input":[{"type":"function_call_output","output":"a","call_id":"t","output":"b"}]}`,
+			`{"input":[{"type":"function_call_output","output":"a","call_id":"t","output":"S"}]}`},
+	} {
+		r := mustParse(t, tc.f, tc.in)
+		m := r.Messages[0]
+		nb := m.Blocks[0].WithResultText("S")
+		if got := string(r.WithMessages([]*Message{m.WithBlocks([]*Block{nb})}).Bytes()); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.f, got, tc.want)
+		}
+	}
+}
