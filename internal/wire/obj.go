@@ -17,6 +17,9 @@ type object struct {
 // walk calls fn with each member in order.
 func (o *object) walk(fn func(m member)) {
 	d := o.raw
+	if len(d) == 0 {
+		return // a Responses run of no items
+	}
 	i, err := objectOpen(d, 0, 0)
 	for err == nil && d[i-1] != '}' {
 		var ks, ke, vs, ve int
