@@ -131,7 +131,7 @@ func take[T any](p *parser, s *slab[T], n int) *T {
 // chunk is the size of the next slab chunk after the taken values, for n values first
 // (docs/design/wire.md, "Parse memory"). A full parse's first chunk holds no more values
 // than a body that small could hold; the next ones what the rest of the body holds if it is
-// as dense as the part parsed (at most four times what it had). A reusing parse's chunks
+// as dense as the part parsed, but no more than was taken so far. A reusing parse's chunks
 // start at n/16 and double every eight chunks.
 func (p *parser) chunk(n, taken int) int {
 	if p.prev == nil {
@@ -140,7 +140,7 @@ func (p *parser) chunk(n, taken int) int {
 			return max(8, min(n, len(p.d)/8))
 		}
 		want := taken * rest / p.at
-		return max(8, min(want+want/16+8, 4*taken, rest/8))
+		return max(8, min(want+want/16+8, taken, rest/8))
 	}
 	p.chunks++
 	return max(4, n>>4<<min(p.chunks/8, 4))
