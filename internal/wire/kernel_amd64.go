@@ -108,15 +108,3 @@ var (
 	escLow  = lanes([16]byte{2: 1 | 4 | 8, 4: 8, 6: 4, 0xC: 2, 0xE: 4, 0xF: 1})
 	escHigh = lanes([16]byte{2: 1, 5: 2, 6: 4, 7: 8})
 )
-
-// utf8Check is the vectorised validation for one byte position, as the kernels compute
-// it in every lane: the error class bits for byte cur after prev1, prev2, prev3 (0 when
-// valid so far).
-func utf8Check(prev3, prev2, prev1, cur byte) byte {
-	special := utf8Prev1High[prev1>>4] & utf8Prev1Low[prev1&15] & utf8CurHigh[cur>>4]
-	var must byte
-	if prev2 >= 0xE0 || prev3 >= 0xF0 {
-		must = 0x80
-	}
-	return special ^ must
-}

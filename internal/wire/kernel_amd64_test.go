@@ -76,3 +76,15 @@ func TestVBMI2Kernel(t *testing.T) {
 		t.Fatalf("VBMI2 kernel stopped at %d (wrote %d), portable at %d (%d)", n, m, rn, rm)
 	}
 }
+
+// utf8Check is the vectorised validation for one byte position, as the kernels compute
+// it in every lane: the error class bits for byte cur after prev1, prev2, prev3 (0 when
+// valid so far).
+func utf8Check(prev3, prev2, prev1, cur byte) byte {
+	special := utf8Prev1High[prev1>>4] & utf8Prev1Low[prev1&15] & utf8CurHigh[cur>>4]
+	var must byte
+	if prev2 >= 0xE0 || prev3 >= 0xF0 {
+		must = 0x80
+	}
+	return special ^ must
+}

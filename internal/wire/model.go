@@ -490,12 +490,3 @@ func (b *Block) encodeElem(e *encoder) {
 	e.raw(b.str)
 	e.byte('}')
 }
-
-// textObject returns the block object form of a string-form text block.
-func textObject(lit []byte) *object {
-	raw := make([]byte, 0, len(lit)+24)
-	raw = append(raw, `{"type":"text","text":`...)
-	raw = append(raw, lit...)
-	raw = append(raw, '}')
-	return &object{raw: raw}
-}

@@ -223,7 +223,8 @@ func (b *Block) objectForm() *object {
 	if b.obj != nil {
 		return b.obj
 	}
-	return textObject(b.str)
+	raw := append(make([]byte, 0, len(b.str)+24), `{"type":"text","text":`...)
+	return &object{raw: append(append(raw, b.str...), '}')}
 }
 
 // WithResultText returns a copy of a tool result block whose content is the string text;

@@ -112,20 +112,13 @@ func (o *object) with(name string, val []byte) *object {
 
 // withAt is with, also returning the member set in the copy.
 func (o *object) withAt(name string, val []byte) (*object, member) {
-	return o.withValue(name, len(val), func(dst []byte) []byte { return append(dst, val...) })
+	return o.withValueAt(name, nil, len(val), func(dst []byte) []byte { return append(dst, val...) })
 }
 
-// withValue is withAt for the value that val appends to dst, of at most n bytes (an
-// estimate only sizes the copy).
-func (o *object) withValue(name string, n int, val func(dst []byte) []byte) (*object, member) {
-	var buf [8]member
-	c, ms, i := o.put(o.members(buf[:0]), name, n, val)
-	return c, ms[i]
-}
-
-// withValueAt is withValue for the member named name whose value the caller knows: cur,
-// when it is a subslice of o.raw right after a colon (a content value as the parse keeps
-// it), is replaced without walking o. The member returned then has its value offsets only.
+// withValueAt is withAt for the value that val appends to dst, of at most n bytes (an
+// estimate only sizes the copy). When the caller knows the member's current value cur (a
+// content value as the parse keeps it: a subslice of o.raw right after a colon), it is
+// replaced without walking o, and the member returned has its value offsets only.
 func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte) []byte) (*object, member) {
 	lo, hi, ok := bodySpan(o.raw, cur)
 	j := lo - 1
@@ -133,7 +126,9 @@ func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte
 		j--
 	}
 	if !ok || j <= 0 || o.raw[j] != ':' {
-		return o.withValue(name, n, val)
+		var buf [8]member
+		c, ms, i := o.put(o.members(buf[:0]), name, n, val)
+		return c, ms[i]
 	}
 	return o.replace(member{v: lo, e: hi}, n, val)
 }
@@ -148,7 +143,7 @@ func (o *object) replace(m member, n int, val func(dst []byte) []byte) (*object,
 	return &object{raw: append(out, o.raw[end:]...)}, m
 }
 
-// put is withValue for the object with members ms, which it changes into the copy's
+// put is withValueAt for the object with members ms, which it changes into the copy's
 // members (appending one when name is new): it returns the copy, its members and the index
 // of the member set.
 func (o *object) put(ms []member, name string, n int, val func(dst []byte) []byte) (*object, []member, int) {
