@@ -74,10 +74,7 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 	}
 	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
 	waitFlight := func() { // the flush the last request started has ended
-		if v, ok := r.px.flights.Load("sess-busy"); ok {
-			<-v.(*flight).done
-		}
-		r.settle()
+		r.settleFlush("sess-busy")
 	}
 	next := func(text string) {
 		msgs = userTurn(t, r, c, msgs, text)
@@ -140,10 +137,7 @@ func TestManualFlushNotResubmittedOnOtherReplicas(t *testing.T) {
 		t.Fatalf("replica B submitted %v manual flushes while A's ran; want 0", n)
 	}
 	release()
-	if v, ok := a.px.flights.Load(sid); ok {
-		<-v.(*flight).done
-	}
-	a.settle()
+	a.settleFlush(sid)
 	msgs = userTurn(t, b, cb, msgs, "four")
 	userTurn(t, a, ca, msgs, "five")
 	a.settle()
@@ -224,10 +218,7 @@ func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
 		t.Fatalf("%v manual flushes submitted while the first ran; want 1", n)
 	}
 	release()
-	if v, ok := r.px.flights.Load("sess-running"); ok {
-		<-v.(*flight).done
-	}
-	r.settle()
+	r.settleFlush("sess-running")
 	next("four")
 	r.settle()
 	snap, _ := r.st.Load(context.Background(), "sess-running")
@@ -289,10 +280,7 @@ func TestDeadManualFlushJobIsServed(t *testing.T) {
 	if err := rdb.Set(ctx, q.StatusKey("sess-dead", jobs[0].Hash), dead, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := r.px.flights.Load("sess-dead"); ok {
-		<-v.(*flight).done
-	}
-	r.settle()
+	r.settleFlush("sess-dead")
 	snap, _ := st.Load(ctx, "sess-dead")
 	if snap.Stats[statFlushServed] != 1 {
 		t.Fatalf("a dead-lettered manual flush was not counted as served: %v", snap.Stats)
@@ -388,10 +376,7 @@ func TestConcurrentRequestsSubmitOneManualFlush(t *testing.T) {
 	// Right after it ended: a request still carrying the snapshot from before the served
 	// count was written, and the client's next request.
 	release()
-	if v, ok := r.px.flights.Load(sid); ok {
-		<-v.(*flight).done
-	}
-	r.settle()
+	r.settleFlush(sid)
 	if trig, _ := r.px.dueTrigger(staleTurn(t, r, sid, msgs, stale)); trig == "manual" {
 		t.Fatal("a request with a snapshot from before the flush was served fires it again")
 	}

@@ -218,7 +218,7 @@ func idleReturnBody(t *testing.T, idleWait time.Duration) string {
 	clock.Advance(10 * time.Second)
 	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_i1", bigOutput("build", 60), false)))
 	m = cachedTurn(t, c, msgs) // final answer: the agent-message flush is weighed and deferred
-	r.settle()
+	r.settleFlush("sess-idle")
 	clock.Advance(7 * time.Minute) // past the 5-minute prompt cache lifetime
 	msgs = append(msgs, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("And the linter?")))
 	cachedTurn(t, c, msgs)

@@ -48,6 +48,14 @@ func (r *rig) settle() {
 	r.px.bg.Wait()
 }
 
+// settleFlush settles r and waits until the session's last flush has ended and the work its
+// end started has finished.
+func (r *rig) settleFlush(sid string) {
+	r.handlers.Wait()
+	settleFlush(r.px, sid)
+	r.px.bg.Wait()
+}
+
 func testPolicy() pruner.Policy {
 	p := pruner.DefaultPolicy()
 	p.MinBatchChars = 100
