@@ -119,6 +119,29 @@ func BenchmarkRenderWorkload(b *testing.B) {
 	}
 }
 
+// BenchmarkRenderSegments is the proxy's cold path on the reference workload: parse, render
+// and serialize as the Segments the proxy forwards (unchanged bytes referenced, not copied).
+func BenchmarkRenderSegments(b *testing.B) {
+	for _, f := range formats {
+		b.Run(f.String(), func(b *testing.B) {
+			body, st, pol := workload(b, f)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var out int
+			ct := startCPU(b)
+			for i := 0; i < b.N; i++ {
+				req, err := wire.Parse(f, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out = RenderRequest(req, st, pol).Request.Segments().Len()
+			}
+			ct.stop()
+			b.ReportMetric(float64(out), "out-bytes")
+		})
+	}
+}
+
 // BenchmarkRenderCodex is parse + render + serialize of the corpus Codex sessions joined into
 // one transcript: the Responses request Codex sends at its end (about 1 MB) and the same
 // transcript as a Chat Completions request (the importer's OpenAI form, without the reasoning
