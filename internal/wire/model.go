@@ -1,22 +1,7 @@
-// Package wire is the provider wire model: it parses Anthropic Messages, OpenAI Chat
-// Completions and OpenAI Responses request bodies into one transcript model (ordered
-// messages of typed content blocks, system prompt, tools) while keeping the raw bytes of
-// every message, block and top-level member.
-//
-// Serialization is byte-faithful: an unmodified request serializes to its input slice
-// itself, and in a modified request every untouched message, block and top-level member
-// keeps its exact bytes and order. Modified objects keep their other members byte-for-byte;
-// only the changed member's value is re-encoded. Arrays that are re-emitted reuse the
-// original separators and whitespace by position.
-//
-// Parsed values are immutable: change them with the copy-on-write With… methods, which
-// return new values and leave the receiver untouched, so values can be shared between
-// requests and goroutines. Blocks and messages keep internal caches of derived values
-// (IdentitySum, ShapeSum, a text decoded on first use, the last WithResultText / WithBlocks result),
-// safe for concurrent use, which never change what a value holds or serializes to. Assigning to a Block's or Message's
-// fields does not change its bytes. The exported fields of Request (Model, Stream, System, Tools, Messages, including
-// their elements) may be reassigned on a request the caller owns; serialization compares
-// them with what was parsed.
+// Package wire parses Anthropic Messages, OpenAI Chat Completions and OpenAI Responses request
+// bodies into one transcript model and serializes it byte-faithfully: untouched messages, blocks and
+// members keep their bytes. Parsed values are immutable and safe to share; change them with the
+// With… methods (docs/design/wire.md, "The model").
 package wire
 
 import (
@@ -110,13 +95,8 @@ type Message struct {
 	shapeSum uint64
 
 	Role Role
-	// Blocks is the content. OpenAI assistant: text parts then one KindToolUse block per
-	// tool_calls entry; OpenAI tool message: exactly one KindToolResult block (ID =
-	// tool_call_id) whose raw bytes are the whole message object. Responses: an assistant
-	// message is a run of model-produced input items, one block per item (its raw bytes
-	// are the items with the separators between them); a tool output item is a tool
-	// message with one KindToolResult block (ID = call_id); any other item that is not a
-	// message is a message without role holding one KindUnknown block.
+	// Blocks is the content, one block per content block, part, tool call or Responses item
+	// (docs/design/wire.md, "The model", says how each format maps).
 	Blocks []*Block
 	// StringContent is true when content was a JSON string (then Blocks holds one KindText
 	// block, or for an OpenAI tool message the result block has ContentString).
@@ -305,12 +285,8 @@ func (b *Block) Format() Format { return b.f }
 // message content or string tool_result content) rather than a block object.
 func (b *Block) IsStringForm() bool { return b.obj == nil }
 
-// IdentitySum returns the 64-bit xxhash of the bytes that identify the block as a tool
-// result or tool call: ResultText for a KindToolResult block, Input for any other. It is
-// computed once per block and cached, so a result the agent resends on every request (and
-// ParseReusing shares between them) is hashed once, not once per request. It equals
-// xxhash.Sum64String(b.ResultText()) or xxhash.Sum64(b.Input). It is a fingerprint for
-// memo keys, not a cryptographic hash.
+// IdentitySum returns xxhash.Sum64String(b.ResultText()) for a tool result, else
+// xxhash.Sum64(b.Input), computed once per block and cached (a memo key, not a cryptographic hash).
 func (b *Block) IdentitySum() uint64 {
 	if sum := atomic.LoadUint64(&b.idSum); sum != 0 {
 		return sum
@@ -327,11 +303,8 @@ func (b *Block) IdentitySum() uint64 {
 	return sum
 }
 
-// PairMemo returns the value SetPairMemo last remembered on b for the pair (b, with). The
-// identity package keeps a tool result's occurrence key here, with its tool call as with, so
-// a result that ParseReusing shares between requests gets its key without recomputing it.
-// Parsed blocks never change, so a value derived from the two blocks' content stays valid; a
-// modified copy (WithResultText, WithCacheControl, ...) starts without one.
+// PairMemo returns the value SetPairMemo last remembered on b for the pair (b, with); a modified
+// copy of b starts without one.
 func (b *Block) PairMemo(with *Block) (string, bool) {
 	if m := (*pairMemo)(atomic.LoadPointer(&b.pairMemo)); m != nil && m.with == with {
 		return m.val, true
@@ -345,10 +318,8 @@ func (b *Block) SetPairMemo(with *Block, val string) {
 	atomic.StorePointer(&b.pairMemo, unsafe.Pointer(&pairMemo{with: with, val: val}))
 }
 
-// HashMemo returns the value SetHashMemo remembered on m. The identity package keeps a
-// message's content hash (identity.MessageHash) here, so a message that ParseReusing shares
-// between requests is hashed once. Parsed messages never change, so a value derived from
-// their content stays valid; a modified copy starts without one.
+// HashMemo returns the value SetHashMemo remembered on m (identity.MessageHash's); a modified copy
+// starts without one.
 func (m *Message) HashMemo() (string, bool) {
 	if p := (*string)(atomic.LoadPointer(&m.hashMemo)); p != nil {
 		return *p, true
@@ -356,20 +327,14 @@ func (m *Message) HashMemo() (string, bool) {
 	return "", false
 }
 
-// SetHashMemo remembers val on m in place of any earlier value. Only identity.MessageHash
-// sets it, with the message's hash (HashMemo's readers trust it); callers racing on a shared
-// message must store the same value.
+// SetHashMemo remembers val on m in place of any earlier value; only identity.MessageHash sets it,
+// and racing callers must store the same value.
 func (m *Message) SetHashMemo(val string) {
 	atomic.StorePointer(&m.hashMemo, unsafe.Pointer(&val))
 }
 
-// ShapeSum is a structural fingerprint of the message computed from decoded fields only:
-// the role, and per block its kind, type, id, name, error flag, content shape, and the
-// length plus the first and last 32 bytes of its text and thinking signature (64-bit FNV-1a
-// over those, never 0). It costs O(blocks), not O(bytes), and is computed once per message:
-// a message ParseReusing shares between requests keeps it. The pruner's view resolution
-// compares it before hashing a message's bytes; its values are stored in session states, so
-// the definition must not change.
+// ShapeSum is a structural fingerprint of the message from its decoded fields, O(blocks) and
+// cached. Session states store it (docs/state.md): its definition must not change.
 func (m *Message) ShapeSum() uint64 {
 	if h := atomic.LoadUint64(&m.shapeSum); h != 0 {
 		return h

@@ -70,15 +70,9 @@ func NewTool(f Format, raw []byte) (*Tool, error) {
 	return t, err
 }
 
-// WithBlocks returns a copy of the message with new content; every other member keeps its
-// bytes. A single string-form text block is written as string content; other blocks are
-// written as an array reusing the original separators. For OpenAI, KindToolUse blocks go to
-// "tool_calls" (removed when there are none) and the rest to "content"; for an OpenAI tool
-// message the single KindToolResult block supplies content and tool_call_id.
-//
-// The last result is remembered on m: a render that gives m the same blocks again (the same
-// pointers, as when the same summaries and stubs are placed on every request between two
-// flushes) gets the same message back without re-encoding it.
+// WithBlocks returns a copy of the message with content b, every other member keeping its bytes
+// (docs/design/wire.md, "The model", says where each block goes). The last result is remembered:
+// the same blocks again (same pointers) return the same message without re-encoding.
 func (m *Message) WithBlocks(b []*Block) *Message {
 	if p := (*blocksMemo)(atomic.LoadPointer(&m.blocksMemo)); p != nil && slices.Equal(p.in, b) {
 		return p.out
@@ -227,12 +221,9 @@ func (b *Block) objectForm() *object {
 	return &object{raw: append(append(raw, b.str...), '}')}
 }
 
-// WithResultText returns a copy of a tool result block whose content is the string text;
-// every other member (tool_use_id, is_error, cache_control, unknown keys) keeps its bytes
-// and position. For blocks that are not KindToolResult it returns b itself.
-//
-// The last result is remembered on b, so stubbing the same result with the same text on every
-// request re-encodes it once.
+// WithResultText returns a copy of a tool result block whose content is the string text, every
+// other member keeping its bytes and position (b itself for other blocks). The last result is
+// remembered, so the same stub on every request is encoded once.
 func (b *Block) WithResultText(text string) *Block {
 	if b.Kind != KindToolResult || b.obj == nil {
 		return b
@@ -262,12 +253,9 @@ func (b *Block) withResultText(text string) *Block {
 	return nb
 }
 
-// WithInput returns a copy of a tool call with new input: for Anthropic input must be a
-// JSON value and replaces "input"; for OpenAI input is the arguments text and is written
-// as the JSON string "function.arguments"; for Responses it is written as the string
-// "arguments" of a function_call or "input" of a custom_tool_call (other items have no
-// rewritable input). It returns b itself for blocks that are not tool calls or when input
-// is unusable; SetInput reports that error.
+// WithInput returns a copy of a tool call with new input (Anthropic "input" as JSON; OpenAI and
+// Responses the arguments or custom input text, written as a string), or b itself for other
+// blocks or an unusable input (SetInput reports that error).
 func (b *Block) WithInput(input []byte) *Block {
 	nb, err := b.SetInput(input)
 	if err != nil {

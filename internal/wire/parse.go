@@ -13,23 +13,16 @@ import (
 	"unsafe"
 )
 
-// Parse parses a request body of format f. Malformed input yields an error matching
-// ErrInvalid: *SyntaxError (with the byte offset) for bytes that are not JSON, *SchemaError
-// for JSON of the wrong shape. Parse never panics and never modifies body; the returned
-// request refers to body, which the caller must not modify afterwards: raw bytes are
-// subslices of body, and decoded strings without escapes (most ids, names and types, and
-// many texts) share body's memory instead of being copied.
-//
-// For the next request of the same conversation use ParseReusing, which shares the
-// previous request's unchanged leading messages instead of parsing them again.
+// Parse parses a request body of format f; malformed input yields an error matching ErrInvalid
+// (*SyntaxError with the offset, or *SchemaError). It never panics or modifies body, and the
+// request refers to body (docs/design/wire.md, "Memory"): the caller must not modify it afterwards.
 func Parse(f Format, body []byte) (*Request, error) {
 	return parse(f, body, nil)
 }
 
-// ParseReusing is Parse for the next request of a conversation whose previous request prev
-// (may be nil; ignored when of another format) was parsed: leading messages, tools and the
-// system value with prev's bytes are shared, not parsed; the result equals Parse's, and the
-// earlier bodies must stay unmodified too (docs/design/wire.md, "Reusing parses").
+// ParseReusing is Parse for the next request of a conversation parsed as prev (nil or another
+// format: none): prev's unchanged leading messages, tools and system are shared, not parsed; the
+// result equals Parse's (docs/design/wire.md, "Reusing parses").
 func ParseReusing(f Format, body []byte, prev *Request) (*Request, error) {
 	if prev != nil && prev.Format != f {
 		prev = nil
@@ -128,11 +121,8 @@ func take[T any](p *parser, s *slab[T], n int) *T {
 	return v
 }
 
-// chunk is the size of the next slab chunk after the taken values, for n values first
-// (docs/design/wire.md, "Parse memory"). A full parse's first chunk holds no more values
-// than a body that small could hold; the next ones what the rest of the body holds if it is
-// as dense as the part parsed, but no more than was taken so far. A reusing parse's chunks
-// start at n/16 and double every eight chunks.
+// chunk is the size of the next slab chunk after taken values, n values for the first chunk
+// (docs/design/wire.md, "Parse memory").
 func (p *parser) chunk(n, taken int) int {
 	if p.prev == nil {
 		rest := len(p.d) - p.at
@@ -278,10 +268,8 @@ func keyIs(d []byte, ks, ke int, name string) bool {
 	return keyMatch(d[ks:ke], name)
 }
 
-// keyMatch reports whether the validated string literal lit decodes to name. A literal
-// no longer than name decodes to it only if it is it: escapes make the decoded text
-// shorter than its literal. A longer one needs an escape, and its first byte must
-// match unless it starts one.
+// keyMatch reports whether the validated string literal lit decodes to name (without
+// decoding it unless it holds an escape).
 func keyMatch(lit []byte, name string) bool {
 	body := lit[1 : len(lit)-1]
 	if len(body) <= len(name) {
@@ -541,10 +529,8 @@ func fillResultNames(msgs []*Message, reused int) {
 	}
 }
 
-// callIndex finds the name of the last tool call added with a given id. A result's call
-// is nearly always among the last few calls, so the calls are kept in order and searched
-// backwards over a short window first; a map of every call (latest name per id) is built
-// only when a search has to look further back, and kept up to date from then on.
+// callIndex finds the name of the last tool call added with a given id: a backward search of
+// the latest calls, then a map of every call built when a search had to look further back.
 type callIndex struct {
 	calls []*Block
 	byID  map[string]string
