@@ -12,10 +12,8 @@ import (
 // starts over.
 const summaryMemoMaxBytes = 16 << 20
 
-// summaryMemo maps a summary's or an observation stub's text (and format and form) to its text
-// block. A committed summary is shown on every request until the next flush, and JSON-quoting
-// its text anew each time was a tenth of a steady render; blocks are immutable, so requests and
-// goroutines share them.
+// summaryMemo maps a summary's or observation stub's text, format and form to its immutable
+// text block, shared across requests and goroutines (docs/design/engine.md).
 var summaryMemo = struct {
 	mu    sync.Mutex
 	m     map[summaryMemoKey]*wire.Block
@@ -69,11 +67,8 @@ type shownSummary struct {
 	m    *wire.Message
 }
 
-// shownIn returns how the summary is shown in format f (b for Anthropic, m for OpenAI and
-// Responses), remembered on the summary with the text it was made of, so a copy of the
-// summary with another text makes its own: a steady render shows the same summaries on every request,
-// and looking their text up in the process-wide memo hashed every summary's text each time
-// (quoting it anew for OpenAI).
+// shownIn returns how the summary is shown in format f, cached on the summary together with
+// the text it was made from, so a copy with another text builds its own.
 func (s *Summary) shownIn(f wire.Format) *shownSummary {
 	if p := (*shownSummary)(atomic.LoadPointer(&s.shown)); p != nil && p.f == f && p.text == s.Text {
 		return p

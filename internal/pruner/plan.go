@@ -208,10 +208,9 @@ func PlanFlush(req *wire.Request, st *State, pol Policy, now time.Time) (*Plan, 
 	return p, nil
 }
 
-// decide makes the render decisions that change already-sent messages, so that they change
-// only with the state (prompt cache): errored calls whose arguments are purged (at least
-// CooldownTurns assistant turns old, argument JSON of at least MinArgChars UTF-16 units) and
-// recovery results whose grace has ended (indexed already, or captured by this plan: taken).
+// decide makes the render decisions that change already-sent messages, so they change only
+// with the state: errored calls to purge and recovery results whose grace has ended
+// (indexed already, or taken by this plan). See docs/engine.md, "Decided at flush time".
 func (p *Plan) decide(v *analysis, taken map[string]bool) {
 	st, pol := p.st, &p.pol
 	if pp := pol.PurgeErrors; pp.Enabled {
@@ -446,11 +445,9 @@ func (p *Plan) planChains(v *analysis) {
 	}
 }
 
-// compressed says which detected chains stored entries already compress. Fingerprints alone
-// do not tell: after a compaction or rewind a repeated prompt and reply take over an old
-// entry's boundaries. A chain is compressed when an entry has its span (start and final
-// fingerprints) and shares one of its occurrence keys, as render requires of a range; where
-// keys are missing (an entry or a chain without them) the span decides.
+// compressed says which detected chains stored entries already compress: an entry with the
+// same span (start and final fingerprints) that shares one of the chain's occurrence keys;
+// the span alone decides where keys are missing.
 type compressed map[[2]Fingerprint][]*Chain
 
 func compressedChains(chains []*Chain) compressed {
@@ -506,13 +503,9 @@ func fpString(fp Fingerprint) string { return fp.Hash + ":" + strconv.Itoa(fp.Or
 // usable reports whether summarizer output can be used (non-blank).
 func usable(out string, ok bool) bool { return ok && jsTrim(out) != "" }
 
-// Apply turns summarizer outputs (batch ID -> text, still carrying [[N:tool]] labels) into
-// the next state: spills and dedup aliases are always recorded; batches are processed in order
-// and processing stops at the first batch whose output is missing or blank (it and the
-// batches after it are captured again by the next flush); refs tN are allocated in batch
-// order, labels become inline refs, the footer is appended, and a summary longer than its raw
-// results is skipped (oversized). Chain compressions are then recorded (a missing fusion
-// output falls back to the per-batch summaries at render). The plan's state is not modified.
+// Apply turns summarizer outputs (batch ID -> labelled text) into the next state without
+// modifying the plan's: it records spills and aliases, commits batches in order up to the first
+// missing or blank output, then the chain compressions (docs/engine.md, "Flush planning").
 func (p *Plan) Apply(outputs map[string]string) (*State, error) {
 	known := make(map[string]bool, len(p.Batches))
 	for _, b := range p.Batches {

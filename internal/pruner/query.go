@@ -22,10 +22,9 @@ type queryHit struct {
 	rec   *Record
 }
 
-// Query answers one context_tree_query id (docs/recovery.md): a tN ref, occurrence key or dedup
-// alias returns one block; a raw provider id returns every occurrence, each labelled with its
-// occurrence key; an unknown id says so and names the valid ref range. Bodies come from blobs
-// through lookup (nil lookup: previews only).
+// Query answers one context_tree_query id (docs/recovery.md): a tN ref, occurrence key or alias
+// gives one block, a raw provider id every occurrence with its key, an unknown id the valid
+// range. Bodies come from blobs through lookup (nil: previews only).
 func Query(st *State, refOrID string, lookup BlobLookup) string {
 	if st == nil {
 		st = NewState()

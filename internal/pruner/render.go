@@ -27,10 +27,8 @@ type RenderStats struct {
 	Swept int
 	// CacheMarkersMoved counts cache_control markers moved off replaced or dropped blocks.
 	CacheMarkersMoved int
-	// AbsentRanges counts chain entries whose range is no longer in the transcript: a boundary
-	// does not resolve and none of the chain's recorded tool calls occurs in the request (a
-	// compaction or a rewind removed it). They are skipped without a diagnostic: nothing the
-	// chain would compress is left uncompressed.
+	// AbsentRanges counts chain entries skipped silently because their range is gone from the
+	// request: a boundary does not resolve and none of their recorded tool calls occurs.
 	AbsentRanges int
 }
 
@@ -74,9 +72,8 @@ type renderer struct {
 }
 
 // stubPos is the assistant message of the first result stubbed under a summary: own counts
-// the summary's own results only (-1: only dedup aliases of them are stubbed), any all. The
-// first one, so that stubs appearing later (aliases at later flushes) never move a summary.
-// seen is false while none is stubbed.
+// the summary's own results only (-1: only its dedup aliases are stubbed), any all; seen is
+// false while none is stubbed. Later stubs never move it.
 type stubPos struct {
 	own, any int
 	seen     bool
@@ -89,9 +86,8 @@ func (r *renderer) blk(i int) []*wire.Block {
 	return r.blocks[i]
 }
 
-// Render applies the state to a transcript in four phases (stub-replace, error purge,
-// chain-range prune, orphan sweep) and places per-batch summaries (docs/engine.md). It is
-// pure and deterministic: the same request, state and policy give the same bytes. An empty
+// Render applies the state to a transcript (stub-replace, error purge, chain-range prune,
+// orphan sweep, summary placement; docs/engine.md). It is pure and deterministic; an empty
 // state always renders Unchanged.
 func Render(req *wire.Request, st *State, pol Policy) *Result {
 	res := RenderRequest(req, st, pol)
@@ -178,12 +174,9 @@ func (r *renderer) freshDiags() []Diagnostic {
 	return out
 }
 
-// stubReplace is phase 1: summarized results outside chain ranges become stubs, except
-// protected records and context_tree_query results whose grace had not ended at the last
-// flush (State.GraceOver). A stub is shown only
-// with the text it points to: a summarized record's summary is then always placed (see
-// stubAt); a record without a summary of its own (backfilled by a chain compression) is
-// stubbed only when an applied chain (chainKeys) lists it, and otherwise stays verbatim.
+// stubReplace is phase 1: summarized results outside chain ranges become stubs, except protected
+// records and recovery results not in State.GraceOver. A record with no summary of its own
+// (backfilled) is stubbed only when an applied chain lists it (chainKeys).
 func (r *renderer) stubReplace(inRange []bool, chainKeys map[string]bool) {
 	st, pol := r.st, r.pol
 	for _, res := range r.v.results {
@@ -276,10 +269,8 @@ func blockCC(b *wire.Block) []byte {
 	return innerCC(b)
 }
 
-// purgeErrors is phase 2: an errored call's arguments are replaced once a flush found the
-// call at least CooldownTurns assistant turns old with argument JSON of at least MinArgChars
-// units (State.Purged, by occurrence key: errors are paired with their own call, per turn,
-// never by bare id).
+// purgeErrors is phase 2: it replaces the arguments of every errored call listed in State.Purged
+// (by occurrence key, so each error pairs with its own call).
 func (r *renderer) purgeErrors(inRange []bool) {
 	if !r.pol.PurgeErrors.Enabled || len(r.st.Purged) == 0 {
 		return
@@ -326,11 +317,8 @@ func (r *renderer) resolveChains() []acceptedRange {
 			if present == nil {
 				present = v.toolIDs()
 			}
-			// Is one of the chain's recorded occurrences still in the request? By occurrence
-			// key when the entry has keys: a provider that restarts ids per response (call_0)
-			// reuses them in later turns, so a range a compaction removed whole would stay
-			// "present" by id forever. Bare ids only for an entry without keys. A key holds its
-			// call's id, so the keys are looked at only when an id matched.
+			// Is a recorded occurrence still present? Match by occurrence key when the entry has keys
+			// (ids restart per response, see docs/engine.md), by bare id otherwise.
 			held := anyIn(c.DroppedIDs, present)
 			if held && len(c.DroppedKeys) > 0 {
 				if keys == nil {
@@ -350,10 +338,8 @@ func (r *renderer) resolveChains() []acceptedRange {
 			continue
 		}
 		if n, ok := v.rangeHoldsChain(s, e, c); !ok {
-			// Both boundaries matched, but the span between them holds none of the chain's
-			// recorded occurrences: identical messages at the same role-class ordinals (e.g. a
-			// repeated prompt and reply after a compaction removed the originals; a provider
-			// that restarts ids per response reuses the ids too). Fail closed.
+			// Both boundaries matched but the span holds none of the chain's recorded occurrences
+			// (repeated messages after a compaction): fail closed.
 			r.diags = append(r.diags, Diagnostic{Kind: DiagUnresolvedRange, Key: c.Block,
 				Detail: "blockId=" + c.Block + " start=" + fpString(c.Start) + " final=" + fpString(c.Final) +
 					" resolved to messages " + strconv.Itoa(s) + ".." + strconv.Itoa(e) + " holding none of its " +
@@ -413,13 +399,9 @@ func (v *analysis) toolIDs() map[string]bool {
 	return ids
 }
 
-// rangeHoldsChain reports whether the span strictly between messages s and e holds one of the
-// chain's recorded occurrences: a paired tool result whose occurrence key is among
-// c.DroppedKeys. Bare ids are compared only for an entry without keys (c.DroppedKeys empty):
-// providers that restart ids per response (call_0) make an id match meaningless. n is the
-// number of recorded items compared (for the diagnostic); a chain with neither keys nor ids
-// always holds. On the recorded range the first result's key is c.DroppedKeys[0], so this
-// hashes one result in practice.
+// rangeHoldsChain reports whether the span strictly between messages s and e holds a paired
+// tool result among c.DroppedKeys (bare ids only when the entry has no keys; neither: true).
+// n is the number of recorded items compared, for the diagnostic.
 func (v *analysis) rangeHoldsChain(s, e int, c *Chain) (n int, ok bool) {
 	if len(c.DroppedKeys) == 0 {
 		return len(c.DroppedIDs), len(c.DroppedIDs) == 0 || v.rangeHolds(s, e, c.DroppedIDs)
@@ -513,10 +495,9 @@ func (r *renderer) bodyOf(c *Chain) string {
 	return strings.Join(parts, "\n\n")
 }
 
-// applyChains is phase 3: drops chain interiors (assistant turns and tool results only),
-// inserts the <compressed-chain> synthetic after the opening prompt with protected outputs
-// relocated, strips the final assistant's thinking, and returns the keys whose per-batch
-// summaries are suppressed: dropped, the ranges' dropped keys, with those it adds.
+// applyChains is phase 3: it drops chain interiors (assistant turns and tool results), inserts
+// the <compressed-chain> synthetic after the opening prompt and strips the final thinking. It
+// returns the keys whose per-batch summaries are suppressed (dropped plus the ranges' keys).
 func (r *renderer) applyChains(ranges []acceptedRange, dropped map[string]bool) map[string]bool {
 	if len(ranges) == 0 {
 		return nil
@@ -695,12 +676,9 @@ func sameSet(a, b map[string]bool) bool {
 	return true
 }
 
-// placeSummaries shows each per-batch summary right after the turn of its anchor assistant
-// (docs/engine.md): Anthropic appends a text block to the next user-role message after its
-// leading tool results; OpenAI and Responses insert a user message after the anchor's tool
-// messages. Only summaries with a result stubbed by phase 1 are shown; one whose anchor does not resolve,
-// lies before its first stubbed own result or has no host yet is placed after the turn of
-// that result (of a stubbed alias when none of its own is) instead.
+// placeSummaries shows each per-batch summary with a result stubbed by phase 1 right after its
+// anchor assistant's turn, or after its first stubbed result's turn when the anchor does not
+// resolve, comes earlier or has no host yet (docs/engine.md).
 func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	if len(r.st.Summaries) == 0 {
 		return
@@ -777,11 +755,9 @@ func (r *renderer) placeSummaries(suppressed map[string]bool) {
 	}
 }
 
-// hostAfter returns where a summary shown after assistant a's turn goes, or -1. Anthropic:
-// the first user message after a (a host dropped by a chain range moves to the nearest
-// earlier surviving user message: the chain's opening prompt, which holds the synthetic), -1
-// when none follows yet. OpenAI, Responses: the index of the first message after a's tool
-// messages, len(msgs) for the end of the request.
+// hostAfter returns the message a summary shown after assistant a's turn goes into, or -1.
+// Anthropic: the next user message (the nearest surviving earlier one if a chain dropped it);
+// OpenAI, Responses: the first message after a's tool messages (len(msgs) at the end).
 func (r *renderer) hostAfter(a int) int {
 	v := r.v
 	h := a + 1

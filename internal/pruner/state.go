@@ -228,10 +228,8 @@ type State struct {
 	byRef map[string]string   // tN -> key
 	refOf map[string]string   // key (record or alias) -> tN
 	sumOf map[string]int      // record key -> index in Summaries of the first summary covering it
-	// stubs memoises stubOf per occurrence key (key -> stubEntry): a new map with every
-	// rebuild, and none on a copy (clone) until its rebuild, so a copy never reads or writes
-	// its original's entries. It holds one entry per key a render asked about (misses too),
-	// at most one per result of the requests rendered with this state.
+	// stubs memoises stubOf per key (misses too); a fresh map per rebuild and none on a clone
+	// until its rebuild, so a copy never shares its original's entries.
 	stubs *stubMemo
 }
 
@@ -256,10 +254,8 @@ type stubEntry struct {
 	text string
 }
 
-// stubOf returns what stubbing a result with occurrence key key needs; ok is false when key
-// is neither an indexed record nor an alias of one. Entries are memoised on the state: a
-// steady render stubs the same results on every request, and the five lookups and the stub
-// text behind one entry were most of the stubbing phase.
+// stubOf returns what stubbing the result with occurrence key key needs, memoised on the
+// state; ok is false when key is neither an indexed record nor an alias of one.
 func (s *State) stubOf(key string) (e stubEntry, ok bool) {
 	if s.stubs != nil {
 		s.stubs.mu.RLock()

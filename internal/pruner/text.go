@@ -160,10 +160,9 @@ var (
 	anyLabel      = regexp.MustCompile(`\[\[\d+:[^\]\n]+\]\]\s*`)
 )
 
-// DecorateRefs rewrites summarizer text line by line (reference §9): a leading, well-formed
-// [[N:tool]] label whose N is in range and whose tool matches (trimmed, case-insensitive)
-// becomes the inline ref `tN` plus one space; a bad leading label is removed; any remaining
-// label elsewhere on the line is removed; lines inside ``` fences are untouched.
+// DecorateRefs rewrites summarizer text line by line (reference §9): a valid leading [[N:tool]]
+// label becomes the inline ref `tN` and a space; every other label is removed; lines inside
+// ``` fences are untouched.
 func DecorateRefs(text string, refs, tools []string) string {
 	if text == "" {
 		return ""
