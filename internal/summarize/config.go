@@ -25,16 +25,9 @@ type Options struct {
 	OnEvent func(Event)
 }
 
-// FromConfig builds the summarizer a configuration asks for:
-//
-//   - model "" or "extractive": Extractive;
-//   - model "default": SessionModel — each request is summarized by the session's own model
-//     (Request.Session); a request without one, or without credentials for it, falls back
-//     to Extractive;
-//   - any other model id: a Fallback over an LLM calling that model on the configured
-//     provider (summarizer.baseURL, else the provider's upstream) with the configured key.
-//
-// The thinking budget, idle and total timeouts come from the summarizer block.
+// FromConfig builds the summarizer c asks for: model "" or "extractive" gives Extractive,
+// "default" SessionModel, any other id a Fallback over an LLM on the configured provider, with
+// the summarizer block's thinking budget and timeouts.
 func FromConfig(c *config.Config, opt Options) (Summarizer, error) {
 	sc := c.Summarizer
 	model := strings.TrimSpace(sc.Model)
@@ -84,10 +77,9 @@ func FromConfig(c *config.Config, opt Options) (Summarizer, error) {
 	return fb, nil
 }
 
-// SessionModel summarizes each request with the session's own model (Request.Session),
-// using Template's thinking budget, timeouts and price table; the configured API key is used
-// when the session endpoint carries no credentials of its own. Requests without a session
-// endpoint, or with no credentials at all, are summarized by Extractive.
+// SessionModel summarizes each request with its session's own model (Request.Session) with
+// Template's settings, using the configured key when the session has none; requests without a
+// session endpoint or any credentials go to Extractive.
 type SessionModel struct {
 	// Template supplies thinking, timeouts, prices and the configured key.
 	Template *LLM

@@ -20,12 +20,9 @@ const ExtractiveModel = "extractive"
 // model (and credentials) of the session being pruned.
 const SessionModelName = "default"
 
-// Extractive is the built-in summarizer that calls no LLM. For a batch it writes, per call,
-// one bullet that starts with the call's [[N:tool]] label (so the engine can decorate it with
-// the call's ref) followed by the tool name, its scalar arguments and the result's size and
-// status, then sub-bullets with the first and last non-empty result lines and up to
-// MaxErrorLines error lines. For a range it keeps the distinct bullet lines of the per-batch
-// summaries (inline refs intact). The output depends only on the input. Zero value is ready.
+// Extractive is the built-in summarizer that calls no LLM; its output depends only on the input
+// and its zero value is ready. A batch gets one labelled bullet per call with sub-bullets of
+// result lines; a range keeps the per-batch summaries' distinct bullets (docs/summarizer.md).
 type Extractive struct {
 	// MaxLine caps each quoted line in runes (0 means 200).
 	MaxLine int
@@ -134,10 +131,8 @@ func (x Extractive) batch(assistant string, calls []Call) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// names lists the salient names of a result that the batch's summary so far (shown) lacks:
-// the words fidelity.Mentions finds (paths, code identifiers, dotted and hyphenated names,
-// flags, hashes, versions, locations), most frequent first, ties by first occurrence, joined
-// by ", " within min(maxNames, len(result)/8) bytes (docs/summarizer.md).
+// names lists the salient names (fidelity.Mentions) of result that shown lacks, most frequent
+// first, ties by first occurrence, joined by ", " within min(maxNames, len(result)/8) bytes.
 func (x Extractive) names(result, shown string) string {
 	budget := min(x.maxNames(), len(result)/8)
 	if budget <= 0 {
@@ -285,11 +280,9 @@ func clip(s string, n int) string {
 // "[[N:tool]] Tool: tool(".
 var batchHeader = regexp.MustCompile(`(?m)^\[\[(\d+):([^\]\n]+)\]\] Tool: `)
 
-// ParseBatchPrompt recovers the assistant text and the calls from a per-batch prompt in the
-// engine's serialization: the text between <tool-call-batch> and </tool-call-batch> (or the
-// whole prompt without those markers), an optional "Assistant said: " line, then per call
-// "[[N:tool]] Tool: tool(<args JSON>)\nResult (OK|ERROR): <text>", calls separated by
-// "\n---\n". Labels must run 1, 2, 3…; a header out of sequence is treated as result text.
+// ParseBatchPrompt recovers the assistant text and calls of a per-batch prompt: within <tool-call-batch>
+// (or the whole prompt), an optional "Assistant said: " line, then "[[N:tool]] Tool: tool(<args>)\nResult
+// (OK|ERROR): <text>" per call, joined by "\n---\n"; a label out of the sequence 1, 2, 3… is result text.
 func ParseBatchPrompt(prompt string) (assistant string, calls []Call) {
 	body := prompt
 	if i := strings.Index(body, "<tool-call-batch>\n"); i >= 0 {

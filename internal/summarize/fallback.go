@@ -126,12 +126,9 @@ func (c *FallbackController) bothDown() {
 	}
 }
 
-// Fallback wraps an LLM summarizer: while the primary model fails with a transient error, a
-// timeout or a rejection of the request, requests that carry a Fallback endpoint (the
-// session's own model) are retried on it, and later requests go straight to it until a probe
-// finds the primary healthy again. Requests without a distinct Fallback endpoint make a single
-// attempt on the primary. A failure of both is KindRejected only when both rejected the
-// request, so that a caller retries what may still pass.
+// Fallback wraps an LLM: while the primary fails (transient, timeout, rejection), requests with
+// a distinct Fallback endpoint go to it until a probe finds the primary healthy; others make one
+// attempt. A double failure is KindRejected only when both rejected the request.
 type Fallback struct {
 	// Primary is the configured summarizer model.
 	Primary *LLM

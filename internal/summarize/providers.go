@@ -41,12 +41,9 @@ func (l *LLM) anthropicBody(req *Request) ([]byte, error) {
 	return json.Marshal(body)
 }
 
-// openAIBody builds a streaming Chat Completions request with usage in the final chunk.
-// Thinking maps to reasoning_effort, except "off", which omits it: "none" is refused by every
-// model before gpt-5.1 and the parameter itself by non-reasoning models (gpt-4o, gpt-4.1), so
-// only an omitted effort is taken by all of them (gpt-5.1 and later then reason not at all,
-// earlier reasoning models at their default). max_completion_tokens includes the same
-// reasoning allowance as the Anthropic budget because reasoning tokens count against it.
+// openAIBody builds a streaming Chat Completions request with usage in the final chunk:
+// Thinking maps to reasoning_effort ("off" omits it, docs/summarizer.md), and
+// max_completion_tokens includes the same reasoning allowance as the Anthropic budget.
 func (l *LLM) openAIBody(req *Request) ([]byte, error) {
 	type msg struct {
 		Role    string `json:"role"`
@@ -255,10 +252,9 @@ func (l *LLM) responsesBody(req *Request) ([]byte, error) {
 	return json.Marshal(body)
 }
 
-// parseResponsesEvent folds one Responses API stream event into sr: output_text deltas build
-// the text (parts joined with "\n"), the terminal event sets the stop reason (an answer
-// incomplete for max_output_tokens is "length") and the usage (input_tokens includes the
-// cached tokens, moved to CacheReadTokens as in parseOpenAIChunk).
+// parseResponsesEvent folds one Responses API stream event into sr: output_text deltas join
+// into the text ("\n" between parts); the terminal event sets the stop reason ("length" for
+// max_output_tokens) and the usage, cached tokens moved to CacheReadTokens.
 func parseResponsesEvent(sr *streamResult, event string, data []byte) error {
 	var ev struct {
 		Type    string `json:"type"`

@@ -1,17 +1,6 @@
-// Package summarize turns planned flush batches into summary text.
-//
-// A Summarizer takes one Request (a per-batch prompt or a range-fusion prompt produced by the
-// pruning engine, carrying the engine's [[N:tool]] labels) and returns the summary text with
-// its token usage and cost. Three implementations live here:
-//
-//   - Extractive: no LLM; deterministic bullets built from the tool name, arguments, first and
-//     last result lines and error lines. The default when no summarizer model is configured.
-//   - LLM: one streaming call to the Anthropic Messages API, the OpenAI Chat Completions API or
-//     the OpenAI Responses API over plain net/http, with a thinking budget, idle and total timeouts and cost accounting.
-//   - Fallback: wraps an LLM and retries on the session's own model while the summarizer model
-//     fails (see FallbackController).
-//
-// Run summarizes many requests in parallel with a bound. See docs/summarizer.md.
+// Package summarize turns planned flush batches into summary text: Extractive (no LLM, the
+// default), LLM (one streaming Anthropic, Chat Completions or Responses call) and Fallback (retry
+// on the session's model); Run summarizes in parallel. See docs/summarizer.md.
 package summarize
 
 import (
@@ -65,10 +54,8 @@ type Request struct {
 	// Parts optionally carries a range request's per-batch summaries; when empty, Extractive
 	// parses them out of Prompt.
 	Parts []string `json:"parts,omitempty"`
-	// Session is the session's own model (the model and upstream of the request being
-	// pruned). It is the fallback target while the summarizer model fails, and the target of
-	// the "default" summarizer model. Nil disables both for this request. Its APIKey and
-	// Header are never serialized (flush jobs carry only format, base URL and model).
+	// Session is the session's own model: the fallback target and the target of the "default"
+	// summarizer model; nil disables both. Its APIKey and Header are never serialized.
 	Session *Endpoint `json:"session,omitempty"`
 }
 
@@ -126,10 +113,8 @@ const (
 	KindUnusable
 	// KindInvalid: the request cannot be summarized (bad input, e.g. an empty prompt).
 	KindInvalid
-	// KindRejected: the provider refused the request as invalid (HTTP 400, 404, 422: an
-	// unknown model, a parameter or prompt size the model does not take). The same request to
-	// the same model fails the same way again, so it is not worth a retry; another model may
-	// take it (see failover).
+	// KindRejected: the provider refused the request as invalid (HTTP 400, 404, 422). A retry on
+	// the same model fails the same way; another model may take it (see failover).
 	KindRejected
 )
 
@@ -209,11 +194,9 @@ func KindOf(err error) ErrorKind {
 	return 0
 }
 
-// failover reports whether a failure of the primary model should be retried on the fallback
-// model: transient failures and timeouts do (reference §8.5), auth and unusable do not. A
-// rejected request does too: what the summarizer model refuses (an unknown or retired model
-// id, a parameter it does not take, a prompt over its context window) says nothing of the
-// session's own model, which already serves this session's context.
+// failover reports whether a failure of the primary model is retried on the fallback model:
+// yes for transient failures, timeouts and rejections (reference §8.5, docs/summarizer.md),
+// no for auth and unusable failures.
 func failover(err error) bool {
 	switch KindOf(err) {
 	case KindTransient, KindIdleTimeout, KindTotalTimeout, KindRejected:
