@@ -165,10 +165,9 @@ func ccChains(recs []*ccRecord, inline bool) []string {
 	return keys
 }
 
-// ccRewinds finds user prompts that continue from an earlier point of their conversation (a
-// rewind / edit): their parent chain reaches a record of that conversation after which other
-// records of it were written. It returns record index → uuid to rewind to, and the set
-// of uuids whose position must be saved.
+// ccRewinds finds rewinds: user prompts whose parent chain reaches a record of their conversation
+// after which other records of it were written. It returns record index → uuid to rewind to, and
+// the set of uuids whose position must be saved.
 func ccRewinds(recs []*ccRecord, chains []string) (map[int]string, map[string]bool) {
 	idx := map[string]int{}
 	for i, r := range recs {

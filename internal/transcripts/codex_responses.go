@@ -8,11 +8,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// codexInput assembles the Responses form of a Codex session: the input items Codex sends, as
-// recorded (response_item payloads byte for byte), with the corrections Codex makes before it
-// sends its history (codex-rs context_manager/normalize.rs): a call left without output gets
-// the output "aborted" right after it, an output that answers no earlier call is left out. A
-// context starts at every compaction; within one the items only grow.
+// codexInput assembles the Responses form of a Codex session: the recorded input items byte for
+// byte, with Codex's own history corrections (docs/formats.md). A new context starts at every
+// compaction; within one the items only grow.
 type codexInput struct {
 	f       *form
 	cur     [][]byte
@@ -101,11 +99,9 @@ func (ci *codexInput) add(raw []byte) {
 	ci.cur = append(ci.cur, append([]byte(nil), raw...))
 }
 
-// apiReadable reports whether the Responses API reads an input item as the item it is: a
-// string "type" (or, for a message, none); string call_id, name and id where present; a
-// message of role user, developer or assistant with string content or a non-empty array of
-// parts; an output with string, parts or null output; parts objects with a string "type" and
-// string text where present.
+// apiReadable reports whether the Responses API reads raw as the input item it is: string
+// "type", call_id, name and id where present, and message, output and part shapes the API
+// accepts.
 func apiReadable(raw []byte) bool {
 	it := gjson.ParseBytes(raw)
 	if !it.IsObject() || !stringOrAbsent(it, "type", "call_id", "name", "id", "role") {
@@ -258,12 +254,9 @@ type codexSettings struct {
 	effort, digest string // turn_context effort and summary ("" when not recorded)
 }
 
-// finish renders the members around the items in Codex's order (codex-rs ResponsesApiRequest:
-// model, instructions, input, tools, tool_choice, parallel_tool_calls, reasoning, store,
-// stream, include, prompt_cache_key) and attaches the form to s. The tools are stand-ins in
-// Codex's shapes for the tools the session used: rollouts do not record their schemas. A
-// session with a request holding no readable item (a malformed rollout) has no Responses
-// form; its native form is then Chat Completions.
+// finish renders the request members around the items in Codex's order, with stand-in tools in
+// Codex's shapes, and attaches the form to s. A session with a request holding no readable item
+// gets no Responses form (its native form is then Chat Completions).
 func (ci *codexInput) finish(s *Session, instructions string, set codexSettings) {
 	if ci.empty {
 		s.Native = OpenAI

@@ -178,11 +178,9 @@ func lineOfOffset(data []byte, off int64) int {
 	return bytes.Count(data[:off], []byte("\n")) + 1
 }
 
-// jsonlLines splits JSONL data into records. It yields (1-based line number, value bytes) for
-// every JSON value; a line holding several concatenated values (an append that lost its
-// newline, seen in the pi corpus) yields each of them with the same line number. Blank lines
-// are skipped. A line that is not valid JSON, or that fn rejects, is a malformed record
-// (input.skip); a file without any good record is a *ParseError.
+// jsonlLines calls fn with (1-based line number, value bytes) for every JSON value in data, several
+// per line when values are concatenated, skipping blank lines. A bad or rejected line is a
+// malformed record (input.skip); a file with no good record is a *ParseError.
 func jsonlLines(in *input, data []byte, fn func(line int, rec []byte) error) error {
 	lineNo := 0
 	good := 0

@@ -59,10 +59,9 @@ var (
 	msaReturnRe = regexp.MustCompile(`<returncode>(-?\d+)</returncode>`)
 )
 
-// importMiniSWEAgent imports a mini-SWE-agent .traj.json, 1.x ("mini-swe-agent-1": plain text
-// turns) or 2.x ("mini-swe-agent-1.1": tool calls as Chat Completions tool_calls and "tool"
-// messages, or as Responses API items). Text turns are kept exactly as sent; for the counts a
-// text action is a tool call and its observation a result, failed when <returncode> ≠ 0.
+// importMiniSWEAgent imports a mini-SWE-agent .traj.json, 1.x (plain text turns) or 2.x (Chat
+// Completions tool calls or Responses items). Text turns are kept as sent; a text action counts
+// as a tool call and its observation as a result, failed when <returncode> ≠ 0.
 func importMiniSWEAgent(in *input, data []byte) (*Session, error) {
 	name := in.name
 	var doc struct {

@@ -122,10 +122,9 @@ func importOpencodeExport(in *input, data []byte) (*Session, error) {
 	return opencodeSession(in, msgs)
 }
 
-// opencodeStorage reads one session from opencode's JSON storage (opencode before 1.2:
-// storage/message/<sessionID>/<messageID>.json, storage/part/<messageID>/<partID>.json), in
-// id order, which is creation order. A file that does not parse is a malformed record; errors
-// name files under root, the directory fsys stands for.
+// opencodeStorage reads one session from opencode's pre-1.2 JSON storage (storage/message/<session>/
+// and storage/part/<message>/) in id (creation) order. A file that does not parse is a malformed
+// record; errors name files under root, the directory fsys stands for.
 func opencodeStorage(in *input, fsys fs.FS, root, sessionID string) ([]*ocMessage, error) {
 	dir := path.Join("message", sessionID)
 	files, err := fs.Glob(fsys, path.Join(dir, "*.json"))

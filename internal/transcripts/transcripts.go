@@ -1,15 +1,6 @@
 // Package transcripts imports recorded coding-agent sessions (pi, Claude Code, Codex, SWE-agent,
-// mini-SWE-agent, opencode, Gemini CLI) and rebuilds the sequence of LLM requests the agent sent: request k holds
-// everything the agent had in its context before the k-th model response.
-//
-// A session is stored compactly: one or more contexts (ordered, pre-encoded wire messages; a new
-// context starts at every compaction, rewind or rewrite of an already-sent message) and one
-// request point per model response (context index, message count, time, model, recorded
-// usage). Request bodies are materialised lazily by Request / AppendRequest, which concatenate
-// the pre-encoded messages, so a 2 MB transcript never costs hundreds of megabytes.
-//
-// The output formats (request bodies, stand-in system prompt and tool schemas) are described in
-// docs/formats.md.
+// mini-SWE-agent, opencode, Gemini CLI) as the sequence of LLM requests the agent sent, stored as
+// pre-encoded contexts and materialised lazily by Request / AppendRequest. See docs/formats.md.
 package transcripts
 
 import (
@@ -123,10 +114,9 @@ func (e *ParseError) Error() string {
 // Unwrap returns the cause.
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// Usage is the token usage the transcript recorded for one model response. Fields are -1 when
-// the transcript does not record them. InputTokens counts input tokens that were neither read
-// from nor written to the prompt cache (Anthropic semantics; OpenAI's input_tokens minus
-// cached tokens).
+// Usage is the token usage recorded for one model response; a field is -1 when not recorded.
+// InputTokens counts input neither read from nor written to the prompt cache (Anthropic
+// semantics; OpenAI's input_tokens minus cached tokens).
 type Usage struct {
 	InputTokens      int64 `json:"input_tokens"`
 	OutputTokens     int64 `json:"output_tokens"`
@@ -166,11 +156,9 @@ func (p RequestPoint) ContextIn(f Provider) int {
 	return 0
 }
 
-// Stats counts what an import saw, under the definitions of the corpus MANIFEST: Messages
-// counts LLM-visible messages after merging consecutive same-role messages over the whole file
-// (compaction does not reset it; re-kept messages are not counted twice), ToolCalls the tool
-// calls the model made, ToolResults/FailedResults the results and those flagged as errors
-// (format-specific flags, see docs/formats.md), Requests the model responses.
+// Stats counts what an import saw, as the corpus MANIFEST defines it (docs/formats.md): merged
+// LLM-visible Messages over the whole file, the model's ToolCalls, ToolResults and
+// FailedResults (format-specific error flags), and Requests (model responses).
 type Stats struct {
 	Messages         int
 	Requests         int
