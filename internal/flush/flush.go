@@ -1,7 +1,6 @@
-// Package flush runs flushes: under the session's flush lease it plans with the pruning
-// engine, summarizes and commits with compare-and-set; a job with a CacheCheck is weighed
-// against the prompt cache first. Flushes run in-process (InProcess) or as Redis jobs (Queue)
-// for `condense pruner` workers (Worker). See docs/summarizer.md.
+// Package flush runs flushes under the session's flush lease: plan with the pruning engine,
+// summarize, weigh against the prompt cache when asked, commit with compare-and-set; in-process
+// (InProcess) or as Redis jobs (Queue, Worker). See docs/summarizer.md.
 package flush
 
 import (
@@ -81,10 +80,9 @@ type Queued struct {
 	// messages of Body (a mid-run flush leaves the latest tool-using turns alone); the cache
 	// check still weighs the whole request.
 	PlanMessages int `json:"planMessages,omitempty"`
-	// Cache, when set, weighs the flush against the provider's prompt cache before it is
-	// committed (cachepolicy.Decide, through a Plan implementing Weigher): a flush whose
-	// rewrite costs more than it saves ends with OutcomeDeferred and nothing is committed.
-	// Nil commits unconditionally (manual and budget flushes).
+	// Cache, when set, weighs the flush against the prompt cache before commit (cachepolicy.Decide):
+	// a rewrite that costs more than it saves ends OutcomeDeferred with nothing committed. Nil
+	// commits unconditionally (manual and budget flushes).
 	Cache *CacheCheck `json:"cache,omitempty"`
 }
 
@@ -715,10 +713,9 @@ func (o *Orchestrator) flush(ctx context.Context, st store.Store, job *Job, res 
 // rejected reports whether err is a summarizer call the provider refused as invalid.
 func rejected(err error) bool { return errors.Is(err, summarize.ErrRejected) }
 
-// loadFor loads the session of job. A job that carries its decoded state (an in-process job
-// from the proxy) loads without the state's bytes, from a store that can, when the stored
-// version is still the one it was decoded from: the planner takes job.State then, and
-// decompressing the bytes again was a tenth of a deferred retry.
+// loadFor loads job's session. A job carrying its decoded state loads without the state's bytes
+// when the store can and the stored version is still the decoded one; the planner then uses
+// job.State (docs/design/engine.md).
 func loadFor(ctx context.Context, st store.Store, job *Job) (*store.Snapshot, error) {
 	if kl, ok := st.(store.KnownStateLoader); ok && job.State != nil && job.StateVersion > 0 {
 		return kl.LoadKnown(ctx, job.Session, job.StateVersion)

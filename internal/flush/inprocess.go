@@ -41,18 +41,16 @@ func (t *Ticket) Wait(ctx context.Context) (*Result, error) {
 	}
 }
 
-// InProcess runs flushes in background goroutines of this process: at most one per session
-// at a time (a job submitted while its session flushes waits and replaces any older waiting
-// job of that session), at most MaxConcurrent overall. Submitting the job (session, hash)
-// that is running or waiting returns the same ticket.
+// InProcess runs flushes in background goroutines: at most one per session (a newer waiting job
+// replaces an older one) and MaxConcurrent overall. Submitting a (session, hash) already running
+// or waiting returns the same ticket.
 type InProcess struct {
 	Orch *Orchestrator
 	// MaxConcurrent bounds concurrent flushes (default 4).
 	MaxConcurrent int
-	// Nice, when > 0, runs each flush on an OS thread of its own whose nice value is raised
-	// by Nice (Linux; elsewhere it is ignored): when the CPUs are busy the kernel then gives
-	// the proxy's request handling precedence over background flushes, which only take what
-	// is left. Goroutines a flush starts (summarizer calls) keep the normal priority.
+	// Nice, when > 0, runs each flush on its own OS thread with its nice value raised by Nice (Linux
+	// only), so the proxy's request handling comes first; goroutines a flush starts keep normal
+	// priority.
 	Nice int
 
 	once     sync.Once

@@ -103,10 +103,9 @@ end
 return #due
 `)
 
-// heartbeatScript resets the idle time of a pending entry (XCLAIM … JUSTID, which leaves the
-// delivery count alone) only while the consumer still owns it: a plain XCLAIM would take back
-// an entry another worker reclaimed meanwhile. ARGV: group, entry id, consumer. Returns 1
-// when the entry is still the consumer's, 0 otherwise.
+// heartbeatScript resets a pending entry's idle time (XCLAIM … JUSTID, delivery count untouched)
+// only while the consumer still owns it. ARGV: group, entry id, consumer. Returns 1 when the
+// entry is still the consumer's, 0 otherwise.
 var heartbeatScript = redis.NewScript(`
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] then return 0 end

@@ -47,11 +47,9 @@ type ServiceOptions struct {
 	Worker func(*Worker)
 }
 
-// RunService runs `condense pruner`: queued-flush workers over the configured Redis store,
-// Prometheus metrics (condense_ prefix) at /metrics on listen.metrics, and /healthz (process
-// alive) and /readyz (consumer group joined and Redis answering) on listen.health. Once it
-// consumes it logs one line with the store, the stream and the listen addresses; it returns
-// when ctx ends, after running flushes finished (or were requeued) and the servers shut down.
+// RunService runs `condense pruner`: queued-flush workers on the configured Redis store, /metrics
+// and /healthz, /readyz, and one log line once it consumes. It returns when ctx ends, after
+// running flushes finished (or were requeued) and the servers shut down.
 func RunService(ctx context.Context, cfg *config.Config, opt ServiceOptions) error {
 	log := opt.Log
 	if log == nil {

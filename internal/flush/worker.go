@@ -332,10 +332,9 @@ func (w *Worker) process(ctx context.Context, msg redis.XMessage, reclaimed bool
 	}
 }
 
-// deadDeliveries adds to job.Attempt the earlier deliveries of the reclaimed entry id, each
-// of which ended without an outcome (its worker died, hung or panicked outside the flush: no
-// attempt was counted), and reports whether that reaches MaxAttempts. The delivery count is
-// the entry's in the consumer group (XPENDING); when it cannot be read the job just runs.
+// deadDeliveries adds to job.Attempt the earlier deliveries of reclaimed entry id that ended
+// without an outcome (XPENDING's count) and reports whether that reaches MaxAttempts; when the
+// count cannot be read the job just runs.
 func (w *Worker) deadDeliveries(ctx context.Context, id string, job *Job) bool {
 	p, err := w.Queue.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: w.Queue.StreamKey(), Group: w.Queue.Group,
 		Start: id, End: id, Count: 1}).Result()
