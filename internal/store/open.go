@@ -10,10 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Open connects to the store named by rawURL: redis://, rediss://, unix://,
-// redis+sentinel://, redis+cluster:// (rediss+cluster://), bolt:PATH, bolt: or memory:, with
-// ttl= and (Redis) prefix= and go-redis options (docs/store.md). An unreachable Redis
-// yields an error satisfying errors.Is(err, ErrUnavailable).
+// Open connects to the store named by rawURL: redis://, rediss://, unix://, redis+sentinel://,
+// redis+cluster://, bolt:PATH, bolt: or memory:, with options as in docs/store.md. An
+// unreachable Redis yields an error satisfying errors.Is(err, ErrUnavailable).
 func Open(ctx context.Context, rawURL string) (Store, error) { return open(ctx, rawURL, false) }
 
 // OpenReadOnly opens the store named by rawURL (the forms of Open) for inspection: reads change

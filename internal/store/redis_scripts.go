@@ -2,10 +2,9 @@ package store
 
 import "github.com/redis/go-redis/v9"
 
-// Every script receives the session's keys in the same order (see redisKeys): meta, counters,
-// diagnostics, diagnostic kinds, blobs, lease. They share one hash tag, so the scripts run on
-// one Cluster slot. Numbers that may exceed 14 significant digits are formatted with %d
-// (Lua's tostring would print them in exponent form).
+// Every script receives the session's keys in redisKeys order (meta, counters, diagnostics,
+// diagnostic kinds, blobs, lease) under one hash tag, so it runs on one Cluster slot. Numbers
+// that may exceed 14 digits are formatted with %d (Lua's tostring uses exponent form).
 const luaPrelude = `
 local function now_ms()
   local t = redis.call('TIME')

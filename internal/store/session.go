@@ -19,10 +19,9 @@ const MaxNameLen = 4096
 // maxVerbatimIDLen is the longest id used verbatim inside Redis keys; longer ids are hashed.
 const maxVerbatimIDLen = 128
 
-// ValidateSessionID reports whether id is acceptable as a session id. Any valid UTF-8 text of
-// 1..MaxSessionIDLen bytes without control characters is accepted, including '{', '}', ':'
-// and spaces (backends encode such ids safely). Empty ids, longer ids, invalid UTF-8 and
-// control characters (NUL, newline, tab, DEL, C1) are refused with a *SessionIDError.
+// ValidateSessionID accepts any valid UTF-8 id of 1..MaxSessionIDLen bytes without control
+// characters (so '{', '}', ':' and spaces are fine; backends encode them) and refuses everything
+// else with a *SessionIDError.
 func ValidateSessionID(id string) error {
 	switch {
 	case id == "":

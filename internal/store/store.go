@@ -1,7 +1,6 @@
-// Package store holds condense's per-session state — the engine's versioned state, diagnostics,
-// counters, compressed blobs, a fenced flush lease, idle expiry, change notifications — in
-// Redis, a bbolt file or memory, behind one contract (package storetest) with typed errors
-// (ErrUnavailable: fail open). See docs/store.md.
+// Package store holds condense's per-session state (versioned engine state, diagnostics,
+// counters, blobs, a fenced flush lease, idle expiry, change notifications) in Redis, bbolt or
+// memory behind one contract (storetest), with typed errors. See docs/store.md.
 package store
 
 import (
@@ -29,9 +28,8 @@ type Store interface {
 	AddDiagnostics(ctx context.Context, session string, diags []Diagnostic) error
 
 	// IncrStats adds each delta to the session's named counter (missing counters start at 0)
-	// without a commit and without changing the state version: UpdateStats with only
-	// increments, so an increment that would take a counter out of the int64 range fails the
-	// whole call with ErrInvalidArgument and changes nothing.
+	// without a commit or a version change. An increment that would overflow int64 fails the whole
+	// call with ErrInvalidArgument and changes nothing.
 	IncrStats(ctx context.Context, session string, delta map[string]int64) error
 
 	// UpdateStats applies u in one atomic write without changing the version: adds u.Incr, sets
@@ -50,10 +48,9 @@ type Store interface {
 	// does not refresh the session's last-seen time.
 	DeleteBlob(ctx context.Context, session, key string) error
 
-	// AcquireLease takes the session's flush lease for owner for ttl. When another owner holds
-	// an unexpired lease it returns a *LeaseHeldError (errors.Is ErrLeaseHeld). When owner
-	// already holds it, the lease is extended and keeps its token. Each newly issued lease
-	// carries a fencing token strictly greater than every token issued before for the session.
+	// AcquireLease takes the session's flush lease for owner for ttl, or returns a *LeaseHeldError
+	// (ErrLeaseHeld) while another owner's is unexpired. The owner's own lease is extended with its
+	// token; each new lease's fencing token exceeds every earlier one of the session.
 	AcquireLease(ctx context.Context, session, owner string, ttl time.Duration) (Lease, error)
 
 	// RenewLease extends a held lease to ttl from now. If the lease expired or another token
@@ -73,10 +70,9 @@ type Store interface {
 	// lease). Deleting an unknown session is not an error.
 	Delete(ctx context.Context, session string) error
 
-	// Watch subscribes to change notifications (commits, deletions, new diagnostics). The
-	// channel is closed when ctx ends or the store is closed. Notifications are hints: a slow
-	// reader may miss some (the channel is buffered and drops when full), and idle expiry is
-	// not notified, so consumers reconcile with List periodically.
+	// Watch subscribes to change notifications (commits, deletions, new diagnostics); the channel
+	// closes when ctx ends or the store closes. They are hints (a full buffer drops, idle expiry
+	// sends none), so consumers reconcile with List periodically.
 	Watch(ctx context.Context) (<-chan Event, error)
 
 	// Close releases the store's connections or files. Further calls fail.
