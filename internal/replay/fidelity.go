@@ -13,10 +13,9 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// sessionUses is the fidelity measure's view of one transcript (docs/fidelity.md): the uses of
-// every request, the memo every strategy's index reads (restricted to the used tokens), the
-// size of every tool call a use came from, for the recovery charges, and the text
-// observations counted as tool results (ObservationPolicy).
+// sessionUses is the fidelity measure's view of one transcript (docs/fidelity.md): every
+// request's uses, the memo the strategies' indexes read, each use's tool call size for the
+// recovery charges, and the text observations counted as tool results.
 type sessionUses struct {
 	uses  [][]fidelity.Use
 	memo  *fidelity.Memo
@@ -31,11 +30,9 @@ type sourceCall struct {
 	args, result int
 }
 
-// measureUses reads every request of t once, in order, and returns the uses of the response
-// to each: the response to request k is read from request k+1 (fidelity.Response), so the
-// last request and a request followed by a compaction have none. A request that does not
-// parse has no uses and breaks the chain for its neighbour. The text observations of a
-// text-protocol transcript count as tool results.
+// measureUses reads t's requests once, in order, and returns the uses of each one's response,
+// read from the next request: none for the last, one before a compaction, one that does not
+// parse and the one before it. A text-protocol transcript's observations count as tool results.
 func measureUses(ctx context.Context, t Transcript, est cost.Estimator) (*sessionUses, error) {
 	su := &sessionUses{uses: make([][]fidelity.Use, t.Len()), calls: map[string]sourceCall{}, obs: ObservationPolicy(t)}
 	memo := fidelity.NewMemo()
@@ -177,10 +174,9 @@ func (su *sessionUses) recovery(k int, p *cost.Prompt, vs []fidelity.Verdict, es
 	}, true
 }
 
-// measure judges the uses of request k against what the strategy sent for it (billed, and
-// parsed when already read), counts them, and charges the request's recovery round under the
-// strategy's cache (cost.Cache.Quote: later requests do not build on it). It returns the
-// charge in USD. seen must be updated with every request of the session in order.
+// measure judges request k's uses against what the strategy sent (billed, parsed if read), counts
+// them and returns the USD charge of the recovery round under the strategy's cache (Quote: later
+// requests do not build on it). seen must see every request of the session in order.
 func (rep *StrategyReport) measure(k int, billed []byte, parsed *wire.Request, p *cost.Prompt, recoverable func(string) bool,
 	seen *fidelity.Index, su *sessionUses, cache *cost.Cache, f wire.Format, est cost.Estimator) float64 {
 	if parsed == nil {

@@ -135,10 +135,9 @@ func sameValues(a, b []float64) bool {
 	return true
 }
 
-// svg renders the chart as a standalone inline <svg> element: round ticks, one line per
-// strategy with its colour, dash pattern and markers (staggered, so lines that overlap for a
-// while still show each marker), and a series equal to an earlier one drawn once, its legend
-// entry saying "same as" the other.
+// svg renders the chart as a standalone inline <svg>: round ticks, one line per strategy with
+// its colour, dash and staggered markers; a series equal to an earlier one is drawn once, its
+// legend entry saying "same as" the other.
 func (c chart) svg() template.HTML {
 	maxY, maxN := 0.0, 0
 	for _, s := range c.Series {

@@ -1,8 +1,6 @@
-// Package replay replays recorded agent sessions request by request through context-management
-// strategies (condense's own engine, the reference extension's defaults, Anthropic's
-// clear_tool_uses context editing, observation masking, and no management at all) and bills
-// every rewritten request with the cost model of internal/cost, so their cost, cache behaviour
-// and validity can be compared on the same sessions. See docs/replay.md.
+// Package replay replays recorded agent sessions through context-management strategies
+// (internal/strategies) and bills every rewritten request with internal/cost, so cost, cache
+// behaviour and validity compare on the same sessions. See docs/replay.md.
 package replay
 
 import (

@@ -85,14 +85,9 @@ func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.L
 // ErrNotRequestLog is returned by ParseRequestLog when the data is not a request log.
 var ErrNotRequestLog = errors.New("not a request log")
 
-// ParseRequestLog reads a request log: JSONL where each line is either a request body (an
-// object with "messages", or a Responses API body: "input" and no "messages") or an envelope
-// {"time": RFC3339, "output_tokens": N, "body": {...}} (also "request" for "body", "timestamp"
-// for "time", "usage.output_tokens", and "provider": "openai"; `condense import` writes such
-// envelopes). The wire format is Responses when the bodies are Responses bodies, else
-// Anthropic unless a body looks like OpenAI Chat Completions (tool-role messages, tool_calls,
-// or system/developer messages inside "messages"). Blank lines are skipped; any other bad
-// line (and a log mixing Responses bodies with others) is a *LineError.
+// ParseRequestLog reads a request log: JSONL of request bodies or `condense import` envelopes
+// (docs/replay.md), in Responses, Chat Completions (detected by its roles and tool_calls) or else
+// Anthropic form. Blank lines are skipped; any other bad line or a mixed log is a *LineError.
 func ParseRequestLog(name string, data []byte) (*Requests, error) {
 	r := &Requests{File: name}
 	sc := bufio.NewScanner(bytes.NewReader(data))

@@ -4,10 +4,8 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// Validate checks a rewritten request the way a provider would: it must parse as the wire
-// format (errors match wire.ErrInvalid) and pass wire.Validate (a *wire.ValidationError naming
-// the broken rule: orphan or duplicate results, dangling calls, role alternation, empty
-// content, too many cache_control markers, ...).
+// Validate checks a rewritten request as a provider would: it must parse as format f (errors
+// match wire.ErrInvalid) and pass wire.Validate (a *wire.ValidationError naming the rule).
 func Validate(f wire.Format, body []byte) error {
 	_, err := parseValid(f, body)
 	return err
