@@ -14,12 +14,9 @@ import (
 // input is replaced by an empty object).
 const ClearedPlaceholder = "[tool result cleared to save context]"
 
-// ClearToolUses simulates Anthropic's server-side context editing strategy
-// clear_tool_uses_20250919. The API applies it to every request on its own: when the request's
-// input tokens exceed Trigger, the oldest tool results are replaced by a placeholder, keeping
-// the Keep most recent tool uses and never touching ExcludeTools; if that would clear fewer
-// than ClearAtLeast tokens, nothing is cleared. The client keeps sending its full history, so
-// the decision is made afresh on every request (the editing is stateless).
+// ClearToolUses simulates Anthropic's stateless context editing clear_tool_uses_20250919 on each
+// request: over Trigger input tokens, results older than the Keep latest uses (bar ExcludeTools)
+// become a placeholder, unless that would clear fewer than ClearAtLeast tokens.
 type ClearToolUses struct {
 	// Trigger is the input-token threshold (default 100000).
 	Trigger int
@@ -128,11 +125,9 @@ func inputEdit(f wire.Format, u toolUse) (edit, bool) {
 // MaskedPlaceholder replaces a masked tool output.
 const MaskedPlaceholder = "[earlier tool output omitted]"
 
-// ObservationMask keeps the outputs of the last Window tool calls and replaces every older tool
-// output with a placeholder, on every request (the calls themselves stay). This is the
-// "observation masking" baseline of agent-context research. The observations of a
-// text-protocol agent (replay.ObservationHarness) are its outputs: an older one's message
-// content becomes the placeholder.
+// ObservationMask replaces every tool output but the last Window with a placeholder on every
+// request, keeping the calls; a text-protocol agent's observation messages are its outputs
+// (replay.ObservationHarness).
 type ObservationMask struct {
 	// Window is how many of the most recent tool outputs are kept (default 10).
 	Window int

@@ -16,10 +16,9 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// DefaultHorizon is the smallest number of further requests the cache-aware policy assumes a
-// context still has when it weighs a flush: it expects as many more requests as the current
-// context (since the session start or its last compaction) has already seen, but never fewer
-// than DefaultHorizon nor more than DefaultMaxHorizon.
+// DefaultHorizon is the least number of further requests the cache-aware policy assumes a
+// context has: as many as it has seen since its start or last compaction, clamped to
+// [DefaultHorizon, DefaultMaxHorizon].
 const DefaultHorizon = cachepolicy.DefaultHorizon
 
 // DefaultMaxHorizon caps the expected further requests of the cache-aware policy: a flush must
@@ -57,27 +56,9 @@ type CondenseOptions struct {
 // DefaultGraceTurns is how many of the latest tool-using turns a mid-run flush never touches.
 const DefaultGraceTurns = cachepolicy.DefaultGraceTurns
 
-// Engine replays requests through the condense pruning engine in-process: flushes run
-// PlanFlush → summarizer → Plan.Apply, the new state and its blobs are written to an
-// embedded in-memory store (store.Open("memory:"), one per session) and read back as the proxy
-// would load them, and every request is rendered with pruner.Render.
-//
-// Flushes are triggered the way the proxy's default agent-message trigger does: when the
-// request shows a new final assistant reply (an assistant message without tool calls). The
-// reference strategy flushes at every such trigger. With CacheAware, a due flush is weighed
-// against the simulated provider cache first:
-//
-//   - when the prefix cache has expired anyway (Cache.Alive is false) the flush is free and runs;
-//   - otherwise it runs only if the tokens it removes, read at the cache-read price on each of
-//     the expected remaining requests (max(Horizon, requests so far)), save more than
-//     re-writing the cached prefix it invalidates costs (lost cached tokens × (write − read)
-//     multipliers) plus the summarizer calls; else it stays due and is weighed again on the
-//     next request (when more results have accumulated or the cache has expired).
-//
-// With MidRun, long agent runs that never produce a final reply are not left unpruned: at
-// each request the engine plans a flush over the transcript up to the GraceTurns-th latest
-// tool-using assistant turn (so the model always sees its recent results verbatim) and keeps
-// it under the same cost rule.
+// Engine replays requests through the condense engine in-process (state in a per-session memory
+// store, every request rendered by pruner.Render), flushing at each new final reply; CacheAware
+// and MidRun add the proxy's cache-aware and mid-run flushes (docs/replay.md).
 type Engine struct {
 	opts CondenseOptions
 	pol  pruner.Policy

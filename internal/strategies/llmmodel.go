@@ -11,10 +11,9 @@ import (
 // small, cheap model, as a summarizer would be configured.
 const DefaultLLMModel = "claude-haiku-4-5"
 
-// ModeledLLM stands in for an LLM summarizer in a replay: its summaries are Text's (the
-// extractive summarizer's), its usage what an LLM call on the same batch bills — input: the
-// system and user prompt summarize.LLM sends; output: the tokens of the summary Text wrote,
-// the stand-in for the size of an LLM's summary. Safe for concurrent use.
+// ModeledLLM stands in for an LLM summarizer in a replay: Text's (extractive) summaries, billed
+// as an LLM call on the same batch would be (input: summarize.LLM's prompts; output: the tokens
+// of Text's summary). Safe for concurrent use.
 type ModeledLLM struct {
 	// Model is the model the calls are billed at (DefaultLLMModel when empty).
 	Model string

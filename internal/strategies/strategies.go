@@ -1,7 +1,6 @@
-// Package strategies holds the context-management strategies condense replay compares:
-// None (the agent's requests unchanged), ClearToolUses (Anthropic's server-side
-// clear_tool_uses_20250919 context editing, simulated), ObservationMask (keep only the last N
-// tool outputs) and, in condense.go, the condense engine and the reference extension's defaults.
+// Package strategies holds the context-management strategies condense replay compares: None,
+// ClearToolUses (Anthropic's context editing, simulated), ObservationMask and, in condense.go,
+// the condense engine and the reference extension's defaults.
 package strategies
 
 import (
