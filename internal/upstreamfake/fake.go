@@ -1,13 +1,6 @@
-// Package upstreamfake is a local stand-in for the paid LLM providers. It speaks the
-// Anthropic Messages API (POST /v1/messages, /v1/messages/count_tokens), the OpenAI Chat
-// Completions API (POST /v1/chat/completions) and the OpenAI Responses API (POST
-// /v1/responses), streaming (SSE) and not, replies from a script
-// of scripted turns (text, thinking, tool calls — including context_tree_query calls —, usage,
-// provider-shaped errors, raw bodies) and records every request it receives so tests can assert
-// on exactly what a proxy forwarded. Like the real APIs it answers 400 to a body that is not
-// JSON and, on Chat Completions, to a reasoning_effort the named OpenAI model does not take.
-//
-// It is the only fake in the test suite: everything else is run for real.
+// Package upstreamfake is a local stand-in for the LLM providers (Anthropic Messages, OpenAI Chat
+// Completions and Responses; SSE or not): it replies from scripted turns, answers 400 where they
+// would (a non-JSON body, an unsupported reasoning_effort) and records every request it receives.
 package upstreamfake
 
 import (
@@ -125,19 +118,14 @@ type Recorded struct {
 // Stream reports whether the request asked for a streamed response.
 func (r Recorded) Stream() bool { return gjson.GetBytes(r.Body, "stream").Bool() }
 
-// HeaderSlept is the response header in which the fake reports, in microseconds, its modeled
-// provider time: from having read the request body to writing the response headers, when a
-// delay applies (Reply.Delay plus the Latency model). The fake's own handling of the request
-// (checking the JSON, choosing the reply) runs inside that time, as a real provider's handling
-// is part of its time to first token; the fake sleeps only for the rest. Load tests subtract it
-// from a request's end-to-end time to take the modeled provider time (and the timer's jitter)
-// out of a comparison.
+// HeaderSlept is the response header carrying, in microseconds, the fake's modeled provider time
+// from reading the request body to writing the response headers (Reply.Delay plus Latency); the
+// fake's own handling runs inside it. Load tests subtract it from end-to-end times.
 const HeaderSlept = "Upstreamfake-Slept-Us"
 
-// Latency models how long a real provider takes to answer: TTFT (time to first token) before
-// anything is sent, then the reply's output tokens generated at TokensPerSecond. A non-streamed
-// reply is sent after both; a streamed one sends its first event after TTFT and its closing
-// events after the generation time. The zero value adds no delay.
+// Latency models a provider's answer time: TTFT before anything is sent, then the reply's output
+// tokens at TokensPerSecond. A non-streamed reply is sent after both; a streamed one sends its
+// first event after TTFT and its closing events after generation. The zero value adds no delay.
 type Latency struct {
 	// TTFT is the time to first token.
 	TTFT time.Duration
@@ -213,11 +201,8 @@ func (s *Server) SetLatency(l Latency) {
 	s.mu.Unlock()
 }
 
-// SetObserver sets a function the fake calls once per request it read, after it has written
-// the whole response and before flushing it (so before the client can have read all of it),
-// with the request and when it was handled. Load tests use it to split a request's end-to-end
-// time into the part before the fake had the request and the part after it answered. nil
-// removes it.
+// SetObserver sets f to be called once per request read, with the request and its timing, after
+// the whole response is written and before it is flushed to the client; nil removes it.
 func (s *Server) SetObserver(f func(Recorded, Timing)) {
 	s.mu.Lock()
 	s.observer = f
@@ -421,11 +406,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// openAIParamRejection reports the 400 the real Chat Completions API answers for a
-// reasoning_effort the model does not take (OpenAI's reasoning_effort reference: models before
-// gpt-5.1 do not support "none"; non-reasoning models reject the parameter): gpt-3.5, gpt-4*
-// (gpt-4o, gpt-4.1...), chatgpt-* and gpt-5-chat* reject the parameter, the o-series and the
-// gpt-5 models before gpt-5.1 reject "none". Other model names accept every value.
+// openAIParamRejection reports the 400 Chat Completions answers for a reasoning_effort the model
+// does not take: gpt-3.5, gpt-4*, chatgpt-* and gpt-5-chat* reject the parameter, the o-series
+// and gpt-5 before gpt-5.1 reject "none"; other names accept every value.
 func openAIParamRejection(body []byte) (msg, param, code string, bad bool) {
 	effort := gjson.GetBytes(body, "reasoning_effort")
 	if !effort.Exists() {
