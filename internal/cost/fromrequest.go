@@ -9,10 +9,9 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// PromptMemo remembers the segment of every block and tool FromRequest has flattened, by
-// pointer, so flattening several renders of one request (which share most of their blocks)
-// estimates and hashes each shared block once. A memo belongs to one request's renders and
-// one estimator; it is not safe for concurrent use. The zero value is ready to use.
+// PromptMemo remembers, by pointer, the segment of every block and tool FromRequest flattened,
+// so several renders of one request estimate and hash shared blocks once. It belongs to one
+// request and one estimator, is not safe for concurrent use, and its zero value is ready.
 type PromptMemo struct {
 	blocks map[*wire.Block]memoSeg
 	tools  map[*wire.Tool]memoSeg
@@ -41,10 +40,9 @@ func stringSeg(blk *wire.Block, est Estimator) memoSeg {
 	return memoSeg{content: xxhash.Sum64(blk.Raw()), tokens: est.Text(blk.Text())}
 }
 
-// FromRequest flattens a parsed (or rendered) request into the Prompt FromBody would build
-// from its serialized bytes — same segments, keys, tokens and breakpoints — without
-// serializing or re-reading JSON: it reads the blocks' parsed fields and hashes their raw
-// members. The request's own Format is used (o.Format is ignored). memo may be nil.
+// FromRequest flattens a parsed or rendered request into the Prompt FromBody would build from
+// its bytes (same segments, keys, tokens, breakpoints) without serializing. The request's own
+// Format is used (o.Format is ignored); memo may be nil.
 func FromRequest(r *wire.Request, o PromptOptions, memo *PromptMemo) Prompt {
 	est := o.Estimator
 	if est == nil {

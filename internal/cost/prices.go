@@ -167,11 +167,9 @@ const (
 	PricedAsFallback
 )
 
-// Resolve returns the price of a model id and how it was found. The family of an id is its
-// '-'-separated words without digits ("claude-opus-4-7" → claude-opus, "gpt-5.3-codex" →
-// gpt-codex); an unknown id takes the first entry of its family, else of the family with its
-// last word dropped, down to the vendor word alone, where the fallback wins when it is of
-// that vendor ("claude-next" → the fallback claude-sonnet-4-5, "gemini-4-flash" → gemini-2.5-flash).
+// Resolve returns the price of model and how it was found. An unknown id takes the first entry
+// of its family (its digit-free words: "gpt-5.3-codex" → gpt-codex), else of shorter prefixes down
+// to the vendor word, where a fallback of that vendor wins ("claude-next" → claude-sonnet-4-5).
 func (p *Prices) Resolve(model string) (Price, Pricing) {
 	if pr, ok := p.lookup(model); ok {
 		return pr, PricedExactly

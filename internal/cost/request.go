@@ -16,10 +16,9 @@ import (
 type BreakpointMode uint8
 
 const (
-	// BreakpointsAuto uses the client's cache_control markers when the request has any, and
-	// otherwise places the markers pi and Claude Code place: on the last tool, the last system
-	// block and the last block of the last message. Transcripts do not record cache_control, so
-	// rebuilt requests usually need this to be billed the way the agent was billed.
+	// BreakpointsAuto uses the client's cache_control markers when there are any, else those pi and
+	// Claude Code place (last tool, last system block, last block of the last message), since
+	// transcripts do not record cache_control.
 	BreakpointsAuto BreakpointMode = iota
 	// BreakpointsClient uses only the request's own cache_control markers.
 	BreakpointsClient

@@ -13,10 +13,9 @@ import (
 // outputs, reasoning and any other item, told apart by their content hash only.
 const itemKind = 'i'
 
-// responsesBody adds the segments of a Responses request body: tools, then "instructions"
-// (as the system prompt), then the input. A string input is one user message; a message item
-// is a message of its role with one segment per content part (as in Chat Completions); every
-// other item is one segment of its own, keyed by its JSON.
+// responsesBody adds the segments of a Responses body: tools, "instructions" as the system
+// prompt, then the input (a string is one user message, a message item one segment per content
+// part, any other item one segment keyed by its JSON).
 func (b *builder) responsesBody(root gjson.Result) error {
 	est := b.est
 	root.Get("tools").ForEach(func(_, t gjson.Result) bool {
