@@ -1,7 +1,6 @@
-// Package cachepolicy is the cache-aware flush decision the proxy and condense replay share:
-// Decide keeps a flush when the cache expired or it saves more than its cache rewrite costs,
-// and MidRunCut and MidRunDue are the mid-run trigger. It does no I/O and reads no clock.
-// See docs/cost-model.md (section 8).
+// Package cachepolicy is the cache-aware flush decision shared by the proxy and condense replay:
+// Decide keeps a flush when the cache expired or it saves more than its rewrite costs; MidRunCut
+// and MidRunDue are the mid-run trigger. No I/O, no clock. See docs/cost-model.md §8.
 package cachepolicy
 
 import (

@@ -1,7 +1,6 @@
-// Package config is the versioned data-plane configuration (condense.dev/config/v1,
-// ProxyConfig, YAML or JSON) of `condense proxy` and `condense pruner`, which the operator
-// builds from a PruningPolicy: omitted fields keep their defaults (Default), unknown ones are
-// errors. It has no Kubernetes dependencies. See docs/configuration.md.
+// Package config is the versioned data-plane configuration (condense.dev/config/v1 ProxyConfig,
+// YAML or JSON) of `condense proxy` and `condense pruner`: omitted fields keep Default's values,
+// unknown ones are errors; no Kubernetes dependencies. See docs/configuration.md.
 package config
 
 import (
@@ -167,10 +166,9 @@ type Upstreams struct {
 
 // Store says where session state lives.
 type Store struct {
-	// URL is a store URL as understood by store.Open: redis://, rediss://, unix://,
-	// redis+sentinel://, redis+cluster:// (rediss+... for TLS), bolt:PATH or bolt: (embedded) or
-	// memory: (default, single process only).
-	// Ignored when URLEnv is set.
+	// URL is a store.Open URL: redis://, rediss://, unix://, redis+sentinel://, redis+cluster://
+	// (rediss+... for TLS), bolt:PATH, bolt: or memory: (default, single process only). Ignored when
+	// URLEnv is set.
 	URL string `json:"url" yaml:"url"`
 	// URLEnv names an environment variable holding the URL, so credentials in it stay out of the
 	// configuration file (the operator sets it from a Secret).
@@ -229,11 +227,9 @@ type Trigger struct {
 	// BudgetTurnDelta flushes when one turn grows context usage by at least this fraction,
 	// in (0, 1]; nil disables.
 	BudgetTurnDelta *float64 `json:"budgetTurnDelta,omitempty" yaml:"budgetTurnDelta,omitempty"`
-	// CacheAware weighs agent-message, delta and mid-run flushes against the provider's prompt
-	// cache (default true): a flush runs when the cache has expired anyway, or when the tokens
-	// it removes over the expected remaining requests save more than re-writing the cached
-	// prefix costs; otherwise it is deferred and retried on later requests. Manual and budget
-	// flushes always run.
+	// CacheAware weighs agent-message, delta and mid-run flushes against the prompt cache (default
+	// true): one that costs more than it saves is deferred to a later request (docs/cost-model.md §8).
+	// Manual and budget flushes always run.
 	CacheAware bool `json:"cacheAware" yaml:"cacheAware"`
 	// MidRun (with CacheAware) also flushes inside long agent runs without a final reply, over
 	// the transcript before the latest MidRunGraceTurns tool-using turns (default true).
