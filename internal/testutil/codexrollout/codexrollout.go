@@ -1,10 +1,6 @@
-// Package codexrollout gives tests and benchmarks the corpus Codex CLI rollouts
-// (codex_*.jsonl) as the OpenAI Responses API requests Codex sent, as the importer
-// (internal/transcripts, its Responses form) rebuilds them: the input items of the session's
-// last context and, per request, how many of them it sends.
-//
-// It imports internal/transcripts, so that package must never import internal/wire: the wire
-// package's own tests use this one.
+// Package codexrollout gives tests the corpus Codex rollouts (codex_*.jsonl) as the Responses
+// requests Codex sent, as internal/transcripts rebuilds them. It imports internal/transcripts,
+// so that package must never import internal/wire, whose tests use this one.
 package codexrollout
 
 import (

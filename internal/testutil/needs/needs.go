@@ -1,8 +1,6 @@
-// Package needs lets a test report that something it depends on (a tool such as
-// redis-server or kube-apiserver, the agent-session corpus) is missing: the test is skipped
-// on a developer's machine, and fails where $CONDENSE_REQUIRE_TOOLS is 1. hack/test.sh (so
-// `make test` and CI) installs every tool and sets it, so a broken install or a renamed
-// corpus file fails the suite instead of passing it with tests silently skipped.
+// Package needs reports a test's missing dependency (a tool such as redis-server, the corpus):
+// the test skips, or fails where $CONDENSE_REQUIRE_TOOLS is 1, as hack/test.sh (make test, CI)
+// sets it so that a broken install fails the suite instead of silently skipping tests.
 package needs
 
 import (

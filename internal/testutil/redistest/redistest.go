@@ -1,10 +1,6 @@
-// Package redistest starts real redis-server processes for tests: a standalone server on a
-// free loopback port (optionally with an append-only file that survives Kill and Restart)
-// and a real three-master Redis Cluster. Servers are stopped by t.Cleanup and are killed with
-// the test process; nothing is left running and no fixed port is used.
-//
-// When redis-server is not installed (hack/install-redis.sh installs it), Start and
-// StartCluster skip the test with a message.
+// Package redistest starts real redis-server processes for tests on free loopback ports: a
+// standalone server (optionally append-only, surviving Kill and Restart) and a three-master
+// Cluster, stopped by t.Cleanup. Without redis-server, Start and StartCluster skip the test.
 package redistest
 
 import (
