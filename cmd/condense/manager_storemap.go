@@ -11,12 +11,9 @@ import (
 	"github.com/condense-dev/condense/internal/store"
 )
 
-// storeAddressMap rewrites Redis addresses in the store URLs the operator opens. It exists
-// for running `condense manager` outside the cluster (development, the end-to-end test): the
-// URL of a managed Redis names its in-cluster Service (NAME-redis.NAMESPACE.svc:6379), which
-// resolves only inside the cluster, so `--store-address-map NAME-redis.NAMESPACE.svc:6379=127.0.0.1:6379`
-// points the operator at a port-forward or a local redis-server instead. In-cluster
-// deployments leave it empty: URLs are then opened unchanged.
+// storeAddressMap maps Redis host:port addresses in the store URLs the operator opens (FROM=TO,
+// --store-address-map) so that `condense manager` outside the cluster reaches a managed Redis's
+// in-cluster Service through a local address. Empty: URLs are opened unchanged.
 type storeAddressMap map[string]string
 
 // parseStoreAddressMap parses FROM=TO pairs, both host:port.

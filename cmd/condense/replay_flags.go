@@ -46,11 +46,9 @@ func addCondenseFlags(fl *pflag.FlagSet, c *condenseFlags) {
 	fl.BoolVar(&c.noMidRun, flagNoMidRun, false, "condense: weigh flushes only at final replies (the agent-message trigger), not inside long agent runs (file: trigger.midRun: false)")
 }
 
-// condenseOptions finalises the condense options. Precedence, lowest first: the built-in
-// defaults, the engine file (--policy, else --config: its engine policy and its trigger
-// knobs cacheAware, midRun, midRunGraceTurns, horizon, maxHorizon), then every flag set
-// explicitly on the command line (fl.Changed). Trigger settings the replay cannot simulate
-// (trigger.mode on-demand, autoBudgetThreshold, budgetTurnDelta) are returned as warnings.
+// condenseOptions finalises the condense options: built-in defaults, then the engine file
+// (--policy, else --config: engine policy and trigger knobs), then every flag set explicitly.
+// Trigger settings the replay cannot simulate are returned as warnings (docs/replay.md).
 func condenseOptions(fl *pflag.FlagSet, c *condenseFlags, prices *cost.Prices) (strategies.CondenseOptions, []string, error) {
 	o := c.opts
 	cacheAware, midRun := !c.plain, !c.noMidRun
@@ -133,11 +131,9 @@ func (e *triggerFileError) Error() string { return "trigger of " + e.Path + ": "
 // Unwrap returns the underlying error (a *config.ValidationError for invalid values).
 func (e *triggerFileError) Unwrap() error { return e.Err }
 
-// loadTrigger reads the flush trigger of the file strategies.LoadPolicy reads the engine
-// policy from: a PruningPolicy's spec.trigger, a ProxyConfig's engine.trigger or a bare spec's
-// trigger. Fields left out keep config.Default's values; unknown fields and values the
-// configuration would reject are errors. (A private adapter: internal/strategies reads only
-// the engine policy, internal/config only whole ProxyConfig documents.)
+// loadTrigger reads the flush trigger from the file strategies.LoadPolicy reads: a
+// PruningPolicy's spec.trigger, a ProxyConfig's engine.trigger or a bare spec's trigger. Omitted
+// fields keep config.Default's values; unknown fields and invalid values are errors.
 func loadTrigger(path string) (config.Trigger, error) {
 	def := config.Default()
 	data, err := os.ReadFile(path)

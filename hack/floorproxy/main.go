@@ -1,20 +1,6 @@
-// Command floorproxy is the least an HTTP proxy in condense's place can do: it forwards every
-// request to one upstream and relays the response, with no parsing, no state and no pruning.
-// `make loadtest` runs it in place of `condense proxy` (CONDENSE_LOAD_FLOOR), or next to it
-// (CONDENSE_LOAD_BESIDE: every request is also sent through it), to measure what a second
-// loopback hop alone adds on the machine at hand, so that what condense adds on top of it can
-// be told apart from what any proxy would add.
-//
-//	go run ./hack/floorproxy -upstream http://127.0.0.1:8080 -mode buffer
-//
-// Modes:
-//   - buffer reads the whole request body before it forwards it, and the whole response
-//     before it relays it (as condense does with a JSON body and a non-streamed answer);
-//   - stream is net/http/httputil.ReverseProxy, which forwards bytes as they arrive.
-//
-// Both send upstream with condense's own transport (proxy.NewUpstreamTransport). It logs one
-// JSON line {"msg":"listening","what":"proxy","addr":...} to stderr when it accepts
-// connections and serves Prometheus process and Go runtime metrics at /metrics.
+// Command floorproxy is `make loadtest`'s baseline proxy (docs/performance.md): it forwards each
+// request to -upstream with condense's transport and relays the answer unparsed (-mode buffer: whole
+// bodies; stream: httputil.ReverseProxy), logs {"msg":"listening",...} to stderr and serves /metrics.
 package main
 
 import (

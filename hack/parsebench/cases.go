@@ -1,8 +1,6 @@
-// Package parsebench compares wire.Parse with general Go JSON libraries on the work the
-// proxy needs from a request body: every message and content block located (its raw byte
-// span, so unknown members pass through byte for byte) with its type, id, name and decoded
-// text. It is its own module so that the product's go.mod carries no benchmark-only
-// dependencies.
+// Package parsebench compares wire.Parse with general Go JSON libraries on locating every
+// message and content block of a request body (raw span, type, id, name, decoded text). It is its
+// own module so the product's go.mod carries no benchmark-only dependencies.
 package parsebench
 
 import (
@@ -23,10 +21,8 @@ type Case struct {
 	Body   []byte
 }
 
-// Cases returns the bodies every parser is measured on: the pruner's reference workload in
-// the three formats (byte for byte the body of internal/pruner's workloadTx) and, when the
-// shared corpus is there, the wire benchmarks' corpus requests; then the extra cases as
-// given (bodies of another format).
+// Cases returns the bodies every parser is measured on: the pruner's reference workload in the
+// three formats, the wire benchmarks' corpus requests when the shared corpus is there, then extra.
 func Cases(tb testing.TB, extra ...Case) []Case {
 	cs := []Case{
 		{"workload/anthropic", wire.Anthropic, workloadBody(wire.Anthropic)},
@@ -41,10 +37,9 @@ func Cases(tb testing.TB, extra ...Case) []Case {
 	return append(cs, extra...)
 }
 
-// workloadBody is the reference workload of internal/pruner (bench_test.go, workloadTx):
-// 20 tasks, each a user prompt, 9 turns of an assistant with 600 characters of thinking and
-// one tool call plus a 10,000-character result, and a final reply; 400 messages (Responses:
-// 560 items, the thinking as reasoning items).
+// workloadBody is internal/pruner's reference workload (bench_test.go, workloadTx) in format f,
+// byte for byte: 20 tasks of a prompt, 9 thinking tool-call turns with 10,000-character results
+// and a final reply (400 messages; Responses: 560 items).
 func workloadBody(f wire.Format) []byte {
 	var msgs []map[string]any
 	thinking := strings.Repeat("I should look at the next file carefully. ", 15)[:600]

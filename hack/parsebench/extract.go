@@ -23,10 +23,9 @@ type Msg struct {
 	Blocks     []Blk
 }
 
-// Blk is one content block (Anthropic), content part, tool call or tool message (OpenAI):
-// its raw span, type, the id it has or answers, the tool name, the decoded text (text,
-// thinking, a tool result's text parts joined with "\n", an OpenAI call's arguments) and a
-// thinking signature. Start and End are -1 for a parser that cannot locate raw bytes.
+// Blk is one content block, content part, tool call or tool message: its raw span (Start and End
+// -1 for a parser that cannot locate raw bytes), type, id it has or answers, tool name, decoded
+// text and thinking signature.
 type Blk struct {
 	Start, End           int
 	Type, ID, Name, Text string

@@ -1,14 +1,6 @@
-// Command stallprobe measures how often this machine stops running a process that wants the
-// CPU, independent of any program under test: it spins for a fixed amount of work, then
-// sleeps, over and over (about a tenth of one CPU), and reports every work slice that took
-// far longer than it does on an idle CPU and every sleep that overslept. On a virtual machine
-// whose virtual CPUs the host deschedules, these stalls hit every process alike; `make
-// loadtest` runs it next to the proxy to tell such stalls from latency the proxy adds.
-//
-//	go run ./hack/stallprobe -duration 60s -threshold 1ms
-//
-// Each stall is a line "stall,<unix ns at its start>,<work|sleep>,<excess µs>" on stdout;
-// a summary line "summary,..." ends the run (on -duration or SIGINT/SIGTERM).
+// Command stallprobe reports how often this machine stalls a process that wants the CPU: it
+// alternates fixed work and sleep, and prints "stall,<unix ns>,<work|sleep>,<excess µs>" for each
+// late slice and a final "summary,..." line (`go run ./hack/stallprobe -duration 60s`).
 package main
 
 import (
