@@ -9,11 +9,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// A Responses request carries its transcript as "input" items, which the wire model maps onto
-// messages (internal/wire/parse_responses.go): a run of model-produced items is one assistant
-// message with a block per item, a tool output is a tool message, a message item of another
-// role is a message of its parts, any other item a message without role. Each library reads
-// every item into a jobj; responsesMsgs applies the mapping, the same for all of them.
+// Each library reads every Responses "input" item into a jobj; responsesMsgs then maps them
+// onto messages as internal/wire/parse_responses.go does, the same for all libraries.
 
 // jobj is what a parser reads of one JSON object: its span, its string members (decoded)
 // with their spans, and the objects in its array members (non-object elements are left out).
