@@ -75,15 +75,15 @@ func BenchmarkOccurrences(b *testing.B) {
 	b.ResetTimer()
 	defer reportCPU(b, cpuTime())
 	for b.Loop() {
-		Occurrences(r.Messages)
+		occurrences(r.Messages)
 	}
 }
 
-// BenchmarkFingerprintsCached is Fingerprints through a warm HashCache (the per-request
+// BenchmarkFingerprintsCached is Fingerprints through a warm hashCache (the per-request
 // cost when the transcript repeats).
 func BenchmarkFingerprintsCached(b *testing.B) {
 	r := bigRequest(b)
-	c := NewHashCache(1 << 16)
+	c := newHashCache(1 << 16)
 	c.Fingerprints(r.Messages)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -108,7 +108,7 @@ func BenchmarkFingerprintsCold(b *testing.B) {
 	}
 }
 
-// BenchmarkOccurrencesCold is Occurrences with the key memo emptied before every run: the
+// BenchmarkOccurrencesCold is occurrences with the key memo emptied before every run: the
 // SHA-256 cost of keying every result of the ~2 MB request for the first time.
 func BenchmarkOccurrencesCold(b *testing.B) {
 	r := bigRequest(b)
@@ -119,7 +119,7 @@ func BenchmarkOccurrencesCold(b *testing.B) {
 		keyMemo.mu.Lock()
 		clear(keyMemo.m)
 		keyMemo.mu.Unlock()
-		Occurrences(r.Messages)
+		occurrences(r.Messages)
 	}
 }
 
@@ -153,7 +153,7 @@ func BenchmarkFingerprintsReusing(b *testing.B) {
 	b.ResetTimer()
 	defer reportCPU(b, cpuTime())
 	for b.Loop() {
-		FingerprintsReusing(cur.Messages, prev.Messages, prevFps)
+		fingerprintsReusing(cur.Messages, prev.Messages, prevFps)
 	}
 }
 

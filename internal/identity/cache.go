@@ -8,11 +8,9 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// HashCache memoises MessageHash by the message's exact bytes, for callers that hash the
-// same messages on every request of a session (each request is parsed anew, so the
-// *wire.Message values differ while their bytes repeat). A hit costs one xxhash pass over
-// the message bytes instead of canonicalising them. Safe for concurrent use.
-type HashCache struct {
+// hashCache memoises MessageHash by the message's exact bytes, so messages parsed anew with
+// unchanged bytes cost one xxhash pass. Safe for concurrent use.
+type hashCache struct {
 	mu  sync.Mutex
 	max int
 	m   map[cacheKey]string
@@ -23,17 +21,17 @@ type cacheKey struct {
 	n   int
 }
 
-// NewHashCache returns a cache holding at most max entries; when full it starts over.
-func NewHashCache(max int) *HashCache {
+// newHashCache returns a cache holding at most max entries; when full it starts over.
+func newHashCache(max int) *hashCache {
 	if max < 1 {
 		max = 1
 	}
-	return &HashCache{max: max, m: make(map[cacheKey]string)}
+	return &hashCache{max: max, m: make(map[cacheKey]string)}
 }
 
 // MessageHash returns identity.MessageHash(m), from the cache when the same bytes were
 // hashed before.
-func (c *HashCache) MessageHash(m *wire.Message) string {
+func (c *hashCache) MessageHash(m *wire.Message) string {
 	raw := m.Bytes()
 	k := cacheKey{sum: xxhash.Sum64(raw), n: len(raw)}
 	c.mu.Lock()
@@ -53,7 +51,7 @@ func (c *HashCache) MessageHash(m *wire.Message) string {
 }
 
 // Fingerprints is identity.Fingerprints using the cache.
-func (c *HashCache) Fingerprints(msgs []*wire.Message) []Fingerprint {
+func (c *hashCache) Fingerprints(msgs []*wire.Message) []Fingerprint {
 	out := make([]Fingerprint, len(msgs))
 	seen := make(map[string]int, len(msgs))
 	for i, m := range msgs {
@@ -64,10 +62,10 @@ func (c *HashCache) Fingerprints(msgs []*wire.Message) []Fingerprint {
 	return out
 }
 
-// FingerprintsReusing returns Fingerprints(msgs), taking prevFps = Fingerprints(prev) over
+// fingerprintsReusing returns Fingerprints(msgs), taking prevFps = Fingerprints(prev) over
 // for the leading messages msgs shares with prev (the same *wire.Message values, as
 // wire.ParseReusing shares them) and hashing only the rest.
-func FingerprintsReusing(msgs, prev []*wire.Message, prevFps []Fingerprint) []Fingerprint {
+func fingerprintsReusing(msgs, prev []*wire.Message, prevFps []Fingerprint) []Fingerprint {
 	n := 0
 	for n < len(msgs) && n < len(prev) && n < len(prevFps) && msgs[n] == prev[n] {
 		n++

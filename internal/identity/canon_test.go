@@ -9,10 +9,10 @@ import (
 	"unicode/utf8"
 )
 
-// checkCanonical verifies CanonicalJSON against encoding/json: same value, idempotent,
+// checkCanonical verifies canonicalJSON against encoding/json: same value, idempotent,
 // sorted keys, no insignificant whitespace outside strings.
 func checkCanonical(t *testing.T, in []byte) {
-	out := CanonicalJSON(in)
+	out := canonicalJSON(in)
 	var a, b any
 	errIn := json.Unmarshal(in, &a)
 	if errIn != nil || !utf8.Valid(in) {
@@ -30,7 +30,7 @@ func checkCanonical(t *testing.T, in []byte) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("value changed: %q -> %q", in, out)
 	}
-	if again := CanonicalJSON(out); !bytes.Equal(again, out) {
+	if again := canonicalJSON(out); !bytes.Equal(again, out) {
 		t.Fatalf("not idempotent: %q -> %q -> %q", in, out, again)
 	}
 }
@@ -47,7 +47,7 @@ func TestCanonicalJSONAgainstEncodingJSON(t *testing.T) {
 	}
 }
 
-// FuzzCanonicalJSON checks CanonicalJSON against encoding/json on arbitrary input.
+// FuzzCanonicalJSON checks canonicalJSON against encoding/json on arbitrary input.
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, s := range []string{`{"b":1,"a":[true,null,"x"]}`, `"\u00e9"`, `{"a":{"a":{"a":1}}}`, `[1,2`, ``} {
 		f.Add([]byte(s))

@@ -22,14 +22,14 @@ import (
 // KeySep separates the bare id from the content hash in an occurrence key.
 const KeySep = "#"
 
-// Errors returned by Resolve (and ParseFingerprint for malformed text).
+// Errors returned by resolve (and parseFingerprint for malformed text).
 var (
-	// ErrNoMatch means no message carries the fingerprint: the transcript was rewritten.
-	ErrNoMatch = errors.New("identity: fingerprint matches no message")
-	// ErrAmbiguous means several messages match; the consumer must not guess.
-	ErrAmbiguous = errors.New("identity: fingerprint matches several messages")
-	// ErrMalformed means a fingerprint string could not be parsed.
-	ErrMalformed = errors.New("identity: malformed fingerprint")
+	// errNoMatch means no message carries the fingerprint: the transcript was rewritten.
+	errNoMatch = errors.New("identity: fingerprint matches no message")
+	// errAmbiguous means several messages match; the consumer must not guess.
+	errAmbiguous = errors.New("identity: fingerprint matches several messages")
+	// errMalformed means a fingerprint string could not be parsed.
+	errMalformed = errors.New("identity: malformed fingerprint")
 )
 
 func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
@@ -39,18 +39,17 @@ func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
 	h.Write(b)
 }
 
-// OccurrenceKey returns "<id>#<8 hex>": the bare provider id and 32 bits of a SHA-256 over the
-// tool name, CanonicalJSON(input) and the result text, length-prefixed (OpenAI: input is the
+// occurrenceKey returns "<id>#<8 hex>": the bare provider id and 32 bits of a SHA-256 over the
+// tool name, canonicalJSON(input) and the result text, length-prefixed (OpenAI: input is the
 // decoded arguments string). Keys are memoised (keyMemoMax entries), safe for concurrent use.
-func OccurrenceKey(id, toolName string, input []byte, resultText string) string {
+func occurrenceKey(id, toolName string, input []byte, resultText string) string {
 	mk := occMemoKey(toolName, xxhash.Sum64(input), xxhash.Sum64String(resultText), len(input), len(resultText))
-	return occurrenceKey(id, mk, func() [4]byte { return occurrenceSum(toolName, input, resultText) })
+	return keyFor(id, mk, func() [4]byte { return occurrenceSum(toolName, input, resultText) })
 }
 
-// OccurrenceKeyOf is OccurrenceKey(result.ID, call.Name, call.Input, result.ResultText()),
-// memoised by the call's cached fingerprint (wire.Block.IdentitySum) and the result's raw
-// bytes, which determine its text, and remembered on the result block for its call
-// (wire.Block.PairMemo). The result's text is decoded only on a memo miss, into scratch memory.
+// OccurrenceKeyOf is occurrenceKey(result.ID, call.Name, call.Input, result.ResultText()),
+// memoised by the call's IdentitySum and the result's raw bytes and remembered on the result
+// block for its call (wire.Block.PairMemo).
 func OccurrenceKeyOf(call, result *wire.Block) string {
 	if k, ok := result.PairMemo(call); ok {
 		return k
@@ -64,7 +63,7 @@ func OccurrenceKeyOf(call, result *wire.Block) string {
 	} else { // a block made field by field: its fields are all there is
 		mk = occMemoKey(call.Name, call.IdentitySum(), result.IdentitySum(), len(call.Input), result.ResultTextLen())
 	}
-	k := occurrenceKey(result.ID, mk, func() [4]byte {
+	k := keyFor(result.ID, mk, func() [4]byte {
 		bp := canonPool.Get().(*[]byte)
 		text := result.AppendResultText((*bp)[:0])
 		sum := occurrenceSum(call.Name, call.Input, unsafe.String(unsafe.SliceData(text), len(text)))
@@ -75,9 +74,9 @@ func OccurrenceKeyOf(call, result *wire.Block) string {
 	return k
 }
 
-// occurrenceKey formats the key of id whose memo key is mk; sum computes the hash part when
+// keyFor formats the key of id whose memo key is mk; sum computes the hash part when
 // the memo does not have it.
-func occurrenceKey(id string, mk occKey, sum func() [4]byte) string {
+func keyFor(id string, mk occKey, sum func() [4]byte) string {
 	keyMemo.mu.Lock()
 	h, ok := keyMemo.m[mk]
 	keyMemo.mu.Unlock()
@@ -97,7 +96,7 @@ func occurrenceKey(id string, mk occKey, sum func() [4]byte) string {
 	return string(out)
 }
 
-// occurrenceSum is the SHA-256 part of OccurrenceKey (its first four bytes), computed
+// occurrenceSum is the SHA-256 part of occurrenceKey (its first four bytes), computed
 // without copying the fields.
 func occurrenceSum(toolName string, input []byte, resultText string) [4]byte {
 	h := sha256.New()
@@ -176,10 +175,10 @@ func BareID(key string) string {
 	return key[:i]
 }
 
-// CanonicalJSON returns raw with keys sorted (by decoded bytes), no insignificant whitespace,
+// canonicalJSON returns raw with keys sorted (by decoded bytes), no insignificant whitespace,
 // strings re-encoded one way (only '"', '\\' and control characters escaped, invalid UTF-8 as
 // U+FFFD), numbers as written, a duplicate key's last value. Other input: trimmed, unchanged.
-func CanonicalJSON(raw []byte) []byte {
+func canonicalJSON(raw []byte) []byte {
 	out, ok := canonicalAppend(nil, raw, "")
 	if !ok {
 		return bytes.TrimSpace(raw)
@@ -196,15 +195,15 @@ type Fingerprint struct {
 // String returns "hash:ordinal".
 func (f Fingerprint) String() string { return f.Hash + ":" + strconv.Itoa(f.Ordinal) }
 
-// ParseFingerprint parses the String form.
-func ParseFingerprint(s string) (Fingerprint, error) {
+// parseFingerprint parses the String form.
+func parseFingerprint(s string) (Fingerprint, error) {
 	i := strings.LastIndexByte(s, ':')
 	if i <= 0 {
-		return Fingerprint{}, fmt.Errorf("%w: %q", ErrMalformed, s)
+		return Fingerprint{}, fmt.Errorf("%w: %q", errMalformed, s)
 	}
 	n, err := strconv.Atoi(s[i+1:])
 	if err != nil || n < 0 {
-		return Fingerprint{}, fmt.Errorf("%w: %q", ErrMalformed, s)
+		return Fingerprint{}, fmt.Errorf("%w: %q", errMalformed, s)
 	}
 	return Fingerprint{Hash: s[:i], Ordinal: n}, nil
 }
@@ -295,17 +294,15 @@ func Fingerprints(msgs []*wire.Message) []Fingerprint {
 	return out
 }
 
-// Resolve returns the index of the message with fingerprint fp. It fails closed: ErrNoMatch
-// when no message has it (the transcript was rewritten, not just grown), ErrAmbiguous when
-// several messages match — which with an ordinal cannot happen within one transcript, but
-// does for a hash-only lookup (fp.Ordinal < 0) of a repeated message.
-func Resolve(msgs []*wire.Message, fp Fingerprint) (index int, err error) {
-	return Locate(Fingerprints(msgs), fp)
+// resolve returns the index of the message with fingerprint fp, failing closed: errNoMatch
+// when none has it, errAmbiguous when several do (only for a hash-only lookup, fp.Ordinal < 0).
+func resolve(msgs []*wire.Message, fp Fingerprint) (index int, err error) {
+	return locate(Fingerprints(msgs), fp)
 }
 
-// Locate is Resolve over fingerprints already computed with Fingerprints (or
-// HashCache.Fingerprints), for callers resolving several fingerprints in one transcript.
-func Locate(fps []Fingerprint, fp Fingerprint) (index int, err error) {
+// locate is resolve over fingerprints already computed with Fingerprints (or
+// hashCache.Fingerprints), for callers resolving several fingerprints in one transcript.
+func locate(fps []Fingerprint, fp Fingerprint) (index int, err error) {
 	found, n := -1, 0
 	for i, f := range fps {
 		if f.Hash != fp.Hash || (fp.Ordinal >= 0 && f.Ordinal != fp.Ordinal) {
@@ -318,16 +315,16 @@ func Locate(fps []Fingerprint, fp Fingerprint) (index int, err error) {
 	}
 	switch {
 	case n == 0:
-		return -1, fmt.Errorf("%w: %s", ErrNoMatch, fp)
+		return -1, fmt.Errorf("%w: %s", errNoMatch, fp)
 	case n > 1:
-		return -1, fmt.Errorf("%w: %s (%d messages)", ErrAmbiguous, fp, n)
+		return -1, fmt.Errorf("%w: %s (%d messages)", errAmbiguous, fp, n)
 	}
 	return found, nil
 }
 
-// Occurrence is one tool call paired with its result.
-type Occurrence struct {
-	Key         string // OccurrenceKey of the pair
+// occurrence is one tool call paired with its result.
+type occurrence struct {
+	Key         string // occurrenceKey of the pair
 	ID          string // provider id
 	Name        string // tool name
 	CallMsg     int    // message index of the call
@@ -336,10 +333,10 @@ type Occurrence struct {
 	ResultBlock int    // block index of the result
 }
 
-// Occurrences returns one Occurrence per tool result, in transcript order, paired with the
+// occurrences returns one occurrence per tool result, in transcript order, paired with the
 // call of its id in the nearest preceding assistant message (a result without one is skipped).
-func Occurrences(msgs []*wire.Message) []Occurrence {
-	var out []Occurrence
+func occurrences(msgs []*wire.Message) []occurrence {
+	var out []occurrence
 	lastAssistant := -1
 	for mi, m := range msgs {
 		if m.Role == wire.RoleAssistant {
@@ -355,7 +352,7 @@ func Occurrences(msgs []*wire.Message) []Occurrence {
 				continue
 			}
 			call := msgs[cm].Blocks[cb]
-			out = append(out, Occurrence{
+			out = append(out, occurrence{
 				Key: OccurrenceKeyOf(call, b),
 				ID:  b.ID, Name: call.Name,
 				CallMsg: cm, CallBlock: cb, ResultMsg: mi, ResultBlock: bi,

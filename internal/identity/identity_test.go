@@ -23,8 +23,8 @@ func TestCanonicalJSON(t *testing.T) {
 		{` {"a":1} {"b":2} `, `{"a":1} {"b":2}`},
 		{``, ``},
 	} {
-		if got := string(CanonicalJSON([]byte(tc.in))); got != tc.want {
-			t.Errorf("CanonicalJSON(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := string(canonicalJSON([]byte(tc.in))); got != tc.want {
+			t.Errorf("canonicalJSON(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -32,27 +32,27 @@ func TestCanonicalJSON(t *testing.T) {
 var keyRE = regexp.MustCompile(`^(.+)#[0-9a-f]{8}$`)
 
 func TestOccurrenceKey(t *testing.T) {
-	k := OccurrenceKey("bash_23", "bash", []byte(`{"cmd":"ls","n":1}`), "a\nb")
+	k := occurrenceKey("bash_23", "bash", []byte(`{"cmd":"ls","n":1}`), "a\nb")
 	if m := keyRE.FindStringSubmatch(k); m == nil || m[1] != "bash_23" {
 		t.Fatalf("key %q", k)
 	}
 	if BareID(k) != "bash_23" || BareID("x#y") != "x#y" || BareID("plain") != "plain" {
 		t.Fatal("BareID")
 	}
-	if k2 := OccurrenceKey("bash_23", "bash", []byte(" { \"n\":1, \"cmd\" : \"ls\" }"), "a\nb"); k2 != k {
+	if k2 := occurrenceKey("bash_23", "bash", []byte(" { \"n\":1, \"cmd\" : \"ls\" }"), "a\nb"); k2 != k {
 		t.Errorf("equivalent input spelling must give the same key: %s %s", k, k2)
 	}
 	for name, other := range map[string]string{
-		"result": OccurrenceKey("bash_23", "bash", []byte(`{"cmd":"ls","n":1}`), "a\nc"),
-		"input":  OccurrenceKey("bash_23", "bash", []byte(`{"cmd":"pwd","n":1}`), "a\nb"),
-		"name":   OccurrenceKey("bash_23", "sh", []byte(`{"cmd":"ls","n":1}`), "a\nb"),
-		"shift":  OccurrenceKey("bash_23", "bas", []byte(`h{"cmd":"ls","n":1}`), "a\nb"),
+		"result": occurrenceKey("bash_23", "bash", []byte(`{"cmd":"ls","n":1}`), "a\nc"),
+		"input":  occurrenceKey("bash_23", "bash", []byte(`{"cmd":"pwd","n":1}`), "a\nb"),
+		"name":   occurrenceKey("bash_23", "sh", []byte(`{"cmd":"ls","n":1}`), "a\nb"),
+		"shift":  occurrenceKey("bash_23", "bas", []byte(`h{"cmd":"ls","n":1}`), "a\nb"),
 	} {
 		if other == k {
 			t.Errorf("different %s must give a different key", name)
 		}
 	}
-	if OccurrenceKey("bash_24", "bash", []byte(`{"cmd":"ls","n":1}`), "a\nb")[len("bash_24"):] != k[len("bash_23"):] {
+	if occurrenceKey("bash_24", "bash", []byte(`{"cmd":"ls","n":1}`), "a\nb")[len("bash_24"):] != k[len("bash_23"):] {
 		t.Error("hash must not depend on the id")
 	}
 }
@@ -112,7 +112,7 @@ func TestReusedIDIncident(t *testing.T) {
 	if err := wire.Validate(r); err != nil {
 		t.Fatalf("OpenAI accepts ids reused across turns: %v", err)
 	}
-	occ := Occurrences(r.Messages)
+	occ := occurrences(r.Messages)
 	if len(occ) != 4 {
 		t.Fatalf("occurrences: %d", len(occ))
 	}
@@ -153,11 +153,11 @@ func TestReusedIDAnthropicRendering(t *testing.T) {
 	if err := wire.Validate(r); !errors.As(err, &ve) || ve.Rule != wire.RuleDuplicateCallID {
 		t.Fatalf("Anthropic rejects reused ids in one request: %v", err)
 	}
-	occ := Occurrences(r.Messages)
+	occ := occurrences(r.Messages)
 	if len(occ) != 2 || occ[0].Key == occ[1].Key || occ[1].Name != "read" || occ[0].Name != "bash" {
 		t.Fatalf("occurrences %+v", occ)
 	}
-	if occ[1].Key != OccurrenceKey("bash_23", "read", []byte(`{"path":"x"}`), "LIVE") {
+	if occ[1].Key != occurrenceKey("bash_23", "read", []byte(`{"path":"x"}`), "LIVE") {
 		t.Fatal("key must be computed from the paired call")
 	}
 }
@@ -181,12 +181,12 @@ func TestFingerprints(t *testing.T) {
 			t.Fatalf("duplicate fingerprint %v", fp)
 		}
 		seen[fp] = true
-		if got, err := Resolve(r.Messages, fp); err != nil || got != i {
-			t.Fatalf("Resolve(%v) = %d, %v", fp, got, err)
+		if got, err := resolve(r.Messages, fp); err != nil || got != i {
+			t.Fatalf("resolve(%v) = %d, %v", fp, got, err)
 		}
-		back, err := ParseFingerprint(fp.String())
+		back, err := parseFingerprint(fp.String())
 		if err != nil || back != fp {
-			t.Fatalf("ParseFingerprint(%q) = %v, %v", fp, back, err)
+			t.Fatalf("parseFingerprint(%q) = %v, %v", fp, back, err)
 		}
 	}
 	// Stable while the transcript grows.
@@ -203,18 +203,18 @@ func TestFingerprints(t *testing.T) {
 	// Rewritten history (an earlier "continue" dropped): the last fingerprint no longer
 	// resolves — fail closed instead of pointing at the wrong message.
 	rewritten := openAIRequest(t, []spec{specs[0], specs[1], specs[3], specs[4]})
-	if _, err := Resolve(rewritten.Messages, fps[4]); !errors.Is(err, ErrNoMatch) {
-		t.Fatalf("want ErrNoMatch, got %v", err)
+	if _, err := resolve(rewritten.Messages, fps[4]); !errors.Is(err, errNoMatch) {
+		t.Fatalf("want errNoMatch, got %v", err)
 	}
-	if _, err := Resolve(r.Messages, Fingerprint{Hash: fps[2].Hash, Ordinal: -1}); !errors.Is(err, ErrAmbiguous) {
-		t.Fatalf("hash-only lookup of a repeated message: want ErrAmbiguous, got %v", err)
+	if _, err := resolve(r.Messages, Fingerprint{Hash: fps[2].Hash, Ordinal: -1}); !errors.Is(err, errAmbiguous) {
+		t.Fatalf("hash-only lookup of a repeated message: want errAmbiguous, got %v", err)
 	}
-	if _, err := Resolve(r.Messages, Fingerprint{Hash: fps[0].Hash, Ordinal: -1}); err != nil {
+	if _, err := resolve(r.Messages, Fingerprint{Hash: fps[0].Hash, Ordinal: -1}); err != nil {
 		t.Fatalf("hash-only lookup of a unique message: %v", err)
 	}
 	for _, bad := range []string{"", "abc", "abc:x", ":1", "a:-1"} {
-		if _, err := ParseFingerprint(bad); !errors.Is(err, ErrMalformed) {
-			t.Errorf("ParseFingerprint(%q): %v", bad, err)
+		if _, err := parseFingerprint(bad); !errors.Is(err, errMalformed) {
+			t.Errorf("parseFingerprint(%q): %v", bad, err)
 		}
 	}
 }
@@ -309,8 +309,8 @@ func TestSWEAgentReusedIDs(t *testing.T) {
 	if err := wire.Validate(r); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	occ := Occurrences(r.Messages)
-	perID := map[string][]Occurrence{}
+	occ := occurrences(r.Messages)
+	perID := map[string][]occurrence{}
 	keys := map[string]bool{}
 	for _, o := range occ {
 		perID[o.ID] = append(perID[o.ID], o)
@@ -341,8 +341,8 @@ func TestSWEAgentReusedIDs(t *testing.T) {
 	}
 	fps := Fingerprints(r.Messages)
 	for i, fp := range fps {
-		if got, err := Resolve(r.Messages, fp); err != nil || got != i {
-			t.Fatalf("Resolve(%v) = %d, %v", fp, got, err)
+		if got, err := resolve(r.Messages, fp); err != nil || got != i {
+			t.Fatalf("resolve(%v) = %d, %v", fp, got, err)
 		}
 	}
 	t.Logf("%d messages, %d occurrences, %d distinct keys", len(r.Messages), len(occ), len(keys))
@@ -350,7 +350,7 @@ func TestSWEAgentReusedIDs(t *testing.T) {
 
 func TestHashCache(t *testing.T) {
 	r := openAIRequest(t, []spec{{role: "user", text: "a"}, {role: "assistant", text: "b"}, {role: "user", text: "a"}})
-	c := NewHashCache(2)
+	c := newHashCache(2)
 	for round := 0; round < 3; round++ {
 		got := c.Fingerprints(r.Messages)
 		want := Fingerprints(r.Messages)
@@ -367,16 +367,16 @@ func TestHashCache(t *testing.T) {
 
 func TestLocate(t *testing.T) {
 	fps := []Fingerprint{{"a", 0}, {"b", 0}, {"a", 1}}
-	if i, err := Locate(fps, Fingerprint{"a", 1}); err != nil || i != 2 {
-		t.Fatalf("Locate: %d %v", i, err)
+	if i, err := locate(fps, Fingerprint{"a", 1}); err != nil || i != 2 {
+		t.Fatalf("locate: %d %v", i, err)
 	}
-	if _, err := Locate(fps, Fingerprint{"a", 2}); !errors.Is(err, ErrNoMatch) {
-		t.Fatalf("want ErrNoMatch: %v", err)
+	if _, err := locate(fps, Fingerprint{"a", 2}); !errors.Is(err, errNoMatch) {
+		t.Fatalf("want errNoMatch: %v", err)
 	}
-	if _, err := Locate(fps, Fingerprint{"a", -1}); !errors.Is(err, ErrAmbiguous) {
-		t.Fatalf("want ErrAmbiguous: %v", err)
+	if _, err := locate(fps, Fingerprint{"a", -1}); !errors.Is(err, errAmbiguous) {
+		t.Fatalf("want errAmbiguous: %v", err)
 	}
-	if i, err := Locate(fps, Fingerprint{"b", -1}); err != nil || i != 1 {
+	if i, err := locate(fps, Fingerprint{"b", -1}); err != nil || i != 1 {
 		t.Fatalf("hash-only unique: %d %v", i, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // TestResponsesCorpusIdentity replays the corpus Codex sessions as Responses requests:
 // every occurrence key (function_call with its arguments string, apply_patch with its
-// freeform input) matches the definition, and FingerprintsReusing equals Fingerprints at
+// freeform input) matches the definition, and fingerprintsReusing equals Fingerprints at
 // every request (an assistant run of items is one message).
 func TestResponsesCorpusIdentity(t *testing.T) {
 	for _, path := range codexrollout.Files(t) {
@@ -27,7 +27,7 @@ func TestResponsesCorpusIdentity(t *testing.T) {
 				if prev != nil {
 					prevMsgs = prev.Messages
 				}
-				got, want := FingerprintsReusing(r.Messages, prevMsgs, prevFps), Fingerprints(r.Messages)
+				got, want := fingerprintsReusing(r.Messages, prevMsgs, prevFps), Fingerprints(r.Messages)
 				for i := range want {
 					if got[i] != want[i] {
 						t.Fatalf("request %d message %d: %v, want %v", k, i, got[i], want[i])
@@ -35,7 +35,7 @@ func TestResponsesCorpusIdentity(t *testing.T) {
 				}
 				prev, prevFps = r, got
 			}
-			for _, o := range Occurrences(prev.Messages) {
+			for _, o := range occurrences(prev.Messages) {
 				call := prev.Messages[o.CallMsg].Blocks[o.CallBlock]
 				res := prev.Messages[o.ResultMsg].Blocks[o.ResultBlock]
 				if want := referenceKey(o.ID, call.Name, call.Input, res.ResultText()); o.Key != want || o.ID != call.ID {
@@ -60,7 +60,7 @@ func TestResponsesCorpusIdentity(t *testing.T) {
 		}
 		return r.Messages
 	}
-	k1, k2 := Occurrences(body(`"{\"a\": 1}"`)), Occurrences(body(`"{\"a\":1}"`))
+	k1, k2 := occurrences(body(`"{\"a\": 1}"`)), occurrences(body(`"{\"a\":1}"`))
 	if len(k1) != 1 || len(k2) != 1 || k1[0].Key != k2[0].Key {
 		t.Fatalf("keys %v %v", k1, k2)
 	}

@@ -16,11 +16,11 @@ import (
 )
 
 // referenceKey is the occurrence key's definition written out plainly (fresh copies, no
-// memo), to check the memoised, copy-free OccurrenceKey against.
+// memo), to check the memoised, copy-free occurrenceKey against.
 func referenceKey(id, name string, input []byte, result string) string {
 	var b bytes.Buffer
 	b.WriteString("condense/occurrence/v1")
-	for _, f := range [][]byte{[]byte(name), CanonicalJSON(input), []byte(result)} {
+	for _, f := range [][]byte{[]byte(name), canonicalJSON(input), []byte(result)} {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		b.Write(n[:])
@@ -48,7 +48,7 @@ func TestOccurrenceKeyMemoMatchesDefinition(t *testing.T) {
 	}
 	for round := 0; round < 3; round++ { // the first round fills the memo, the rest hit it
 		for _, c := range cases {
-			got := OccurrenceKey(c.id, c.name, []byte(c.input), c.result)
+			got := occurrenceKey(c.id, c.name, []byte(c.input), c.result)
 			if want := referenceKey(c.id, c.name, []byte(c.input), c.result); got != want {
 				t.Fatalf("round %d %+v: %s, want %s", round, c, got, want)
 			}
@@ -58,12 +58,12 @@ func TestOccurrenceKeyMemoMatchesDefinition(t *testing.T) {
 	for i := 0; i < keyMemoMax+10; i++ {
 		r := fmt.Sprint("result ", i)
 		if i%9973 == 0 || i >= keyMemoMax {
-			if got, want := OccurrenceKey("x", "n", []byte(`1`), r), referenceKey("x", "n", []byte(`1`), r); got != want {
+			if got, want := occurrenceKey("x", "n", []byte(`1`), r), referenceKey("x", "n", []byte(`1`), r); got != want {
 				t.Fatalf("entry %d: %s, want %s", i, got, want)
 			}
 			continue
 		}
-		OccurrenceKey("x", "n", []byte(`1`), r)
+		occurrenceKey("x", "n", []byte(`1`), r)
 	}
 	keyMemo.mu.Lock()
 	n := len(keyMemo.m)
@@ -75,7 +75,7 @@ func TestOccurrenceKeyMemoMatchesDefinition(t *testing.T) {
 
 // TestOccurrenceKeyOfMatchesDefinition: the block form gives the defined key for string,
 // multi-part, non-text and empty results and non-canonical inputs, cold and from the memo,
-// and the same key as OccurrenceKey (both forms share the memo).
+// and the same key as occurrenceKey (both forms share the memo).
 func TestOccurrenceKeyOfMatchesDefinition(t *testing.T) {
 	body := `{"model":"m","messages":[
 	  {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"bash","input":{ "cmd" : "ls" }},
@@ -95,8 +95,8 @@ func TestOccurrenceKeyOfMatchesDefinition(t *testing.T) {
 			if got := OccurrenceKeyOf(call, res); got != want {
 				t.Fatalf("round %d %s: OccurrenceKeyOf %s, want %s", round, res.ID, got, want)
 			}
-			if got := OccurrenceKey(res.ID, call.Name, call.Input, res.ResultText()); got != want {
-				t.Fatalf("round %d %s: OccurrenceKey %s, want %s", round, res.ID, got, want)
+			if got := occurrenceKey(res.ID, call.Name, call.Input, res.ResultText()); got != want {
+				t.Fatalf("round %d %s: occurrenceKey %s, want %s", round, res.ID, got, want)
 			}
 		}
 	}
@@ -131,7 +131,7 @@ func TestOccurrencesCorpusMatchDefinition(t *testing.T) {
 	}
 	checked := 0
 	for round := 0; round < 2; round++ {
-		for _, o := range Occurrences(r.Messages) {
+		for _, o := range occurrences(r.Messages) {
 			call := r.Messages[o.CallMsg].Blocks[o.CallBlock]
 			res := r.Messages[o.ResultMsg].Blocks[o.ResultBlock]
 			if want := referenceKey(o.ID, call.Name, call.Input, res.ResultText()); o.Key != want {
@@ -144,7 +144,7 @@ func TestOccurrencesCorpusMatchDefinition(t *testing.T) {
 }
 
 // TestFingerprintsReusing replays a conversation request by request with
-// wire.ParseReusing and checks FingerprintsReusing against Fingerprints at every step,
+// wire.ParseReusing and checks fingerprintsReusing against Fingerprints at every step,
 // including repeated messages (ordinals) and a request that rewrote earlier history.
 func TestFingerprintsReusing(t *testing.T) {
 	specs := []spec{{role: "user", text: "continue"}, {role: "assistant", text: "ok"}}
@@ -177,7 +177,7 @@ func TestFingerprintsReusing(t *testing.T) {
 		if prev != nil {
 			prevMsgs = prev.Messages
 		}
-		got := FingerprintsReusing(r.Messages, prevMsgs, prevFps)
+		got := fingerprintsReusing(r.Messages, prevMsgs, prevFps)
 		want := Fingerprints(r.Messages)
 		if len(got) != len(want) {
 			t.Fatalf("%d messages: %d fingerprints, want %d", n, len(got), len(want))
@@ -189,7 +189,7 @@ func TestFingerprintsReusing(t *testing.T) {
 		}
 		prev, prevFps = r, got
 	}
-	if got := FingerprintsReusing(prev.Messages, nil, nil); len(got) != len(prev.Messages) || got[0] != Fingerprints(prev.Messages)[0] {
+	if got := fingerprintsReusing(prev.Messages, nil, nil); len(got) != len(prev.Messages) || got[0] != Fingerprints(prev.Messages)[0] {
 		t.Fatal("nil previous transcript")
 	}
 }

@@ -32,7 +32,7 @@ type Fingerprint struct {
 // Record is one indexed tool-result occurrence. Its full result text and full arguments are
 // not kept in the state: they live in blobs (BlobKeyResult, BlobKeyArgs).
 type Record struct {
-	// Key is the occurrence key (identity.OccurrenceKey).
+	// Key is the occurrence key (identity.OccurrenceKeyOf).
 	Key string `json:"key"`
 	// ID is the provider tool-call id.
 	ID string `json:"id"`
