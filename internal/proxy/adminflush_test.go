@@ -72,7 +72,7 @@ func TestManualFlushRefusedByLeaseIsNotServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
+	manual := func() float64 { return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("manual")) }
 	waitFlight := func() { // the flush the last request started has ended
 		r.settleFlush("sess-busy")
 	}
@@ -122,7 +122,7 @@ func TestManualFlushNotResubmittedOnOtherReplicas(t *testing.T) {
 		t.Fatalf("admin flush: %d", code)
 	}
 	manual := func(r *rig) float64 {
-		return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual"))
+		return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("manual"))
 	}
 	msgs = userTurn(t, a, ca, msgs, "one") // A starts it; it waits in the summarizer, leased
 	select {
@@ -203,7 +203,7 @@ func TestManualFlushNotRefiredWhileRunning(t *testing.T) {
 	if code, _ := httpDo(t, http.MethodPost, adminURL(t, r)+"/admin/sessions/sess-running/flush"); code != http.StatusAccepted {
 		t.Fatalf("admin flush: %d", code)
 	}
-	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
+	manual := func() float64 { return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("manual")) }
 	next := func(text string) { msgs = userTurn(t, r, c, msgs, text) }
 	next("one") // starts the manual flush, which waits in the summarizer
 	select {
@@ -321,7 +321,7 @@ func TestConcurrentRequestsSubmitOneManualFlush(t *testing.T) {
 	if err != nil || stale.Stats[statFlushRequested] != 1 || stale.Stats[statFlushServed] != 0 {
 		t.Fatalf("snapshot %+v, %v; want one admin flush requested, none served", stale, err)
 	}
-	manual := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("manual")) }
+	manual := func() float64 { return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("manual")) }
 
 	// Requests racing to start it, as requests that wait for their flush do: all found it
 	// due before any started it.

@@ -37,7 +37,7 @@ func BenchmarkProxyRoundTripFlushing(b *testing.B) {
 	reportFinish(b, px)
 	srv.Close()
 	_ = px.Close() // waits for flush submissions still under way
-	if testutil.ToFloat64(px.Metrics().FlushTriggers.WithLabelValues("agent-message")) == 0 {
+	if testutil.ToFloat64(px.met.FlushTriggers.WithLabelValues("agent-message")) == 0 {
 		b.Fatal("no agent-message flush was started")
 	}
 }

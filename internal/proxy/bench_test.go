@@ -301,11 +301,11 @@ func BenchmarkPrepareAfterFlush(b *testing.B) {
 				if variant != "worker" {
 					return
 				}
-				warmed := testutil.ToFloat64(px.Metrics().Warmups)
+				warmed := testutil.ToFloat64(px.met.Warmups)
 				if _, err := orch.Flush(context.Background(), &flush.Job{Queued: flush.Queued{Session: sid, Format: wire.Anthropic, Body: body, Trigger: "agent-message"}}); err != nil {
 					b.Fatal(err)
 				}
-				for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(px.Metrics().Warmups) == warmed; {
+				for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(px.met.Warmups) == warmed; {
 					if time.Now().After(deadline) {
 						b.Fatal("no warm-up after the worker's commit")
 					}

@@ -58,9 +58,6 @@ func (b *boundedMap[K, V]) CompareAndSwap(k K, old, new V) bool {
 	return b.m.CompareAndSwap(k, old, new)
 }
 
-// Delete removes k.
-func (b *boundedMap[K, V]) Delete(k K) { b.m.Delete(k) }
-
 // added counts a new key and starts the map over when it passes max.
 func (b *boundedMap[K, V]) added() {
 	if b.n.Add(1) > b.max {

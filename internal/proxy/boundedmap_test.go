@@ -7,6 +7,9 @@ import (
 	"testing"
 )
 
+// Delete removes k (tests only: the proxy never removes an entry).
+func (b *boundedMap[K, V]) Delete(k K) { b.m.Delete(k) }
+
 // entries returns the keys a boundedMap holds, sorted.
 func entries(b *boundedMap[string, int]) []string {
 	var keys []string

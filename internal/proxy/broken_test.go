@@ -40,7 +40,7 @@ func postRaw(t *testing.T, url, body string) (*http.Response, string, error) {
 func TestBrokenUpstreamIsAnErrorForTheClient(t *testing.T) {
 	r := newRig(t, nil, nil, nil)
 	broken := func(ep string) float64 {
-		return testutil.ToFloat64(r.px.Metrics().UpstreamBroken.WithLabelValues(ep))
+		return testutil.ToFloat64(r.px.met.UpstreamBroken.WithLabelValues(ep))
 	}
 	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("explain"))}
 

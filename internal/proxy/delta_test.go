@@ -19,7 +19,7 @@ import (
 func TestDeltaTriggerFlushesWhenContextGrowsFast(t *testing.T) {
 	r := newRig(t, nil, nil, func(o *Options) { o.Trigger = Trigger{OnDemand: true, TurnDelta: 0.01} })
 	c := r.anthropic("sess-delta")
-	deltas := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("delta")) }
+	deltas := func() float64 { return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("delta")) }
 	waitLastTokens := func() {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -22,7 +22,7 @@ func TestLastingDiagnosticCountedOnce(t *testing.T) {
 		anthropic.NewToolResultBlock("toolu_ghost", "stale output", false),
 		anthropic.NewTextBlock("Carry on."),
 	))
-	orphans := func() float64 { return testutil.ToFloat64(r.px.Metrics().Diagnostics.WithLabelValues("orphan-sweep")) }
+	orphans := func() float64 { return testutil.ToFloat64(r.px.met.Diagnostics.WithLabelValues("orphan-sweep")) }
 	for i := 0; i < 3; i++ {
 		r.up.Enqueue(upstreamfake.Reply{Text: "Carrying on."})
 		aTurn(t, c, msgs, false)

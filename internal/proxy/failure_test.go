@@ -100,7 +100,7 @@ func TestStoreUnreachableForwardsUnpruned(t *testing.T) {
 	if !bytes.Equal(rec.Body, []byte(body)) {
 		t.Fatalf("upstream got %s", rec.Body)
 	}
-	if v := testutil.ToFloat64(r.px.Metrics().FailOpen.WithLabelValues("store")); v != 1 {
+	if v := testutil.ToFloat64(r.px.met.FailOpen.WithLabelValues("store")); v != 1 {
 		t.Fatalf("fail-open count %v", v)
 	}
 }

@@ -59,7 +59,7 @@ func TestRequestPhasesTimedAndSlowRequestsLogged(t *testing.T) {
 			msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("list the files"))}
 			aTurn(t, r.anthropic("phases"), msgs, false)
 
-			met := r.px.Metrics()
+			met := r.px.met
 			var phaseSum float64
 			for p := range met.PhaseSeconds {
 				h := histogram(t, met.PhaseSeconds[p])

@@ -89,7 +89,7 @@ func testPrunesAfterFinalAnswer(t *testing.T, backend string, stream bool) {
 	if len(req3.Messages) < 5 {
 		t.Fatalf("messages lost: %d", len(req3.Messages))
 	}
-	if testutil.ToFloat64(r.px.Metrics().RequestsPruned) < 1 {
+	if testutil.ToFloat64(r.px.met.RequestsPruned) < 1 {
 		t.Fatal("pruned requests not counted")
 	}
 }

@@ -56,7 +56,7 @@ func TestContinuationErrorReachesTheClient(t *testing.T) {
 			case stream && !strings.Contains(err.Error(), "overloaded_error"):
 				t.Fatalf("want the provider's overloaded_error in the stream, got %v", err)
 			}
-			if v := testutil.ToFloat64(r.px.Metrics().Recoveries.WithLabelValues("failed")); v != 1 {
+			if v := testutil.ToFloat64(r.px.met.Recoveries.WithLabelValues("failed")); v != 1 {
 				t.Fatalf("failed continuations counted %v times", v)
 			}
 			snap, _ := r.st.Load(context.Background(), "cont-a")

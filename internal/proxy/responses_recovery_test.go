@@ -189,7 +189,7 @@ func TestResponsesAPIContinuationErrorReachesTheClient(t *testing.T) {
 					t.Fatalf("stream ended with %s", last.RawJSON())
 				}
 			}
-			if v := testutil.ToFloat64(r.px.Metrics().Recoveries.WithLabelValues("failed")); v != 1 {
+			if v := testutil.ToFloat64(r.px.met.Recoveries.WithLabelValues("failed")); v != 1 {
 				t.Fatalf("failed continuations counted %v times", v)
 			}
 			r.settle()

@@ -65,7 +65,7 @@ func TestResponsesAPISDKPrunesAfterFinalAnswer(t *testing.T) {
 			if len(req3.Messages) < len(req2.Messages)+2 {
 				t.Fatalf("items lost: %d messages, before %d", len(req3.Messages), len(req2.Messages))
 			}
-			if testutil.ToFloat64(r.px.Metrics().RequestsPruned) < 1 || testutil.ToFloat64(r.px.Metrics().Requests.WithLabelValues("responses", "responses", "200")) != 3 {
+			if testutil.ToFloat64(r.px.met.RequestsPruned) < 1 || testutil.ToFloat64(r.px.met.Requests.WithLabelValues("responses", "responses", "200")) != 3 {
 				t.Fatal("requests not counted under endpoint responses")
 			}
 		})
@@ -116,7 +116,7 @@ func TestResponsesAPIUsageInStats(t *testing.T) {
 			if snap.Stats["inputTokens"] != 40 || snap.Stats[store.StatCacheReadTokens] != 60 || snap.Stats["outputTokens"] != 5 || snap.Stats[store.StatRequests] != 1 {
 				t.Fatalf("stats %v", snap.Stats)
 			}
-			if v := testutil.ToFloat64(r.px.Metrics().UsageTokens.WithLabelValues("cache_read")); v != 60 {
+			if v := testutil.ToFloat64(r.px.met.UsageTokens.WithLabelValues("cache_read")); v != 60 {
 				t.Fatalf("cache_read usage %v", v)
 			}
 		})
@@ -140,7 +140,7 @@ func TestResponsesAPIServerHeldHistoryPassesThrough(t *testing.T) {
 		if resp.StatusCode != 200 || string(b) != raw || string(rec.Body) != c.body || rec.Path != "/v1/responses" {
 			t.Fatalf("%s: %d %q; upstream got %s %q", c.reason, resp.StatusCode, b, rec.Path, rec.Body)
 		}
-		if v := testutil.ToFloat64(r.px.Metrics().ResponsesPassThrough.WithLabelValues(c.reason)); v != 1 {
+		if v := testutil.ToFloat64(r.px.met.ResponsesPassThrough.WithLabelValues(c.reason)); v != 1 {
 			t.Fatalf("%s counted %v times", c.reason, v)
 		}
 	}
@@ -163,7 +163,7 @@ func TestResponsesAPIServerHeldHistoryPassesThrough(t *testing.T) {
 		if rec.Method != c.method || rec.Path != c.path || rec.RawQuery != "limit=2" || string(rec.Body) != body || resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("%s %s went upstream as %s %s?%s %q (%d)", c.method, c.path, rec.Method, rec.Path, rec.RawQuery, rec.Body, resp.StatusCode)
 		}
-		if v := testutil.ToFloat64(r.px.Metrics().ResponsesPassThrough.WithLabelValues(c.reason)); v != 1 {
+		if v := testutil.ToFloat64(r.px.met.ResponsesPassThrough.WithLabelValues(c.reason)); v != 1 {
 			t.Fatalf("%s counted %v times", c.reason, v)
 		}
 	}

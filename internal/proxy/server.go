@@ -162,9 +162,6 @@ func (s *Server) now() time.Time {
 // (flush, summarizer) may register on it.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Metrics returns the proxy metrics.
-func (s *Server) Metrics() *Metrics { return s.met }
-
 // MetricsHandler serves the registry in the Prometheus exposition format.
 func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})

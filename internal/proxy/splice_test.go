@@ -62,7 +62,7 @@ func TestHiddenExchangeNotReinsertedWhenClientChangedIt(t *testing.T) {
 	if len(req.Messages) != len(msgs) || strings.Contains(string(req.Raw()), "toolu_h") {
 		t.Fatalf("stale exchange re-inserted: %d messages", len(req.Messages))
 	}
-	if v := testutil.ToFloat64(r.px.Metrics().Diagnostics.WithLabelValues("hidden-exchange-mismatch")); v != 1 {
+	if v := testutil.ToFloat64(r.px.met.Diagnostics.WithLabelValues("hidden-exchange-mismatch")); v != 1 {
 		t.Fatalf("mismatch count %v", v)
 	}
 }

@@ -280,7 +280,7 @@ func TestTruncatedAnswerKeepsItsStopReason(t *testing.T) {
 					t.Fatalf("the truncated call came back: %s", rec.Body)
 				}
 				r.settle() // every flush the proxy started has been submitted
-				if n := testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("agent-message")); n != 1 {
+				if n := testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("agent-message")); n != 1 {
 					t.Fatalf("%v agent-message flushes; only the second, final, answer starts one", n)
 				}
 			})

@@ -210,7 +210,7 @@ func testTextAgentLive(t *testing.T, f wire.Format, stream bool) {
 	r := obsRig(t, true, nil)
 	a := newTextAgent(t, r, f, "msa-live", stream)
 	triggers := func() float64 {
-		return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("agent-message"))
+		return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("agent-message"))
 	}
 	listing, source := bigOutput("ls -R", 60), bigOutput("models.py", 80)
 	step := func(reply upstreamfake.Reply, user string) (string, []*wire.Request) {
@@ -291,7 +291,7 @@ func testTextAgentLive(t *testing.T, f wire.Format, stream bool) {
 	if p1, pc := convPrefix(f, r.up.Requests()[before].Body), convPrefix(f, contBody); !strings.HasPrefix(pc, p1) {
 		t.Fatal("the continuation does not extend the forwarded request")
 	}
-	if n := testutil.ToFloat64(r.px.Metrics().Recoveries.WithLabelValues("answered")); n != 1 {
+	if n := testutil.ToFloat64(r.px.met.Recoveries.WithLabelValues("answered")); n != 1 {
 		t.Fatalf("%v recoveries answered", n)
 	}
 
@@ -394,7 +394,7 @@ func TestTextAgentObservationsOff(t *testing.T) {
 					}
 				}
 				for _, trig := range []string{"agent-message", "mid-run", "retry", "delta"} {
-					if n := testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues(trig)); n != 0 {
+					if n := testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues(trig)); n != 0 {
 						t.Fatalf("%v %s flushes", n, trig)
 					}
 				}
@@ -411,7 +411,7 @@ func TestTextAgentMidRun(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			r := obsRig(t, true, func(o *Options) { o.Trigger = Trigger{CacheAware: true, MidRun: true, GraceTurns: 1} })
 			a := newTextAgent(t, r, f, "msa-midrun", false)
-			midRuns := func() float64 { return testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("mid-run")) }
+			midRuns := func() float64 { return testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("mid-run")) }
 			r.up.Enqueue(upstreamfake.Reply{Text: msaReply("List.", "ls -R")})
 			a.turn("<pr_description>\nfix it\n</pr_description>")
 			for i, want := range []float64{0, 1} { // one observation turn: within the grace; two: the cut
@@ -422,7 +422,7 @@ func TestTextAgentMidRun(t *testing.T) {
 					t.Fatalf("after %d observations: %v mid-run flushes, want %v", i+1, n, want)
 				}
 			}
-			if n := testutil.ToFloat64(r.px.Metrics().FlushTriggers.WithLabelValues("agent-message")); n != 0 {
+			if n := testutil.ToFloat64(r.px.met.FlushTriggers.WithLabelValues("agent-message")); n != 0 {
 				t.Fatalf("%v agent-message flushes in a run without a final reply", n)
 			}
 		})

@@ -25,7 +25,7 @@ func TestUpstreamBounds(t *testing.T) {
 		o.MaxResponseBytes = 4096
 	})
 	limits := func(ep, limit string) float64 {
-		return testutil.ToFloat64(r.px.Metrics().UpstreamLimits.WithLabelValues(ep, limit))
+		return testutil.ToFloat64(r.px.met.UpstreamLimits.WithLabelValues(ep, limit))
 	}
 	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("explain"))}
 	oParams := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("explain")}}

@@ -148,7 +148,7 @@ func commitElsewhereWarms(t *testing.T, proxySt, workerSt store.Store, subscribe
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for testutil.ToFloat64(r.px.Metrics().Warmups) < 1 { // the render follows the decode
+	for testutil.ToFloat64(r.px.met.Warmups) < 1 { // the render follows the decode
 		if time.Now().After(deadline) {
 			t.Fatal("the proxy did not finish warming the state committed elsewhere")
 		}
