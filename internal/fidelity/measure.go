@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/condense-dev/condense/internal/pruner"
 	"github.com/condense-dev/condense/internal/wire"
 )
 
@@ -153,20 +152,4 @@ func (t *Tally) Add(vs []Verdict) {
 // Plus returns t + u.
 func (t Tally) Plus(u Tally) Tally {
 	return Tally{Uses: t.Uses + u.Uses, Kept: t.Kept + u.Kept, Recoverable: t.Recoverable + u.Recoverable, Lost: t.Lost + u.Lost}
-}
-
-// Measure is the whole measure for one request: the uses of response (the agent's reply to
-// original, the request as the agent built it) judged against rendered, what the provider
-// received instead; obs selects the text observations (Index.Observe), recoverable is as for
-// Classify.
-func Measure(original, rendered *wire.Request, response []*wire.Message, obs pruner.ObservationPolicy, recoverable func(id string) bool) []Verdict {
-	memo := NewMemo()
-	orig := NewIndex(memo)
-	orig.Observe(obs)
-	orig.Update(original)
-	uses := orig.Uses(response)
-	seen := NewIndex(memo)
-	seen.Observe(obs)
-	seen.Update(rendered)
-	return seen.Classify(uses, recoverable)
 }

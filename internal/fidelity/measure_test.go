@@ -132,7 +132,7 @@ func TestClassifyRenderings(t *testing.T) {
 		{"masked", withResult(session[:3], "a", "[earlier tool output omitted]"), nil,
 			map[string]Outcome{"TestOpenRedis": Lost, "redis_test.go:31": Lost, "redis_test.go": Lost}, "a"},
 	} {
-		vs := Measure(original, request(t, tc.rendered), response, pruner.ObservationPolicy{}, tc.recoverable)
+		vs := measure(original, request(t, tc.rendered), response, pruner.ObservationPolicy{}, tc.recoverable)
 		if got := texts(vs); len(got) != len(tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		} else {
@@ -222,4 +222,18 @@ func TestResponse(t *testing.T) {
 	if got := Response(rs[1], compacted); got != nil {
 		t.Fatalf("response across a compaction: %v", got)
 	}
+}
+
+// measure judges the uses of response (the agent's reply to original) against rendered, what
+// the provider received instead, with fresh indexes; obs and recoverable as for Observe, Classify.
+func measure(original, rendered *wire.Request, response []*wire.Message, obs pruner.ObservationPolicy, recoverable func(id string) bool) []Verdict {
+	memo := NewMemo()
+	orig := NewIndex(memo)
+	orig.Observe(obs)
+	orig.Update(original)
+	uses := orig.Uses(response)
+	seen := NewIndex(memo)
+	seen.Observe(obs)
+	seen.Update(rendered)
+	return seen.Classify(uses, recoverable)
 }

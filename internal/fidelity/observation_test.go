@@ -163,7 +163,7 @@ func TestClassifyObservationRenderings(t *testing.T) {
 				{"stubbed, original gone", stubbed, nil, map[string]Outcome{"src/httpkit/headers.py:88": Lost, "src/httpkit/headers.py": Kept}},
 				{"masked", masked, nil, map[string]Outcome{"src/httpkit/headers.py:88": Lost, "src/httpkit/headers.py": Lost}},
 			} {
-				vs := Measure(original, requestIn(t, f, msaMessages(tc.rendered)), response, msaObs, tc.recoverable)
+				vs := measure(original, requestIn(t, f, msaMessages(tc.rendered)), response, msaObs, tc.recoverable)
 				got := texts(vs)
 				if len(got) != len(tc.want) {
 					t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
@@ -179,7 +179,7 @@ func TestClassifyObservationRenderings(t *testing.T) {
 					}
 				}
 			}
-			if vs := Measure(original, original, response, pruner.ObservationPolicy{}, nil); len(vs) != 0 {
+			if vs := measure(original, original, response, pruner.ObservationPolicy{}, nil); len(vs) != 0 {
 				t.Errorf("observations off: verdicts %v", vs)
 			}
 		})
