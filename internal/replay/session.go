@@ -70,13 +70,6 @@ func (t *sessionTranscript) AppendRequest(dst []byte, k int) ([]byte, error) {
 	return t.s.AppendRequest(dst, k, t.prov)
 }
 
-// Open reads one file as a transcript: any session format the importers know (auto-detected),
-// else a request log (ParseRequestLog). provider picks the request form of sessions ("" =
-// native). Malformed session records are skipped.
-func Open(path string, provider transcripts.Provider) (Transcript, error) {
-	return OpenWith(path, OpenOptions{Provider: provider})
-}
-
 // OpenOptions tune OpenWith.
 type OpenOptions struct {
 	Provider transcripts.Provider          // request form of sessions ("" = each session's native form)
@@ -84,8 +77,9 @@ type OpenOptions struct {
 	Skipped  func(*transcripts.ParseError) // receives every skipped record; may be nil
 }
 
-// OpenWith is Open with options. A file no importer recognises and that is no request log fails
-// with the importers' unknown-format error, the one `condense import` gives.
+// OpenWith reads one file as a transcript: any session format the importers know (auto-detected),
+// else a request log (ParseRequestLog). A file that is neither fails with the importers'
+// unknown-format error, the one `condense import` gives.
 func OpenWith(path string, o OpenOptions) (Transcript, error) {
 	s, serr := transcripts.ImportFileWith(path, transcripts.Options{Strict: o.Strict})
 	if serr == nil {

@@ -19,7 +19,7 @@ func TestOpenRequestLog(t *testing.T) {
 	if err := os.WriteFile(p, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := replay.Open(p, "")
+	tr, err := replay.OpenWith(p, replay.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestOpenRequestLog(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := replay.Open(bad, ""); err == nil {
+	if _, err := replay.OpenWith(bad, replay.OpenOptions{}); err == nil {
 		t.Fatal("garbage opened")
 	}
 }
@@ -38,7 +38,7 @@ func TestOpenRequestLog(t *testing.T) {
 // TestOpenSession opens a corpus session in both request forms where available.
 func TestOpenSession(t *testing.T) {
 	p := corpus.File(t, "sweagent_pydicom__pydicom-1458.traj")
-	tr, err := replay.Open(p, "")
+	tr, err := replay.OpenWith(p, replay.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestOpenSession(t *testing.T) {
 		t.Fatalf("imported request invalid: %v", err)
 	}
 	cc := corpus.File(t, "ccspot_short.jsonl")
-	if _, err := replay.Open(cc, transcripts.OpenAI); !errors.Is(err, transcripts.ErrProvider) {
+	if _, err := replay.OpenWith(cc, replay.OpenOptions{Provider: transcripts.OpenAI}); !errors.Is(err, transcripts.ErrProvider) {
 		t.Fatalf("claude code as openai: %v", err)
 	}
 }

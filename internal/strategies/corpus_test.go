@@ -46,7 +46,7 @@ func TestCorpusSmallSessionsValid(t *testing.T) {
 	strats := []replay.Strategy{None{}, cond, Reference(), DefaultClearToolUses(), ObservationMask{Window: 10}}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			tr, err := replay.Open(corpus.File(t, name), "")
+			tr, err := replay.OpenWith(corpus.File(t, name), replay.OpenOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +69,7 @@ func TestCorpusCodexResponses(t *testing.T) {
 	strats := []replay.Strategy{None{}, cond, Reference(), ClearToolUses{Trigger: 20000, Keep: 3}, ObservationMask{Window: 10}}
 	for _, path := range codexrollout.Files(t) {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			tr, err := replay.Open(path, "")
+			tr, err := replay.OpenWith(path, replay.OpenOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestCorpusTextObservations(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			tr, err := replay.Open(path, "")
+			tr, err := replay.OpenWith(path, replay.OpenOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
