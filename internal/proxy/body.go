@@ -26,10 +26,9 @@ type refusal struct {
 	attrs     []any // for the request's log line
 }
 
-// readRequestBody reads a model request's body, decoded (Content-Encoding gzip, zstd, br),
-// or returns why it is refused. What the headers alone decide — a declared length over
-// MaxBodyBytes (413), a coding the proxy cannot decode (415) — is answered before any byte is
-// read, so net/http never sends a client waiting on Expect: 100-continue its 100 Continue.
+// readRequestBody reads a model request's body, decoded (gzip, zstd, br), or returns why it is
+// refused; a refusal the headers decide (413 by declared length, 415) comes before any byte is
+// read, so a client waiting on Expect: 100-continue never gets its 100 Continue.
 func (s *Server) readRequestBody(w http.ResponseWriter, r *http.Request) ([]byte, *refusal) {
 	limit := s.opt.MaxBodyBytes
 	if r.ContentLength > limit {

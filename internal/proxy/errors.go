@@ -93,10 +93,9 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, t *turn, err error) {
 	writeError(w, t.f, http.StatusBadGateway, code, msg+err.Error())
 }
 
-// abortBroken ends a response whose provider body broke off (err) while it was relayed: it
-// counts it, keeps err for the request's log line, sends event (nil: none) and aborts the
-// client's connection, so the client sees an error, not a truncated answer. It does not
-// return.
+// abortBroken ends a response whose provider body broke off with err: it counts it, keeps err
+// for the log line, sends event (nil: none) and aborts the client's connection, so the client
+// sees an error, not a truncated answer. It does not return.
 func (s *Server) abortBroken(ctx context.Context, w http.ResponseWriter, t *turn, event []byte, err error) {
 	if ctx.Err() == nil { // else the client went away, and with it the upstream request
 		s.met.UpstreamBroken.WithLabelValues(string(t.ep)).Inc()
@@ -121,10 +120,9 @@ func abortResponse(ctx context.Context, w http.ResponseWriter, event []byte) {
 	panic(http.ErrAbortHandler)
 }
 
-// streamErrorEvent returns the event that tells a streaming client its response failed (nil
-// for Chat Completions, whose streams have none): Anthropic an error event, the provider's
-// own error body when it is one; Responses an "error" event numbered by e.seq, carrying the
-// code, message and param of the provider's OpenAI-shaped error when it sent one.
+// streamErrorEvent returns the event telling a streaming client its response failed: an
+// Anthropic error event (the provider's own when it sent one), a Responses "error" event
+// numbered by e.seq (with the provider's code, message, param), nil for Chat Completions.
 func streamErrorEvent(e emitter, f wire.Format, status int, code, msg string, provider []byte) []byte {
 	switch f {
 	case wire.Anthropic:

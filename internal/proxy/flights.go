@@ -70,10 +70,9 @@ func (s *Server) cacheAlive(t *turn) bool {
 	return cachepolicy.Alive(s.lastRequest(t), t.at, cachepolicy.RequestTTL(t.client))
 }
 
-// dueTrigger returns the flush trigger that fires for this request ("" for none) and how the
-// flush is to be weighed: manual (a pending admin flush, unless one runs or the lease is
-// held), budget, delta, agent-message for a text turn after a final reply (finalReply), and
-// with Trigger.CacheAware retry and mid-run.
+// dueTrigger returns the flush trigger that fires for this request ("" for none) and how to
+// weigh the flush: manual (a pending admin flush, unless one runs or the lease is held), budget,
+// delta, agent-message after a final reply, and with Trigger.CacheAware retry and mid-run.
 func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	last := s.lastRequest(t)
 	if s.flushPending(t) && !s.flushRunning(t.sid) && t.snap.Lease == nil {
@@ -126,10 +125,9 @@ func (s *Server) dueTrigger(t *turn) (string, flushOpts) {
 	return "", flushOpts{}
 }
 
-// finalReply reports whether msgs show the model's last reply final: their last assistant
-// message is followed by a message and is no tool-using turn (toolTurn, pruner.ToolTurnFunc:
-// no observation answers it), and an earlier one is (a flush has something to prune). key
-// identifies the reply.
+// finalReply reports whether the last assistant message of msgs is a final reply, key
+// identifying it: a message follows it, it is no tool-using turn (toolTurn, as
+// pruner.ToolTurnFunc) and an earlier one is (a flush has something to prune).
 func finalReply(msgs []*wire.Message, toolTurn func([]*wire.Message, int) bool) (key uint64, ok bool) {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {

@@ -111,10 +111,9 @@ type Options struct {
 	// FlushWaitTimeout is how long a request waits for an unfinished flush of its session
 	// (0: never wait, use the last committed state).
 	FlushWaitTimeout time.Duration
-	// IdleFlushWait is how long a request whose session's prompt cache has expired waits for
-	// the flush it finds due, so that it goes out pruned and the provider writes the cache once
-	// (0: DefaultIdleFlushWait; negative: only FlushWaitTimeout). The longer of it and
-	// FlushWaitTimeout applies.
+	// IdleFlushWait is how long a request whose prompt cache has expired waits for the flush it
+	// finds due, so it goes out pruned (0: DefaultIdleFlushWait; negative: none); the longer of
+	// it and FlushWaitTimeout applies.
 	IdleFlushWait time.Duration
 	// SlowRequestLog logs, with its phase timings, every request whose own time before going
 	// upstream reaches this (0: never).

@@ -198,10 +198,9 @@ func (s *Server) cacheState(sid string, version uint64, st *pruner.State) {
 	s.states.Store(sid, cachedState{version, st})
 }
 
-// buildView returns the model's view of the client request: hidden exchanges re-inserted
-// (reinsert) and the context_tree_query tool added, except to a request that offers no tools
-// (a side request, a text turn) or asks for several choices (OpenAI n > 1), unless its
-// history holds a query call.
+// buildView returns the model's view of the client request: hidden exchanges re-inserted and
+// the context_tree_query tool added, unless the request offers no tools or asks for several
+// choices (n > 1) and its history holds no query call.
 func (s *Server) buildView(t *turn) (*wire.Request, error) {
 	req, err := s.reinsert(t)
 	if err != nil {

@@ -13,10 +13,9 @@ import (
 	"github.com/condense-dev/condense/internal/wire"
 )
 
-// answer answers context_tree_query calls from the session state. cont are the messages
-// that carry the results in a continuation request; results are the same results in the
-// stored splice form (Anthropic tool_result blocks, OpenAI tool messages, Responses
-// function_call_output items).
+// answer answers context_tree_query calls from the session state: cont carries the results
+// in a continuation request, results holds them in the stored splice form (tool_result blocks,
+// tool messages, function_call_output items).
 func (s *Server) answer(ctx context.Context, t *turn, calls []call) (cont, results []json.RawMessage) {
 	for _, c := range calls {
 		text := s.queryText(ctx, t, c.input)
@@ -174,11 +173,9 @@ func (s *Server) continuationFailed(t *turn, f *contFailure) *contFailure {
 	return f
 }
 
-// continueRecovery answers a round's query calls, or the text recovery request of a round
-// without calls (textRecovery), and continues upstream with the round's message and the
-// answers appended; stop is the round's ("" when it did not end). It returns nil, nil when
-// the round may not continue (canContinue; the caller defers the queries), and a failure as
-// continueWith does.
+// continueRecovery answers a round's query calls (or its text recovery request) and continues
+// upstream with the round's message and the answers appended; stop is the round's ("": none).
+// It returns nil, nil when the round may not continue (canContinue), a failure as continueWith.
 func (s *Server) continueRecovery(ctx context.Context, t *turn, round int, asst json.RawMessage, query, client []call, stop string, wantStream bool) (*continuation, *contFailure) {
 	if len(query) == 0 && len(client) == 0 {
 		msgs := s.textRecovery(ctx, t, round, asst, stop)
@@ -203,10 +200,9 @@ func (s *Server) canContinue(rounds int, query, client []call, toolStop bool) bo
 	return len(query) > 0 && len(client) == 0 && toolStop && rounds <= s.opt.MaxRecoveryRounds
 }
 
-// continueStream continues a streamed response after a round of query calls or a text
-// recovery request (text: the client is to see nothing of the round): it returns the
-// continuation's response (its messages appended to replace), or nil when the round does not
-// continue. When the provider does not answer it aborts the stream and does not return.
+// continueStream continues a stream after a round of query calls or a text recovery request
+// (text: the client sees nothing of the round), returning the continuation (its messages
+// appended to replace) or nil; when the provider does not answer it aborts and does not return.
 func (s *Server) continueStream(ctx context.Context, e emitter, t *turn, round int, asst json.RawMessage, query, client []call, stop string, replace *[]json.RawMessage) (next *http.Response, text bool) {
 	c, fail := s.continueRecovery(ctx, t, round, asst, query, client, stop, true)
 	if fail != nil {
@@ -233,10 +229,9 @@ func (s *Server) writeJSONFailure(ctx context.Context, w http.ResponseWriter, t 
 	}
 }
 
-// abortStreamFailure ends a stream whose continuation failed: an Anthropic or Responses
-// stream gets an error event (the provider's own error when it sent one, streamErrorEvent),
-// then the client's connection is aborted, so the client sees an error, not a cleanly ended
-// answer. It does not return.
+// abortStreamFailure ends a stream whose continuation failed: it sends the error event
+// (streamErrorEvent) and aborts the client's connection, so the client sees an error, not a
+// cleanly ended answer. It does not return.
 func (s *Server) abortStreamFailure(ctx context.Context, e emitter, t *turn, f *contFailure) {
 	status, msg := http.StatusBadGateway, "condense proxy: the recovery continuation failed: "
 	var body []byte

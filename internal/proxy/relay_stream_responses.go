@@ -79,10 +79,9 @@ type responsesStream struct {
 	holdAll bool
 }
 
-// streamResponses relays a Responses event stream event by event: the query calls' items
-// (and the reasoning before them) are hidden, a continuation's items spliced in at contiguous
-// output indexes, every event numbered consecutively, and the terminal event of the last
-// round carries the output the client saw and the usage summed over the rounds.
+// streamResponses relays a Responses event stream, hiding the query calls' items (and the
+// reasoning before them), splicing a continuation's items in at contiguous output indexes and
+// renumbering events; the last terminal event carries the client's output and summed usage.
 func (s *Server) streamResponses(ctx context.Context, e emitter, t *turn, resp *http.Response) *outcome {
 	e.seq = &sequencer{}
 	rs := &responsesStream{e: e}

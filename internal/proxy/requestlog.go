@@ -64,10 +64,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, f wire.Format, ep
 	return &recorder{ResponseWriter: w, s: s, t: t}, t
 }
 
-// finish ends a request begun by begin: it records the session counters of a relayed model
-// response and logs the request's one line, both once the handler has returned (a slow log
-// sink never holds a response back). It must be deferred directly: it recovers the panic
-// that aborts a response (abortResponse) to log the request, then panics on.
+// finish ends a request begun by begin, after the handler returned: it records a relayed
+// response's session counters and logs the request's line. Defer it directly: it recovers an
+// abortResponse panic to log, then panics on.
 func (s *Server) finish(r *http.Request, w *recorder, t *turn) {
 	defer s.active.Add(-1)
 	p := recover()

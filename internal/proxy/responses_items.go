@@ -96,11 +96,9 @@ func storeOff(t *turn) bool {
 	return ok && bytes.Equal(bytes.TrimSpace(v), []byte("false"))
 }
 
-// modelView returns output items as the model's view holds them: one Responses assistant
-// message, a JSON array of the items (parseMessages spreads it), each item as the provider
-// sent it — except with stripIDs (storeOff): the top-level "id" is removed, as a client that
-// does not store items sends them, and a reasoning item without encrypted_content, which
-// nothing could then bring back, is left out.
+// modelView returns output items as one Responses assistant message of the model's view (a
+// JSON array, which parseMessages spreads), each as the provider sent it; with stripIDs
+// (storeOff) without top-level "id", and reasoning items without encrypted_content left out.
 func modelView(raws []json.RawMessage, stripIDs bool) json.RawMessage {
 	if stripIDs {
 		out := make([]json.RawMessage, 0, len(raws))

@@ -30,8 +30,7 @@ const (
 
 // splice is one hidden exchange: the client's assistant message at index At (its Digest)
 // stands for the model-view messages Replace, followed by Results, the query results owed to
-// the model (Anthropic: in the next user message; OpenAI: tool messages; Responses:
-// function_call_output items). A Responses assistant message is a JSON array of its items.
+// the model in the format's form (a Responses assistant message is a JSON array of items).
 type splice struct {
 	At      int               `json:"at"`
 	Digest  string            `json:"digest"`

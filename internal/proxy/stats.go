@@ -62,10 +62,9 @@ func (s *Server) sessionStats(t *turn, u usage) *store.StatsUpdate {
 		st.Incr[statFailOpen] = 1
 	}
 	if t.snap != nil && !t.side {
-		// Nothing is computed from the snapshot this request loaded and written back: another
-		// request of the session may have written meanwhile. Last values are set, the request
-		// count of the context is incremented (set to 1 where the context starts over), and
-		// the last request time is only ever raised.
+		// Nothing read from this request's snapshot is written back (another request may have
+		// written since): last values are set, the context's request count incremented (1
+		// where the context starts over), the last request time only ever raised.
 		st.Set = map[string]int64{
 			statLastTokens:   int64(estimateTokens(after)),
 			statLastMessages: int64(len(t.client.Messages)),
