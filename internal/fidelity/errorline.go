@@ -49,10 +49,9 @@ func classifyWord(w []byte) wordKind {
 	return wordOther
 }
 
-// IsErrorLine reports whether line holds error evidence: one of the words error(s) exception
-// fatal panic fail(s/ed/ure) traceback denied cannot undefined, or the phrases "not found",
-// "no such", "segmentation fault", "exit code|status N" with N non-zero. Words are maximal
-// runs of [A-Za-z0-9_], compared case-insensitively. It does not allocate.
+// IsErrorLine reports whether line holds error evidence: a word error(s) exception fatal panic
+// fail(s/ed/ure) traceback denied cannot undefined (runs of [A-Za-z0-9_], any case), or "not
+// found", "no such", "segmentation fault", "exit code|status N" (N≠0). It does not allocate.
 func IsErrorLine(line string) bool {
 	var prev, prev2 wordKind
 	var buf [longestWord]byte

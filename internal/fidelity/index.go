@@ -13,9 +13,8 @@ import (
 )
 
 // Memo remembers the token forms of content blocks and tool definitions by a hash of their
-// bytes, so the requests of a session, which resend the same blocks, scan each block once. A
-// memo is not safe for concurrent use, but the parent of an Overlay may be shared by many
-// overlays once nothing writes it any more.
+// bytes, so a session's requests scan each block once. Not safe for concurrent use, but an
+// Overlay's parent may be shared by many overlays once nothing writes it any more.
 type Memo struct {
 	parent *Memo
 	keep   map[Token]struct{} // when non-nil, only these tokens are remembered
@@ -165,11 +164,9 @@ func (c *collector) sorted() []Token {
 	return slices.Compact(c.toks)
 }
 
-// Index is the set of tokens one request shows, split into those inside tool results (and
-// text observations, when Observe turned them on) and those anywhere else (system prompt, tool
-// definitions, user and assistant text, tool-call arguments). Update moves it from one request
-// to the next by re-reading only the messages that changed, so following a session costs
-// about one scan of each distinct block. An Index is not safe for concurrent use.
+// Index is the set of tokens one request shows, split into those inside tool results (and text
+// observations, with Observe) and those anywhere else. Update moves it to the next request
+// re-reading only changed messages. An Index is not safe for concurrent use.
 type Index struct {
 	memo  *Memo
 	obs   pruner.ObservationPolicy // selects the text observations counted as tool results

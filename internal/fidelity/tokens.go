@@ -1,8 +1,6 @@
 // Package fidelity measures what context pruning hides that an agent later uses: the salient
-// tokens (paths, identifiers, numbers with context, error messages, code lines, quoted
-// fragments) of the agent's own messages that it could only have read in earlier tool output,
-// and whether a rendered request still shows them. It is pure (no I/O) and deterministic; the
-// measure is defined in docs/fidelity.md.
+// tokens of its messages it could only have read in earlier tool output, and whether a rendered
+// request still shows them. Pure (no I/O), deterministic; the measure is docs/fidelity.md's.
 package fidelity
 
 import (
@@ -25,20 +23,17 @@ const (
 	maxPhrase = 240
 )
 
-// Forms calls fn with every form under which text shows a salient token: the mentions (see
-// Mentions) and the forms derived from them — a path's trailing sub-paths and base name, the
-// identifier parts of a dotted or hyphenated name, a location's shorter paths, the text after
-// a short "label: " prefix of a line, the ": "-separated tails of an error message. s is only
-// valid during the call; fn may see a form more than once.
+// Forms calls fn with every form under which text shows a salient token: its Mentions and the
+// forms docs/fidelity.md derives from them (sub-paths, identifier parts, error tails, ...).
+// s is only valid during the call; fn may see a form more than once.
 func Forms(text string, fn func(s string)) {
 	sc := scanner{emit: func(s string, _ bool) { fn(s) }}
 	sc.text(text)
 }
 
-// Mentions calls fn with the salient tokens text mentions, as written (normalized): words
-// that are paths, code identifiers, flags, hashes, versions, issue numbers or file:line
-// locations, "line N", and lines or quoted fragments that are code or error messages. s is
-// only valid during the call; fn may see a mention more than once.
+// Mentions calls fn with the salient tokens text mentions (docs/fidelity.md), as written but
+// normalized: paths, identifiers, flags, hashes, versions, locations, code and error lines.
+// s is only valid during the call; fn may see a mention more than once.
 func Mentions(text string, fn func(s string)) {
 	sc := scanner{emit: func(s string, mention bool) {
 		if mention {
@@ -311,10 +306,9 @@ func numericParts(v string) int {
 	}
 }
 
-// plain emits a word of letters, digits, '_' and '-': a flag ("--no-cache"), an issue number
-// ("#123"), a hash or UUID (hex, seven or more digits with a digit and a letter), a hyphenated
-// name with two hyphens or a digit ("create-tech-spec", "claude-haiku-4-5"), or a code
-// identifier (isIdentifier); other hyphenated words contribute their parts.
+// plain emits a word of letters, digits, '_' and '-' that is a flag, an issue number, a hash
+// or UUID, a hyphenated name or an identifier (the rules of docs/fidelity.md); other
+// hyphenated words contribute their parts.
 func (sc *scanner) plain(w string, mention bool) {
 	if strings.HasPrefix(w, "--") {
 		if name := w[2:]; len(name) >= 2 && isLetter(name[0]) && allOf(name, func(c byte) bool { return isAlnum(c) || c == '-' }) {
@@ -383,10 +377,9 @@ func isHyphenName(w string) bool {
 	return strings.Count(w, "-") >= 2 || strings.IndexAny(w, "0123456789") >= 0
 }
 
-// isIdentifier reports a code identifier: four or more bytes of [A-Za-z0-9_] starting with a
-// letter or '_', with a letter, and an underscore, a lower-to-upper case change (camelCase,
-// TestX), an upper-case run before a lower-case letter (HTTPServer), or (five or more bytes)
-// a digit after a letter (sha256). Plain words of prose ("Error", "function") are not.
+// isIdentifier reports a code identifier: 4+ bytes of [A-Za-z0-9_] from a letter or '_', with
+// a letter and an underscore, a lower-to-upper change, an upper-case run before a lower-case
+// letter or (5+ bytes) a digit after a letter: user_id, TestX, HTTPServer, sha256; not Error.
 func isIdentifier(w string) bool {
 	if len(w) < 4 || !(isLetter(w[0]) || w[0] == '_') {
 		return false
