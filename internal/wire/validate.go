@@ -50,37 +50,9 @@ func verr(rule string, mi, bi int, format string, args ...any) error {
 	return &ValidationError{Rule: rule, Message: mi, Block: bi, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Validate checks the rules the provider enforces on a request, so that a modified request
-// that would be rejected is never sent. It returns nil or a *ValidationError. The Responses
-// rules are validateResponses'.
-//
-// Anthropic and OpenAI: every tool result answers a tool call of the immediately preceding
-// assistant message (OpenAI: the assistant message before the run of tool messages), no
-// call is answered twice, a call without result is allowed only when no later message
-// follows, content is non-empty, and at most
-// MaxCacheControl cache_control markers are present.
-//
-// Tool-call ids must be unique in an Anthropic request; OpenAI only rejects an id used
-// twice in one assistant message (agents such as SWE-agent reuse ids across turns).
-//
-// Anthropic additionally: roles are user and assistant, alternating, plus mid-conversation
-// system messages (text only, directly after a user message; they do not count for the
-// alternation: docs/formats.md); tool_result
-// blocks come first in their user message; tool_use,
-// thinking and server tool blocks only in assistant messages, tool_result only in user
-// messages; tool_use ids match [a-zA-Z0-9_-]+ and inputs are JSON objects; a
-// web_search_tool_result follows its server_tool_use in the same message; text blocks
-// are not whitespace-only; the final assistant message may be empty (prefill) but must not
-// end with whitespace.
-//
-// The first message may be an assistant message. The Messages API used to reject that
-// ("messages: first message must use the \"user\" role", and its reference said "The first
-// message must always use the user role"); the first-party API has accepted a leading
-// assistant message since late 2024 (anthropics/anthropic-sdk-typescript#622: accepted by
-// api.anthropic.com, still rejected by Amazon Bedrock then), and the reference generated from
-// the API spec (anthropic-sdk-go v1.84.0, MessageNewParams.Messages) no longer states the rule.
-// The session importers emit such a request when a recorded session starts with an assistant
-// message (none of the corpus sessions does). See docs/formats.md.
+// Validate checks the rules the provider enforces on a request (docs/design/wire.md,
+// "Validation"), so that a request it would reject is never sent. It returns nil or a
+// *ValidationError.
 func Validate(r *Request) error {
 	if len(r.Messages) == 0 {
 		return verr(RuleNoMessages, -1, -1, "messages must not be empty")
@@ -235,14 +207,17 @@ func validateAnthropic(r *Request) error {
 				seenOther = true
 			}
 			switch b.Kind {
+			case KindToolUse, KindServerToolUse, KindWebSearchToolResult, KindThinking, KindRedactedThinking:
+				if m.Role != RoleAssistant {
+					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
+				}
+			}
+			switch b.Kind {
 			case KindText:
 				if b.blank() && !finalAssistant {
 					return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
 				}
 			case KindToolUse, KindServerToolUse:
-				if m.Role != RoleAssistant {
-					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
-				}
 				if !validCallID(b.ID) {
 					return verr(RuleCallID, mi, bi, "tool_use id %q must match [a-zA-Z0-9_-]+", b.ID)
 				}
@@ -259,15 +234,8 @@ func validateAnthropic(r *Request) error {
 					servers[b.ID] = true
 				}
 			case KindWebSearchToolResult:
-				if m.Role != RoleAssistant {
-					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
-				}
 				if !servers[b.ID] {
 					return verr(RuleOrphanResult, mi, bi, "%s %q has no server_tool_use before it", b.Type, b.ID)
-				}
-			case KindThinking, KindRedactedThinking:
-				if m.Role != RoleAssistant {
-					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
 				}
 			case KindToolResult:
 				if m.Role != RoleUser {

@@ -5,16 +5,8 @@ import "strings"
 // responsesRoles are the roles a Responses message item may have.
 var responsesRoles = map[Role]bool{RoleUser: true, RoleSystem: true, RoleDeveloper: true, RoleAssistant: true}
 
-// validateResponses checks a Responses request: every tool output answers a call with its
-// call_id earlier in the input, at most once (the API: "No tool call found for function call
-// output with call_id …"); a call without output is allowed only when nothing but tool
-// outputs follows it ("No tool output found for function call …"; a call at the very end is
-// accepted, unverified); call ids are set and unique within an assistant message; any other
-// output item with a call_id (computer_call_output, …) follows an item with that call_id;
-// message roles are user, system, developer or assistant, and messages have content; a
-// reasoning item is followed by another item of its assistant message unless that message
-// ends the request or an item without role follows it (the API rejects a reasoning item
-// "provided without its required following item").
+// validateResponses is Validate for Responses: tool outputs answer earlier calls once, calls
+// are answered before the next prompt, reasoning items are followed (docs/design/wire.md).
 func validateResponses(r *Request) error {
 	const (
 		open     = 1
