@@ -1,10 +1,9 @@
 package wire
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 	"unicode/utf8"
 	"unsafe"
@@ -360,7 +359,7 @@ func unquote(lit []byte) string {
 	return decoded(bodyString(s))
 }
 
-func hasBackslash(s []byte) bool { return indexBackslash(s) < len(s) }
+func hasBackslash(s []byte) bool { return bytes.IndexByte(s, '\\') >= 0 }
 
 // decoded returns, in memory of its own, the text that s, the body of a validated string
 // literal with escapes, decodes to.
@@ -406,23 +405,6 @@ func appendDecoded(dst []byte, s string) []byte {
 	return dst[:len(dst)+j]
 }
 
-// indexBackslash returns the index of the first backslash in s, or len(s).
-func indexBackslash(s []byte) int {
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:]) ^ (lo8 * '\\')
-		if t := (x - lo8) & ^x & hi8; t != 0 {
-			return i + bits.TrailingZeros64(t)/8
-		}
-	}
-	for ; i < len(s); i++ {
-		if s[i] == '\\' {
-			return i
-		}
-	}
-	return i
-}
-
 func hex4(b []byte) int {
 	return unhex(b[0])<<12 | unhex(b[1])<<8 | unhex(b[2])<<4 | unhex(b[3])
 }
@@ -431,17 +413,6 @@ func hex4(b []byte) int {
 func appendQuoted[T string | []byte](dst []byte, s T) []byte {
 	dst, _ = appendQuotedCheck(dst, s)
 	return dst
-}
-
-// quoteSafe8 reports whether none of the 8 bytes of x needs attention when quoting: all
-// are printable ASCII other than '"' and '\\'.
-func quoteSafe8(x uint64) bool {
-	// Top bit set in a byte of x|(x-0x20) for a non-ASCII or control byte; a zero byte in
-	// x^q (x^b) for a quote (backslash). Both tests are exact: a borrow only follows a
-	// byte flagged itself.
-	q := x ^ (lo8 * '"')
-	b := x ^ (lo8 * '\\')
-	return (x|(x-lo8*0x20)|((q-lo8)&^q)|((b-lo8)&^b))&hi8 == 0
 }
 
 // appendQuotedCheck is appendQuoted also reporting whether invalid UTF-8 was replaced (so
@@ -454,14 +425,14 @@ func appendQuotedCheck[T string | []byte](dst []byte, s T) ([]byte, bool) {
 		if i+8 <= len(s) {
 			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-			if quoteSafe8(x) {
+			if specialMask(x) == 0 {
 				i += 8
 				continue
 			}
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if strPlain[c] {
 				i++
 				continue
 			}
