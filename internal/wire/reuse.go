@@ -105,79 +105,61 @@ func bodySpan(body, raw []byte) (lo, hi int, ok bool) {
 func (r *Request) detach(prev *Request) freshValues {
 	body := r.body
 	var fv freshValues
-	// Messages: the ones parsed anew follow the shared prefix; one copy covers them.
-	lo, hi := len(body), 0
-	for i, m := range r.Messages {
-		if i < len(prev.origMessages) && m == prev.origMessages[i] {
-			continue
-		}
-		if l, h, ok := bodySpan(body, m.obj.raw); ok {
-			lo, hi = min(lo, l), max(hi, h)
-			fv.msgs = append(fv.msgs, m)
+	// The messages parsed anew follow the shared prefix: one copy covers them; so for tools.
+	if msgs, lo, hi := freshRange(body, r.Messages, prev.origMessages, func(m *Message) []byte { return m.obj.raw }); len(msgs) > 0 {
+		rb := fv.rebaser(body, lo, hi)
+		for _, m := range msgs {
+			rb.message(m)
 		}
 	}
-	if len(fv.msgs) > 0 {
-		fv.rebaseMessages(newRebaser(body, lo, hi))
-		fv.copied += hi - lo
-	}
-	// Tools parsed anew.
-	lo, hi = len(body), 0
-	for i, t := range r.Tools {
-		if i < len(prev.origTools) && t == prev.origTools[i] {
-			continue
-		}
-		if l, h, ok := bodySpan(body, t.raw); ok {
-			lo, hi = min(lo, l), max(hi, h)
-			fv.tools = append(fv.tools, t)
+	if tools, lo, hi := freshRange(body, r.Tools, prev.origTools, func(t *Tool) []byte { return t.raw }); len(tools) > 0 {
+		rb := fv.rebaser(body, lo, hi)
+		for _, t := range tools {
+			t.Name = rb.str(t.Name)
+			t.CacheControl = rb.bytes(t.CacheControl)
+			t.raw = rb.bytes(t.raw)
 		}
 	}
-	if len(fv.tools) > 0 {
-		fv.rebaseTools(newRebaser(body, lo, hi))
-		fv.copied += hi - lo
-	}
-	// The system value, unless shared.
 	if len(r.System) > 0 && (len(prev.origSystem) == 0 || r.System[0] != prev.origSystem[0]) {
 		raw := r.System[0].str // string form
 		if !r.sysStr && r.sysArr != nil {
 			raw = r.sysArr.raw
 		}
 		if l, h, ok := bodySpan(body, raw); ok {
-			fv.system, fv.sysArr = r.System, r.sysArr
-			fv.rebaseSystem(newRebaser(body, l, h))
-			fv.copied += h - l
+			rb := fv.rebaser(body, l, h)
+			for _, b := range r.System {
+				rb.block(b)
+			}
+			rb.array(r.sysArr)
 		}
 	}
 	return fv
 }
 
-// freshValues are the values a reusing parse parsed anew (not shared with prev).
+// freshRange returns the elements of cur not shared with orig (by position) whose raw bytes
+// are in body, and the range of body that covers them.
+func freshRange[T any](body []byte, cur, orig []*T, raw func(*T) []byte) (fresh []*T, lo, hi int) {
+	lo = len(body)
+	for i, x := range cur {
+		if i < len(orig) && x == orig[i] {
+			continue
+		}
+		if l, h, ok := bodySpan(body, raw(x)); ok {
+			lo, hi = min(lo, l), max(hi, h)
+			fresh = append(fresh, x)
+		}
+	}
+	return fresh, lo, hi
+}
+
+// freshValues accounts for the private copies detach made.
 type freshValues struct {
-	msgs   []*Message
-	tools  []*Tool
-	system []*Block // nil when shared
-	sysArr *array
 	copied int // bytes of the private copies
 }
 
-func (fv *freshValues) rebaseMessages(rb *rebaser) {
-	for _, m := range fv.msgs {
-		rb.message(m)
-	}
-}
-
-func (fv *freshValues) rebaseTools(rb *rebaser) {
-	for _, t := range fv.tools {
-		t.Name = rb.str(t.Name)
-		t.CacheControl = rb.bytes(t.CacheControl)
-		t.raw = rb.bytes(t.raw)
-	}
-}
-
-func (fv *freshValues) rebaseSystem(rb *rebaser) {
-	for _, b := range fv.system {
-		rb.block(b)
-	}
-	rb.array(fv.sysArr)
+func (fv *freshValues) rebaser(body []byte, lo, hi int) *rebaser {
+	fv.copied += hi - lo
+	return newRebaser(body, lo, hi)
 }
 
 // unslab moves the request's own top-level object, its messages and tools arrays and the
@@ -215,32 +197,21 @@ func (p *parser) sweep() {
 		return ok
 	}
 	str := func(s string) bool { return len(s) > 0 && in(unsafe.Slice(unsafe.StringData(s), len(s))) }
-	for _, c := range p.objs.chunks {
+	clearPinned(p.objs.chunks, func(o *object) bool { return in(o.raw) })
+	clearPinned(p.arrs.chunks, func(a *array) bool { return in(a.raw) })
+	clearPinned(p.blocks.chunks, func(b *Block) bool {
+		return str(b.Type) || str(b.text) || str(b.Signature) || str(b.ID) || str(b.Name) || in(b.Input) || in(b.CacheControl) || in(b.str)
+	})
+	clearPinned(p.msgs.chunks, func(m *Message) bool { return str(string(m.Role)) })
+}
+
+// clearPinned zeroes every slot of the chunks for which pinned is true.
+func clearPinned[T any](chunks [][]T, pinned func(*T) bool) {
+	for _, c := range chunks {
 		for i := range c {
-			if in(c[i].raw) {
-				c[i] = object{}
-			}
-		}
-	}
-	for _, c := range p.arrs.chunks {
-		for i := range c {
-			if in(c[i].raw) {
-				c[i] = array{}
-			}
-		}
-	}
-	for _, c := range p.blocks.chunks {
-		for i := range c {
-			b := &c[i]
-			if str(b.Type) || str(b.text) || str(b.Signature) || str(b.ID) || str(b.Name) || in(b.Input) || in(b.CacheControl) || in(b.str) {
-				*b = Block{}
-			}
-		}
-	}
-	for _, c := range p.msgs.chunks {
-		for i := range c {
-			if str(string(c[i].Role)) {
-				c[i] = Message{}
+			if pinned(&c[i]) {
+				var zero T
+				c[i] = zero
 			}
 		}
 	}
