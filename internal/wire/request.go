@@ -106,46 +106,43 @@ func (r *Request) AppendTo(dst []byte) []byte {
 func (r *Request) encode(e *encoder) {
 	start := skipWS(r.body, 0)
 	e.raw(r.body[:start])
-	o := r.obj
-	type extra struct {
-		key string
-		val func(*encoder)
+	o, ms := r.obj, r.members
+	// The modelled members, re-encoded when changed: in place of the last member with their
+	// key, else appended in this order; a changed empty system or tools list is removed.
+	fields := [...]struct {
+		key     string
+		changed bool
+		removed bool
+		val     func(*encoder)
+		at      int // index in ms of the member replaced, -1 when none
+	}{
+		{key: messagesKey(r.Format), changed: !samePtrs(r.Messages, r.origMessages), val: r.encodeMessages},
+		{key: "model", changed: r.Model != r.origModel, val: func(e *encoder) { e.buf = appendQuoted(e.buf, r.Model) }},
+		{key: "stream", changed: r.Stream != r.origStream, val: func(e *encoder) { e.buf = strconv.AppendBool(e.buf, r.Stream) }},
+		{key: "system", changed: r.Format == Anthropic && !samePtrs(r.System, r.origSystem), removed: len(r.System) == 0, val: r.encodeSystem},
+		{key: "tools", changed: !samePtrs(r.Tools, r.origTools), removed: len(r.Tools) == 0, val: r.encodeTools},
 	}
-	// Decide which modelled members are re-encoded.
-	msgs := !samePtrs(r.Messages, r.origMessages)
-	tools := !samePtrs(r.Tools, r.origTools)
-	sys := r.Format == Anthropic && !samePtrs(r.System, r.origSystem)
-	model := r.Model != r.origModel
-	stream := r.Stream != r.origStream
-	// Last occurrence of each modelled key is the one that is replaced.
-	ms := r.members
-	last := func(name string) int { return o.lastNamed(ms, name) }
-	msgKey := messagesKey(r.Format)
-	idxMsgs, idxTools, idxSys, idxModel, idxStream := last(msgKey), last("tools"), last("system"), last("model"), last("stream")
+	replaced := func(i int) int { // the field whose member ms[i] is, -1 when none
+		for f := range fields {
+			if fields[f].changed && fields[f].at == i {
+				return f
+			}
+		}
+		return -1
+	}
+	var extras []int // fields appended
+	for f := range fields {
+		x := &fields[f]
+		x.at = o.lastNamed(ms, x.key)
+		if x.changed && x.at < 0 && !x.removed {
+			extras = append(extras, f)
+		}
+	}
 	var keep []int // member indexes emitted, in order
 	for i := range ms {
-		if (sys && i == idxSys && len(r.System) == 0) || (tools && i == idxTools && len(r.Tools) == 0) {
-			continue // removed
+		if f := replaced(i); f < 0 || !fields[f].removed {
+			keep = append(keep, i)
 		}
-		keep = append(keep, i)
-	}
-	encModel := func(e *encoder) { e.buf = appendQuoted(e.buf, r.Model) }
-	encStream := func(e *encoder) { e.buf = strconv.AppendBool(e.buf, r.Stream) }
-	var extras []extra
-	if msgs && idxMsgs < 0 {
-		extras = append(extras, extra{msgKey, r.encodeMessages})
-	}
-	if model && idxModel < 0 {
-		extras = append(extras, extra{"model", encModel})
-	}
-	if stream && idxStream < 0 {
-		extras = append(extras, extra{"stream", encStream})
-	}
-	if sys && idxSys < 0 && len(r.System) > 0 {
-		extras = append(extras, extra{"system", r.encodeSystem})
-	}
-	if tools && idxTools < 0 && len(r.Tools) > 0 {
-		extras = append(extras, extra{"tools", r.encodeTools})
 	}
 	spans := make([]span, len(ms))
 	for i, m := range ms {
@@ -157,33 +154,19 @@ func (r *Request) encode(e *encoder) {
 	}
 	encodeList(e, layout, len(keep)+len(extras), '{', '}', func(k int) {
 		if k >= len(keep) {
-			x := extras[k-len(keep)]
+			x := fields[extras[k-len(keep)]]
 			e.buf = appendQuoted(e.buf, x.key)
 			e.byte(':')
 			x.val(e)
 			return
 		}
-		i := keep[k]
-		m := ms[i]
-		switch {
-		case msgs && i == idxMsgs:
+		m := ms[keep[k]]
+		if f := replaced(keep[k]); f >= 0 {
 			e.raw(o.raw[m.k:m.v])
-			r.encodeMessages(e)
-		case tools && i == idxTools:
-			e.raw(o.raw[m.k:m.v])
-			r.encodeTools(e)
-		case sys && i == idxSys:
-			e.raw(o.raw[m.k:m.v])
-			r.encodeSystem(e)
-		case model && i == idxModel:
-			e.raw(o.raw[m.k:m.v])
-			encModel(e)
-		case stream && i == idxStream:
-			e.raw(o.raw[m.k:m.v])
-			encStream(e)
-		default:
-			e.raw(o.raw[m.k:m.e])
+			fields[f].val(e)
+			return
 		}
+		e.raw(o.raw[m.k:m.e])
 	})
 	e.raw(r.body[r.objEnd:])
 }
@@ -298,12 +281,7 @@ func (r *Request) SetField(key string, raw []byte) (*Request, error) {
 			return nil, err
 		}
 		o, _ := cur.withField(key, raw)
-		body := o.raw
-		nr, err := Parse(r.Format, body)
-		if err != nil {
-			return nil, err
-		}
-		return nr, nil
+		return Parse(r.Format, o.raw)
 	}
 	nr := r.clone()
 	nr.obj, nr.members = r.withField(key, raw)
