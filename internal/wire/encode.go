@@ -2,22 +2,17 @@ package wire
 
 import "io"
 
-// minSegment is the shortest piece Request.Segments references instead of copying: shorter
-// pieces (separators, keys, small members) are gathered into one buffer, so a request is a
-// few segments per message, not one per byte run.
+// minSegment is the shortest piece Request.Segments references instead of copying (shorter
+// ones are gathered into one buffer).
 const minSegment = 256
 
-// encoder writes a serialized request, either into one buffer (AppendTo) or as Segments that
-// reference unchanged bytes where they already are (the parsed bodies, re-encoded messages).
+// encoder writes a serialized request into one buffer (AppendTo) or as Segments that
+// reference unchanged bytes where they already are.
 type encoder struct {
-	// buf holds everything written (appending) or the pieces shorter than minSegment
-	// (segmenting).
-	buf []byte
-	// seg selects segmenting; segs are the segments cut so far.
-	seg  bool
-	segs Segments
-	// run is where in buf the pieces not yet cut into a segment start.
-	run int
+	buf  []byte   // everything written, or (segmenting) the pieces shorter than minSegment
+	seg  bool     // segmenting
+	segs Segments // the segments cut so far
+	run  int      // where in buf the pieces not yet cut into a segment start
 }
 
 // raw writes b. A segmenting encoder references a long b instead of copying it, so b must not
@@ -34,8 +29,8 @@ func (e *encoder) raw(b []byte) {
 // byte writes c.
 func (e *encoder) byte(c byte) { e.buf = append(e.buf, c) }
 
-// cut ends the current run of short pieces as a segment. The segment's capacity is capped, so
-// later writes to buf never reach it (when buf is reallocated, the segment keeps the old array).
+// cut ends the current run of short pieces as a segment, its capacity capped so that later
+// writes to buf never reach it.
 func (e *encoder) cut() {
 	if len(e.buf) > e.run {
 		e.segs = append(e.segs, e.buf[e.run:len(e.buf):len(e.buf)])
@@ -117,9 +112,8 @@ func (r *segmentReader) WriteTo(w io.Writer) (int64, error) {
 	return total, nil
 }
 
-// encodeList writes a JSON list of n elements between open and close ('[' ']', or '{' '}'
-// for an object's members), using the separators of the original list a (when non-nil)
-// where it has them, and "," elsewhere.
+// encodeList writes a JSON list (or, with '{' '}', object members) of n elements, with the
+// separators of the original list a (when non-nil) where it has them and "," elsewhere.
 func encodeList(e *encoder, a *array, n int, open, close byte, elem func(i int)) {
 	e.byte(open)
 	if n == 0 {

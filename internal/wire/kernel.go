@@ -6,17 +6,14 @@ import (
 	"unicode/utf8"
 )
 
-// String kernels walk JSON string contents many bytes per step and stop at anything they
-// do not handle (the string's end, \u escapes, errors), which their callers check byte by
-// byte; they never report errors (docs/design/wire.md, "String kernels").
+// String kernels walk JSON string contents many bytes per step and stop at anything they do
+// not handle, which callers check byte by byte (docs/design/wire.md, "String kernels").
 var (
-	// decodeRun decodes the longest handled prefix it chooses of src into dst and
-	// returns the number of bytes of src consumed and of dst written. It requires
-	// len(dst) >= len(src) and may write anywhere in dst[:len(src)] (appendDecoded's buffer
-	// has that room past the string being decoded).
+	// decodeRun decodes a handled prefix of src into dst, returning the bytes read and
+	// written; it needs len(dst) >= len(src) and may write anywhere in dst[:len(src)].
 	decodeRun = decodeRunGo
-	// scanRun validates the longest handled prefix it chooses of src and returns its
-	// length and whether it contained an escape.
+	// scanRun validates a handled prefix of src, returning its length and whether it has
+	// an escape.
 	scanRun = scanRunGo
 )
 
@@ -24,12 +21,9 @@ var (
 // for, and everything else (including 'u') to 0.
 var escDecode = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
-// utf8Lead describes each UTF-8 leading byte of a multi-byte sequence, 0 for bytes that
-// cannot start one. Bits 0–7 hold the sequence's size; bits 8–15 and 16–23 lo and hi-lo,
-// where [lo, hi] is the range of valid second bytes; bits 32–63 a mask of the top two
-// bits of the third and fourth bytes of a little-endian 32-bit load, for the bytes that
-// are part of the sequence (they must read 0b10). The ranges exclude overlong forms,
-// surrogates and code points above U+10FFFF, as utf8.DecodeRune does.
+// utf8Lead describes each leading byte of a multi-byte UTF-8 sequence (0: none): bits 0–7 the
+// size, 8–15 and 16–23 lo and hi-lo of the valid second bytes (as utf8.DecodeRune accepts),
+// 32–63 the mask of the continuation bits of bytes 3 and 4 in a little-endian 32-bit load.
 var utf8Lead = func() (t [256]uint64) {
 	set := func(from, to, size int, lo, hi uint64) {
 		cont := uint64(0xC0C00000) >> (8 * (4 - size)) & 0xC0C00000
@@ -48,8 +42,7 @@ var utf8Lead = func() (t [256]uint64) {
 	return
 }()
 
-// decodeRunGo is the portable decodeRun: eight bytes per step through word arithmetic
-// (specialMask), each word stored to dst as it is checked.
+// decodeRunGo is the portable decodeRun, eight bytes per step (specialMask).
 func decodeRunGo(dst, src []byte) (n, m int) {
 	dst = dst[:len(src)]
 	i, j := 0, 0
@@ -138,9 +131,8 @@ func utf8Size(s []byte) int {
 	return size
 }
 
-// skipShort skips at most 16 plain bytes from d[i] with word arithmetic and returns the
-// offset of the first byte it did not skip: most keys and many values are shorter, and
-// their closing quote is found without the cost of a kernel call.
+// skipShort skips at most 16 plain bytes from d[i] and returns the offset of the first byte
+// it did not skip: most keys and many values are shorter, so they need no kernel call.
 func skipShort(d []byte, i int) int {
 	if i+16 <= len(d) {
 		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {
@@ -169,10 +161,8 @@ func skipPlain(d []byte, i int) int {
 	return i
 }
 
-// specialMask flags, in bit 7 of each byte of the little-endian word x, the bytes that
-// strPlain rejects: '"', '\\', control characters and non-ASCII bytes. The lowest flagged
-// byte is exact (a zero byte of x^c marks a byte equal to c; borrows can only flag bytes
-// above a flagged one).
+// specialMask flags, in bit 7 of each byte of the little-endian word x, the bytes strPlain
+// rejects. The lowest flagged byte is exact: borrows only flag bytes above a flagged one.
 func specialMask(x uint64) uint64 {
 	q := x ^ (lo8 * '"')
 	b := x ^ (lo8 * '\\')

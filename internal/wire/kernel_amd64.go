@@ -2,10 +2,9 @@ package wire
 
 import "golang.org/x/sys/cpu"
 
-// hasSIMD reports whether the AVX2 string kernels can run on this CPU.
+// hasSIMD and hasVBMI2 report whether the AVX2 kernels and decodeRunVBMI2 can run.
 var hasSIMD = cpu.X86.HasAVX2
 
-// hasVBMI2 reports whether decodeRunVBMI2 can run too.
 var hasVBMI2 = hasSIMD && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VBMI && cpu.X86.HasAVX512VBMI2 && cpu.X86.HasBMI1 && cpu.X86.HasBMI2 && cpu.X86.HasPOPCNT
 
 func init() {
@@ -33,7 +32,7 @@ func decodeRunFast(dst, src []byte) (n, m int) {
 //go:noescape
 func decodeRunVBMI2(dst, src []byte) (n, m int)
 
-// decodeRunAVX2 is decodeRun with AVX2, 32 bytes per step (see kernel_amd64.s).
+// decodeRunAVX2 is decodeRun with AVX2, 32 bytes per step.
 //
 //go:noescape
 func decodeRunAVX2(dst, src []byte) (n, m int)
@@ -43,11 +42,9 @@ func decodeRunAVX2(dst, src []byte) (n, m int)
 //go:noescape
 func scanRunAVX2(src []byte) (n int, escaped bool)
 
-// UTF-8 error classes of the vectorised validation (Keiser and Lemire, "Validating UTF-8
-// in less than one instruction per byte", 2021): a byte pair (previous byte, byte) is
-// invalid when the three nibble lookups below share a class bit, except that two
-// continuation bytes are valid exactly when the byte is the third or fourth of a
-// sequence (then utf8Check expects twoConts).
+// UTF-8 error classes of the vectorised validation (Keiser and Lemire, 2021): a byte pair is
+// invalid when its three nibble lookups share a class bit, except twoConts, which is valid
+// exactly for the third or fourth byte of a sequence.
 const (
 	tooShort     = 1 << 0 // a leading byte not followed by a continuation byte
 	tooLong      = 1 << 1 // a continuation byte after an ASCII byte
@@ -68,8 +65,7 @@ func lanes(t [16]byte) (v [32]byte) {
 	return
 }
 
-// The nibble tables of the UTF-8 validation: by the previous byte's high and low nibble
-// and by the byte's high nibble.
+// The UTF-8 nibble tables: by the previous byte's high and low nibble, the byte's high one.
 var (
 	utf8Prev1High = lanes([16]byte{
 		tooLong, tooLong, tooLong, tooLong, tooLong, tooLong, tooLong, tooLong,
@@ -101,9 +97,8 @@ var (
 	})
 )
 
-// Two-byte escapes by nibble: a byte after a backslash is a valid two-byte escape when
-// escLow[low nibble] & escHigh[high nibble] != 0 (" / \ b f n r t; \u is left to the
-// caller).
+// A byte after a backslash is a two-byte escape when escLow[low nibble] & escHigh[high
+// nibble] != 0 (\u is left to the caller).
 var (
 	escLow  = lanes([16]byte{2: 1 | 4 | 8, 4: 8, 6: 4, 0xC: 2, 0xE: 4, 0xF: 1})
 	escHigh = lanes([16]byte{2: 1, 5: 2, 6: 4, 7: 8})

@@ -16,20 +16,16 @@ type object struct {
 
 // walk calls fn with each member in order.
 func (o *object) walk(fn func(m member)) {
-	d := o.raw
-	if len(d) == 0 {
+	if len(o.raw) == 0 {
 		return // a Responses run of no items
 	}
-	i, err := objectOpen(d, 0, 0)
-	for err == nil && d[i-1] != '}' {
-		var ks, ke, vs, ve int
-		if ks, ke, vs, err = memberKey(d, i); err == nil {
-			if ve, err = scanValue(d, vs, 0); err == nil {
-				fn(member{k: ks, ke: ke, v: vs, e: ve})
-				i, err = memberNext(d, ve)
-			}
+	_, _ = scanObject(o.raw, 0, 0, func(ks, ke, vs int) (int, error) {
+		ve, err := scanValue(o.raw, vs, 0)
+		if err == nil {
+			fn(member{k: ks, ke: ke, v: vs, e: ve})
 		}
-	}
+		return ve, err
+	})
 }
 
 // members appends the members, in order, to dst.
@@ -44,7 +40,7 @@ func (o *object) each(fn func(key, value []byte)) {
 }
 
 // duplicate returns the decoded name of the first member whose name an earlier member has
-// ("" for none). Objects have few members: the pairs are compared in place.
+// ("" for none).
 func (o *object) duplicate() string {
 	if o == nil {
 		return ""
@@ -102,9 +98,8 @@ func (o *object) get(name string) ([]byte, bool) {
 	return o.raw[m.v:m.e], true
 }
 
-// with returns a copy of the object with member name set to the raw JSON value val
-// (replaced in place, keeping its key bytes and position, or appended at the end). All
-// other bytes are kept.
+// with returns a copy of the object with member name set to the raw JSON value val, replaced
+// in place or appended at the end; all other bytes are kept.
 func (o *object) with(name string, val []byte) *object {
 	c, _ := o.withAt(name, val)
 	return c
@@ -115,10 +110,9 @@ func (o *object) withAt(name string, val []byte) (*object, member) {
 	return o.withValueAt(name, nil, len(val), func(dst []byte) []byte { return append(dst, val...) })
 }
 
-// withValueAt is withAt for the value that val appends to dst, of at most n bytes (an
-// estimate only sizes the copy). When the caller knows the member's current value cur (a
-// content value as the parse keeps it: a subslice of o.raw right after a colon), it is
-// replaced without walking o, and the member returned has its value offsets only.
+// withValueAt is withAt for the value val appends (about n bytes). A known current value cur
+// (a subslice of o.raw right after a colon) is replaced without walking o; the member
+// returned then has its value offsets only.
 func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte) []byte) (*object, member) {
 	lo, hi, ok := bodySpan(o.raw, cur)
 	j := lo - 1

@@ -8,19 +8,9 @@ import (
 	"unsafe"
 )
 
-// The Responses API request body (POST /v1/responses) carries its transcript in "input": a
-// string (one user message) or a list of items. Items map onto Messages so that the engine
-// sees the shape of a Chat Completions transcript (docs/formats.md "Responses API requests"):
-//
-//   - a maximal run of model-produced items (an assistant "message", "reasoning",
-//     "function_call", "custom_tool_call", "local_shell_call", "web_search_call" and the
-//     other hosted tool calls) is one assistant Message with one block per item;
-//   - each tool output item ("function_call_output", "custom_tool_call_output",
-//     "local_shell_call_output") is a tool Message with one KindToolResult block whose raw
-//     bytes are the item;
-//   - a "message" item of another role is a Message of that role, its content parts blocks;
-//   - any other item (compaction, item_reference, computer_call_output, unknown types) is a
-//     Message without role holding the item as one KindUnknown block.
+// A Responses body's "input" (a string, or a list of items) maps onto Messages as a Chat
+// Completions transcript would (docs/formats.md "Responses API requests"): a run of
+// model-produced items is one assistant message, a tool output a tool message.
 
 // itemClass says how an input item other than a "message" maps onto messages.
 type itemClass uint8
@@ -98,10 +88,9 @@ func (p *parser) inputStringMessage(lit []byte) *Message {
 	return m
 }
 
-// responsesItems parses the input item array at d[vs] == '[' into r.Messages. The leading
-// messages identical to the previous request's are shared (ParseReusing): an assistant
-// message only when the item after it is the same too, so that its run of items ends where
-// it ended before.
+// responsesItems parses the input item array at d[vs] == '[' into r.Messages, sharing the
+// previous request's identical leading messages (an assistant message only when the item
+// after it is the same too, so that its run ends where it did).
 func (p *parser) responsesItems(r *Request, vs int) (int, error) {
 	d := p.d
 	var prevMsgs []*Message
@@ -185,7 +174,7 @@ func itemCount(m *Message) int {
 func (p *parser) unchangedAt(prevMsgs []*Message, i, es int) (int, bool) {
 	d := p.d
 	raw := prevMsgs[i].obj.raw
-	if len(d)-es < len(raw) || !bytes.Equal(d[es:es+len(raw)], raw) {
+	if !bytes.HasPrefix(d[es:], raw) {
 		return 0, false
 	}
 	e := es + len(raw)
@@ -197,9 +186,7 @@ func (p *parser) unchangedAt(prevMsgs []*Message, i, es int) (int, bool) {
 		if j >= len(d) || d[j] != ',' {
 			return 0, false
 		}
-		j = skipWS(d, j+1)
-		next := prevMsgs[i+1].obj.raw
-		if len(d)-j < len(next) || !bytes.Equal(d[j:j+len(next)], next) {
+		if !bytes.HasPrefix(d[skipWS(d, j+1):], prevMsgs[i+1].obj.raw) {
 			return 0, false
 		}
 	}
@@ -234,16 +221,15 @@ func (p *parser) spanSlice(sp []span) []span {
 	return out
 }
 
-// item is an input item being parsed: its object and where the values of the members the
-// parse reads are in the body (the last of each key, as object.lookup finds it; e == 0:
-// absent).
+// item is an input item being parsed: its object and the body spans of the values of the
+// members the parse reads (the last of each key; e == 0: absent).
 type item struct {
 	obj *object
 	val [mfCount]span
 }
 
-// str returns the decoded string member f; ok is false when it is absent. A member of
-// another type is a schema error when strict, else treated as absent.
+// itemString returns the decoded string member f; ok is false when it is absent. A member
+// of another type is a schema error when strict, else treated as absent.
 func (p *parser) itemString(it *item, path jpath, f int, strict bool) (string, bool, error) {
 	v, off := p.itemValue(it, f)
 	if v == nil {
@@ -335,9 +321,8 @@ func (p *parser) assistantItem(it *item, depth int, path jpath, typ string) (*Bl
 	return b, nil
 }
 
-// partsText returns the "text" members of the objects of the array at d[i] joined with "\n"
-// (the text of an assistant message's output_text parts, of a reasoning summary), for
-// setText: a lone text stays undecoded. The array is already validated.
+// partsText returns, for setText, the "text" members of the objects of the validated array
+// at d[i] joined with "\n" (output_text parts, a reasoning summary); a lone text stays lazy.
 func (p *parser) partsText(i, depth int) (string, bool) {
 	d := p.d
 	var first string
@@ -465,8 +450,7 @@ func (p *parser) outputItem(it *item, depth int, path jpath, typ string) (*Messa
 }
 
 // itemContent parses the content member f of the item: a string is one string-form text
-// block, an array its parts (null too when nullable: no blocks). present is false when the
-// member is absent.
+// block, an array its parts, null (when nullable) no blocks; present: the member is there.
 func (p *parser) itemContent(it *item, depth int, path jpath, f int, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
 	key := fieldNames[f]
 	v, off := p.itemValue(it, f)

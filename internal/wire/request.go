@@ -34,10 +34,9 @@ func (r *Request) Bytes() []byte {
 	return b[:len(b):len(b)]
 }
 
-// Segments returns the serialized request as segments that reference the bytes it keeps
-// unchanged (the parsed body's members and messages, re-encoded messages) instead of copying
-// them into one buffer: the concatenation is Bytes(). For an unmodified request it is the one
-// segment Raw().
+// Segments returns Bytes() as segments that reference the unchanged bytes (the parsed body's
+// members and messages, re-encoded messages) instead of copying them; for an unmodified
+// request it is the one segment Raw().
 func (r *Request) Segments() Segments {
 	if !r.Modified() {
 		return Segments{r.body}

@@ -1,12 +1,8 @@
 package wire
 
-// TopLevel returns the raw JSON values of the named members of the object body, one per name
-// in the order given (nil for a name the body lacks). A name that occurs more than once gives
-// its last member's value, as Parse reads it; escaped keys match their decoded text. It reads
-// body in one pass with the parser's scanner, which skips string contents many bytes at a
-// time, so the members after a large messages array cost little more than the array's
-// length. The returned slices share body's memory. Bytes that are not one JSON object give
-// an error matching ErrInvalid, and no values.
+// TopLevel returns the raw values (sharing body's memory; nil when absent, the last when
+// repeated) of the named members of the JSON object body, in one scan; bytes that are not
+// one JSON object give an error matching ErrInvalid.
 func TopLevel(body []byte, names ...string) ([][]byte, error) {
 	out := make([][]byte, len(names))
 	i := skipWS(body, 0)
