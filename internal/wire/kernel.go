@@ -135,13 +135,7 @@ func utf8Size(s []byte) int {
 // it did not skip: most keys and many values are shorter, so they need no kernel call.
 func skipShort(d []byte, i int) int {
 	if i+16 <= len(d) {
-		if m := specialMask(binary.LittleEndian.Uint64(d[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)/8
-		}
-		if m := specialMask(binary.LittleEndian.Uint64(d[i+8:])); m != 0 {
-			return i + 8 + bits.TrailingZeros64(m)/8
-		}
-		return i + 16
+		return skipPlain(d[:i+16], i)
 	}
 	return i
 }

@@ -157,19 +157,13 @@ func scanNumber(d []byte, i int) (int, error) {
 	case d[i] == '0':
 		i++
 	case '1' <= d[i] && d[i] <= '9':
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
+		i = digits(d, i)
 	default:
 		return 0, synErr(i, "invalid number")
 	}
 	if i < len(d) && d[i] == '.' {
-		i++
-		n := i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-		if i == n {
+		n := i + 1
+		if i = digits(d, n); i == n {
 			return 0, synErr(i, "expected digit after decimal point")
 		}
 	}
@@ -179,14 +173,19 @@ func scanNumber(d []byte, i int) (int, error) {
 			i++
 		}
 		n := i
-		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			i++
-		}
-		if i == n {
+		if i = digits(d, n); i == n {
 			return 0, synErr(i, "expected digit in exponent")
 		}
 	}
 	return i, nil
+}
+
+// digits returns the offset of the first byte at or after d[i] that is not a decimal digit.
+func digits(d []byte, i int) int {
+	for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func scanLiteral(d []byte, i int, lit string) (int, error) {
