@@ -481,14 +481,9 @@ func OutputFailed(text string) bool {
 	if strings.HasPrefix(text, `{"output":`) {
 		return structuredExitCode(text)
 	}
-	for n := 0; n < 8 && text != ""; n++ {
-		line := text
-		if j := strings.IndexByte(text, '\n'); j >= 0 {
-			line, text = text[:j], text[j+1:]
-		} else {
-			text = ""
-		}
-		if strings.HasPrefix(line, "Output:") {
+	n := 0
+	for line := range strings.Lines(text) {
+		if n++; n > 8 || strings.HasPrefix(line, "Output:") {
 			return false
 		}
 		for _, pre := range [...]string{"Exit code: ", "Process exited with code "} {

@@ -191,19 +191,11 @@ func (r *Request) encodeMessages(e *encoder) {
 // withItems returns msgs without the messages whose bytes are empty (msgs itself when
 // there is none).
 func withItems(msgs []*Message) []*Message {
-	for i, m := range msgs {
-		if len(m.obj.raw) > 0 {
-			continue
-		}
-		out := append(make([]*Message, 0, len(msgs)-1), msgs[:i]...)
-		for _, m := range msgs[i+1:] {
-			if len(m.obj.raw) > 0 {
-				out = append(out, m)
-			}
-		}
-		return out
+	empty := func(m *Message) bool { return len(m.obj.raw) == 0 }
+	if !slices.ContainsFunc(msgs, empty) {
+		return msgs
 	}
-	return msgs
+	return slices.DeleteFunc(slices.Clone(msgs), empty)
 }
 
 func (r *Request) encodeTools(e *encoder) {
