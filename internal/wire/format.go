@@ -40,13 +40,10 @@ func ParseFormat(s string) (Format, error) {
 
 // MarshalText returns the format's name, and "" for the zero Format.
 func (f Format) MarshalText() ([]byte, error) {
-	switch {
-	case f == 0:
-		return []byte{}, nil
-	case f.named():
-		return []byte(formatNames[f]), nil
+	if f != 0 && !f.named() {
+		return nil, fmt.Errorf("wire: %v has no name", f)
 	}
-	return nil, fmt.Errorf("wire: %v has no name", f)
+	return []byte(formatNames[f]), nil
 }
 
 // UnmarshalText reads a name ParseFormat accepts; "" reads as the zero Format.

@@ -137,9 +137,8 @@ func (o *object) replace(m member, n int, val func(dst []byte) []byte) (*object,
 	return &object{raw: append(out, o.raw[end:]...)}, m
 }
 
-// put is withValueAt for the object with members ms, which it changes into the copy's
-// members (appending one when name is new): it returns the copy, its members and the index
-// of the member set.
+// put is withValueAt for the object with members ms, which it turns into the copy's
+// members: it returns the copy, its members and the index of the member set.
 func (o *object) put(ms []member, name string, n int, val func(dst []byte) []byte) (*object, []member, int) {
 	if i := o.lastNamed(ms, name); i >= 0 {
 		c, m := o.replace(ms[i], n, val)

@@ -53,10 +53,9 @@ func (p *parser) toolHomes(tools, prevTools []*Tool) []*backing {
 	}
 	homes := make([]*backing, len(tools))
 	for i, t := range tools {
+		homes[i] = p.home
 		if i < len(prevTools) && t == prevTools[i] {
 			homes[i] = p.prev.toolHome(i)
-		} else {
-			homes[i] = p.home
 		}
 	}
 	return homes

@@ -223,9 +223,8 @@ func scanValue(d []byte, i, depth int) (int, error) {
 	}
 }
 
-// memberFunc is called for each object member with the offsets of its key and value
-// (absolute in d). It must return the end offset of the value (validating it); a nil
-// memberFunc validates values with scanValue.
+// memberFunc is called for each object member with the offsets in d of its key and value;
+// it validates the value and returns its end.
 type memberFunc func(keyStart, keyEnd, valStart int) (valEnd int, err error)
 
 // scanObject validates the object at d[i] == '{'. When fn is non-nil it parses each value.
@@ -367,8 +366,7 @@ func decoded(s string) string {
 }
 
 // appendDecoded appends the text that s, the body of a validated string literal, decodes to
-// (never longer than s): the string kernel takes most of it, the loop \u escapes and what the
-// kernel leaves.
+// (never longer than s).
 func appendDecoded(dst []byte, s string) []byte {
 	dst = slices.Grow(dst, len(s))
 	src := unsafe.Slice(unsafe.StringData(s), len(s))
