@@ -403,7 +403,7 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 			if idx == r.reused && idx < len(prevMsgs) {
 				// Longest identical prefix: a JSON object ends where its bytes end, so
 				// identical bytes at es are the same message.
-				if raw := prevMsgs[idx].obj.raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
+				if raw := prevMsgs[idx].obj.raw; bytes.HasPrefix(d[es:], raw) {
 					p.msgStack = append(p.msgStack, prevMsgs[idx])
 					r.reused++
 					return es + len(raw), nil
@@ -445,7 +445,7 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 		}
 		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
 			if idx < len(prevTools) {
-				if raw := prevTools[idx].raw; len(d)-es >= len(raw) && bytes.Equal(d[es:es+len(raw)], raw) {
+				if raw := prevTools[idx].raw; bytes.HasPrefix(d[es:], raw) {
 					r.Tools = append(r.Tools, prevTools[idx])
 					return es + len(raw), nil
 				}
@@ -1182,18 +1182,22 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 			return nil, 0, err
 		}
 		if a := fn[mfArguments]; a.e != 0 {
-			if v := d[a.s:a.e]; v[0] == '"' {
-				s := p.text(v)
-				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
-			} else {
-				b.Input = v
-			}
+			b.Input = p.input(d[a.s:a.e])
 		}
 	}
 	if cc := val[mfCacheControl]; cc.e != 0 {
 		b.CacheControl = d[cc.s:cc.e]
 	}
 	return b, end, nil
+}
+
+// input is a tool call's input value v: a string's decoded bytes, any other value's raw bytes.
+func (p *parser) input(v []byte) []byte {
+	if v[0] != '"' {
+		return v
+	}
+	s := p.text(v)
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {

@@ -387,12 +387,7 @@ func (p *parser) modelItem(it *item, depth int, path jpath, typ string) (*Block,
 			key = mfInput
 		}
 		if v, _ := p.itemValue(it, key); v != nil {
-			if v[0] == '"' {
-				s := p.text(v)
-				b.Input = unsafe.Slice(unsafe.StringData(s), len(s))
-			} else {
-				b.Input = v
-			}
+			b.Input = p.input(v)
 		}
 	case "local_shell_call":
 		b.Kind, b.Name = KindToolUse, "local_shell"
