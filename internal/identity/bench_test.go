@@ -68,31 +68,6 @@ func BenchmarkFingerprints(b *testing.B) {
 	}
 }
 
-// BenchmarkOccurrences pairs and keys every tool result of a ~2 MB request (warm memo).
-func BenchmarkOccurrences(b *testing.B) {
-	r := bigRequest(b)
-	b.ReportAllocs()
-	b.ResetTimer()
-	defer reportCPU(b, cpuTime())
-	for b.Loop() {
-		occurrences(r.Messages)
-	}
-}
-
-// BenchmarkFingerprintsCached is Fingerprints through a warm hashCache (the per-request
-// cost when the transcript repeats).
-func BenchmarkFingerprintsCached(b *testing.B) {
-	r := bigRequest(b)
-	c := newHashCache(1 << 16)
-	c.Fingerprints(r.Messages)
-	b.ReportAllocs()
-	b.ResetTimer()
-	defer reportCPU(b, cpuTime())
-	for b.Loop() {
-		c.Fingerprints(r.Messages)
-	}
-}
-
 // BenchmarkFingerprintsCold is Fingerprints with the message hash memo emptied before
 // every run: canonicalising and hashing every message of the ~2 MB request.
 func BenchmarkFingerprintsCold(b *testing.B) {
@@ -105,55 +80,6 @@ func BenchmarkFingerprintsCold(b *testing.B) {
 		clear(hashMemo.m)
 		hashMemo.mu.Unlock()
 		Fingerprints(r.Messages)
-	}
-}
-
-// BenchmarkOccurrencesCold is occurrences with the key memo emptied before every run: the
-// SHA-256 cost of keying every result of the ~2 MB request for the first time.
-func BenchmarkOccurrencesCold(b *testing.B) {
-	r := bigRequest(b)
-	b.ReportAllocs()
-	b.ResetTimer()
-	defer reportCPU(b, cpuTime())
-	for b.Loop() {
-		keyMemo.mu.Lock()
-		clear(keyMemo.m)
-		keyMemo.mu.Unlock()
-		occurrences(r.Messages)
-	}
-}
-
-// BenchmarkFingerprintsReusing is the steady state: the ~2 MB transcript parsed with
-// wire.ParseReusing after the same transcript minus its last two messages, whose
-// fingerprints are known, so only the two new messages are hashed.
-func BenchmarkFingerprintsReusing(b *testing.B) {
-	r := bigRequest(b)
-	var buf bytes.Buffer
-	buf.WriteString(`{"model":"m","messages":[`)
-	for i, m := range r.Messages[:len(r.Messages)-2] {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.Write(m.Raw())
-	}
-	buf.WriteString(`]}`)
-	prev, err := wire.Parse(wire.Anthropic, buf.Bytes())
-	if err != nil {
-		b.Fatal(err)
-	}
-	prevFps := Fingerprints(prev.Messages)
-	cur, err := wire.ParseReusing(wire.Anthropic, r.Raw(), prev)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if cur.ReusedMessages() != len(prev.Messages) {
-		b.Fatalf("reused %d of %d", cur.ReusedMessages(), len(prev.Messages))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	defer reportCPU(b, cpuTime())
-	for b.Loop() {
-		fingerprintsReusing(cur.Messages, prev.Messages, prevFps)
 	}
 }
 

@@ -27,8 +27,9 @@ type canonMember struct {
 	cs, ce int    // canonical value in out, relative to the object's start
 }
 
-// canonicalAppend appends the canonical form of raw to dst; ok is false when raw is not
-// exactly one JSON value.
+// canonicalAppend appends raw to dst with keys sorted (by decoded bytes), no insignificant
+// whitespace, strings re-encoded by appendString, numbers as written and a duplicate key's
+// last value; ok is false when raw is not exactly one JSON value.
 func canonicalAppend(dst, raw []byte, skipTop string) (out []byte, ok bool) {
 	c := canonicalizer{src: raw, out: dst, skipTop: skipTop}
 	i := skipWS(raw, 0)

@@ -9,6 +9,15 @@ import (
 	"unicode/utf8"
 )
 
+// canonicalJSON is the canonical form of raw, or raw trimmed when it is not one JSON value
+// (how occurrence keys hash a tool input).
+func canonicalJSON(raw []byte) []byte {
+	if out, ok := canonicalAppend(nil, raw, ""); ok {
+		return out
+	}
+	return bytes.TrimSpace(raw)
+}
+
 // checkCanonical verifies canonicalJSON against encoding/json: same value, idempotent,
 // sorted keys, no insignificant whitespace outside strings.
 func checkCanonical(t *testing.T, in []byte) {

@@ -7,8 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,16 +20,6 @@ import (
 // KeySep separates the bare id from the content hash in an occurrence key.
 const KeySep = "#"
 
-// Errors returned by resolve (and parseFingerprint for malformed text).
-var (
-	// errNoMatch means no message carries the fingerprint: the transcript was rewritten.
-	errNoMatch = errors.New("identity: fingerprint matches no message")
-	// errAmbiguous means several messages match; the consumer must not guess.
-	errAmbiguous = errors.New("identity: fingerprint matches several messages")
-	// errMalformed means a fingerprint string could not be parsed.
-	errMalformed = errors.New("identity: malformed fingerprint")
-)
-
 func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
@@ -39,17 +27,9 @@ func writeField(h interface{ Write([]byte) (int, error) }, b []byte) {
 	h.Write(b)
 }
 
-// occurrenceKey returns "<id>#<8 hex>": the bare provider id and 32 bits of a SHA-256 over the
-// tool name, canonicalJSON(input) and the result text, length-prefixed (OpenAI: input is the
-// decoded arguments string). Keys are memoised (keyMemoMax entries), safe for concurrent use.
-func occurrenceKey(id, toolName string, input []byte, resultText string) string {
-	mk := occMemoKey(toolName, xxhash.Sum64(input), xxhash.Sum64String(resultText), len(input), len(resultText))
-	return keyFor(id, mk, func() [4]byte { return occurrenceSum(toolName, input, resultText) })
-}
-
-// OccurrenceKeyOf is occurrenceKey(result.ID, call.Name, call.Input, result.ResultText()),
-// memoised by the call's IdentitySum and the result's raw bytes and remembered on the result
-// block for its call (wire.Block.PairMemo).
+// OccurrenceKeyOf returns "<result.ID>#<8 hex>": 32 bits of a SHA-256 over call.Name, the
+// canonical call.Input and result.ResultText(), length-prefixed (docs/identity.md); memoised
+// and remembered on the result block for its call (wire.Block.PairMemo).
 func OccurrenceKeyOf(call, result *wire.Block) string {
 	if k, ok := result.PairMemo(call); ok {
 		return k
@@ -96,7 +76,7 @@ func keyFor(id string, mk occKey, sum func() [4]byte) string {
 	return string(out)
 }
 
-// occurrenceSum is the SHA-256 part of occurrenceKey (its first four bytes), computed
+// occurrenceSum is the SHA-256 part of an occurrence key (its first four bytes), computed
 // without copying the fields.
 func occurrenceSum(toolName string, input []byte, resultText string) [4]byte {
 	h := sha256.New()
@@ -175,17 +155,6 @@ func BareID(key string) string {
 	return key[:i]
 }
 
-// canonicalJSON returns raw with keys sorted (by decoded bytes), no insignificant whitespace,
-// strings re-encoded one way (only '"', '\\' and control characters escaped, invalid UTF-8 as
-// U+FFFD), numbers as written, a duplicate key's last value. Other input: trimmed, unchanged.
-func canonicalJSON(raw []byte) []byte {
-	out, ok := canonicalAppend(nil, raw, "")
-	if !ok {
-		return bytes.TrimSpace(raw)
-	}
-	return out
-}
-
 // Fingerprint identifies a message in a transcript without timestamps.
 type Fingerprint struct {
 	Hash    string // MessageHash of the message
@@ -194,19 +163,6 @@ type Fingerprint struct {
 
 // String returns "hash:ordinal".
 func (f Fingerprint) String() string { return f.Hash + ":" + strconv.Itoa(f.Ordinal) }
-
-// parseFingerprint parses the String form.
-func parseFingerprint(s string) (Fingerprint, error) {
-	i := strings.LastIndexByte(s, ':')
-	if i <= 0 {
-		return Fingerprint{}, fmt.Errorf("%w: %q", errMalformed, s)
-	}
-	n, err := strconv.Atoi(s[i+1:])
-	if err != nil || n < 0 {
-		return Fingerprint{}, fmt.Errorf("%w: %q", errMalformed, s)
-	}
-	return Fingerprint{Hash: s[:i], Ordinal: n}, nil
-}
 
 // MessageHash returns 16 hex of a SHA-256 over the message's role and its blocks in canonical
 // JSON without cache_control (string content as one text block). It is memoised on the message
@@ -292,87 +248,4 @@ func Fingerprints(msgs []*wire.Message) []Fingerprint {
 		seen[h]++
 	}
 	return out
-}
-
-// resolve returns the index of the message with fingerprint fp, failing closed: errNoMatch
-// when none has it, errAmbiguous when several do (only for a hash-only lookup, fp.Ordinal < 0).
-func resolve(msgs []*wire.Message, fp Fingerprint) (index int, err error) {
-	return locate(Fingerprints(msgs), fp)
-}
-
-// locate is resolve over fingerprints already computed with Fingerprints (or
-// hashCache.Fingerprints), for callers resolving several fingerprints in one transcript.
-func locate(fps []Fingerprint, fp Fingerprint) (index int, err error) {
-	found, n := -1, 0
-	for i, f := range fps {
-		if f.Hash != fp.Hash || (fp.Ordinal >= 0 && f.Ordinal != fp.Ordinal) {
-			continue
-		}
-		if found < 0 {
-			found = i
-		}
-		n++
-	}
-	switch {
-	case n == 0:
-		return -1, fmt.Errorf("%w: %s", errNoMatch, fp)
-	case n > 1:
-		return -1, fmt.Errorf("%w: %s (%d messages)", errAmbiguous, fp, n)
-	}
-	return found, nil
-}
-
-// occurrence is one tool call paired with its result.
-type occurrence struct {
-	Key         string // occurrenceKey of the pair
-	ID          string // provider id
-	Name        string // tool name
-	CallMsg     int    // message index of the call
-	CallBlock   int    // block index of the call
-	ResultMsg   int    // message index of the result
-	ResultBlock int    // block index of the result
-}
-
-// occurrences returns one occurrence per tool result, in transcript order, paired with the
-// call of its id in the nearest preceding assistant message (a result without one is skipped).
-func occurrences(msgs []*wire.Message) []occurrence {
-	var out []occurrence
-	lastAssistant := -1
-	for mi, m := range msgs {
-		if m.Role == wire.RoleAssistant {
-			lastAssistant = mi
-			continue
-		}
-		for bi, b := range m.Blocks {
-			if b.Kind != wire.KindToolResult {
-				continue
-			}
-			cm, cb := findCall(msgs, lastAssistant, b.ID)
-			if cm < 0 {
-				continue
-			}
-			call := msgs[cm].Blocks[cb]
-			out = append(out, occurrence{
-				Key: OccurrenceKeyOf(call, b),
-				ID:  b.ID, Name: call.Name,
-				CallMsg: cm, CallBlock: cb, ResultMsg: mi, ResultBlock: bi,
-			})
-		}
-	}
-	return out
-}
-
-// findCall searches assistant messages from index from backwards for a tool call id.
-func findCall(msgs []*wire.Message, from int, id string) (int, int) {
-	for i := from; i >= 0; i-- {
-		if msgs[i].Role != wire.RoleAssistant {
-			continue
-		}
-		for j, b := range msgs[i].Blocks {
-			if b.Kind == wire.KindToolUse && b.ID == id {
-				return i, j
-			}
-		}
-	}
-	return -1, -1
 }

@@ -143,57 +143,6 @@ func TestOccurrencesCorpusMatchDefinition(t *testing.T) {
 	t.Logf("%d keys checked", checked)
 }
 
-// TestFingerprintsReusing replays a conversation request by request with
-// wire.ParseReusing and checks fingerprintsReusing against Fingerprints at every step,
-// including repeated messages (ordinals) and a request that rewrote earlier history.
-func TestFingerprintsReusing(t *testing.T) {
-	specs := []spec{{role: "user", text: "continue"}, {role: "assistant", text: "ok"}}
-	for i := 0; i < 12; i++ {
-		specs = append(specs, spec{role: "user", text: "continue"}, spec{role: "assistant", text: fmt.Sprint("step ", i%3)})
-	}
-	body := func(n int, edit bool) []byte {
-		var msgs []map[string]any
-		for i, s := range specs[:n] {
-			text := s.text
-			if edit && i == n/2 {
-				text += " (edited)"
-			}
-			msgs = append(msgs, map[string]any{"role": s.role, "content": text})
-		}
-		b, err := json.Marshal(map[string]any{"model": "m", "messages": msgs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var prev *wire.Request
-	var prevFps []Fingerprint
-	for n := 1; n <= len(specs); n++ {
-		r, err := wire.ParseReusing(wire.OpenAI, body(n, n%7 == 0), prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var prevMsgs []*wire.Message
-		if prev != nil {
-			prevMsgs = prev.Messages
-		}
-		got := fingerprintsReusing(r.Messages, prevMsgs, prevFps)
-		want := Fingerprints(r.Messages)
-		if len(got) != len(want) {
-			t.Fatalf("%d messages: %d fingerprints, want %d", n, len(got), len(want))
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%d messages (reused %d), message %d: %v, want %v", n, r.ReusedMessages(), i, got[i], want[i])
-			}
-		}
-		prev, prevFps = r, got
-	}
-	if got := fingerprintsReusing(prev.Messages, nil, nil); len(got) != len(prev.Messages) || got[0] != Fingerprints(prev.Messages)[0] {
-		t.Fatal("nil previous transcript")
-	}
-}
-
 // TestMessageHashMemo: memoised hashes equal fresh ones, also for the same bytes parsed in
 // the other format (different blocks, so a different hash).
 func TestMessageHashMemo(t *testing.T) {
