@@ -114,17 +114,24 @@ func TestOccurrenceKeyOfMatchesDefinition(t *testing.T) {
 // TestOccurrencesCorpusMatchDefinition checks every occurrence key of a mini-SWE-agent
 // corpus conversation (cold memo, then warm) against the plain definition.
 func TestOccurrencesCorpusMatchDefinition(t *testing.T) {
-	data, err := os.ReadFile(corpus.File(t, "msa_psf__requests-1142.traj.json"))
+	// SWE-agent's history is Chat Completions messages with native tool calls; a tool message
+	// names its call in tool_call_ids.
+	data, err := os.ReadFile(corpus.File(t, "sweagent_marshmallow-code__marshmallow-1867.traj"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc struct {
-		Messages []json.RawMessage `json:"messages"`
+		History []map[string]any `json:"history"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]any{"model": "m", "messages": doc.Messages})
+	for _, m := range doc.History {
+		if ids, ok := m["tool_call_ids"].([]any); ok && len(ids) == 1 {
+			m["tool_call_id"] = ids[0]
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"model": "m", "messages": doc.History})
 	r, err := wire.Parse(wire.OpenAI, body)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +146,9 @@ func TestOccurrencesCorpusMatchDefinition(t *testing.T) {
 			}
 			checked++
 		}
+	}
+	if checked == 0 {
+		t.Fatal("no tool call and result pairs in the corpus file")
 	}
 	t.Logf("%d keys checked", checked)
 }
