@@ -1,7 +1,6 @@
 // Package wire parses Anthropic Messages, OpenAI Chat Completions and OpenAI Responses request
-// bodies into one transcript model and serializes it byte-faithfully: untouched messages, blocks and
-// members keep their bytes. Parsed values are immutable and safe to share; change them with the
-// With… methods (docs/design/wire.md, "The model").
+// bodies into one immutable transcript model and serializes it byte-faithfully: untouched
+// messages, blocks and members keep their bytes (docs/design/wire.md, "The model").
 package wire
 
 import (
