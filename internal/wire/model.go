@@ -67,7 +67,7 @@ type Request struct {
 	objEnd   int      // offset just past the top-level object in body
 	obj      *object  // top-level object (differs from body after SetField)
 	members  []member // obj's members
-	fieldMod bool     // obj was changed by SetField
+	fieldMod bool     // obj was changed by a test's SetField
 	msgsArr  *array
 	sysArr   *array
 	toolsArr *array

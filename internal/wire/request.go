@@ -251,50 +251,6 @@ func (r *Request) Field(key string) (raw []byte, ok bool) {
 	return nil, false
 }
 
-// withField returns the top-level object with member key set to the JSON value raw, and
-// its members.
-func (r *Request) withField(key string, raw []byte) (*object, []member) {
-	o, ms, _ := r.obj.put(slices.Clone(r.members), key, len(raw), func(dst []byte) []byte { return append(dst, raw...) })
-	return o, ms
-}
-
-// SetField returns a new request whose top-level member key is set to the JSON value raw,
-// replaced in place or appended at the end; an unusable value is an error matching ErrInvalid.
-// Setting a modelled member re-parses the request so the typed fields follow the new value.
-func (r *Request) SetField(key string, raw []byte) (*Request, error) {
-	if err := validJSON(raw); err != nil {
-		return nil, err
-	}
-	if modelled(r.Format, key) {
-		nb := r.Bytes()
-		cur, err := Parse(r.Format, nb)
-		if err != nil {
-			return nil, err
-		}
-		o, _ := cur.withField(key, raw)
-		return Parse(r.Format, o.raw)
-	}
-	nr := r.clone()
-	nr.obj, nr.members = r.withField(key, raw)
-	nr.fieldMod = true
-	return nr, nil
-}
-
-// modelled reports whether the top-level member key is parsed into typed fields in format f.
-func modelled(f Format, key string) bool {
-	switch key {
-	case "model", "stream", "tools":
-		return true
-	case "system":
-		return f == Anthropic
-	case "messages":
-		return f != Responses
-	case "input":
-		return f == Responses
-	}
-	return false
-}
-
 // systemRaw returns the raw value of the parsed Anthropic "system" member.
 func (r *Request) systemRaw() ([]byte, bool) {
 	switch {
