@@ -241,7 +241,7 @@ func replaceOneResult(t *testing.T, p Provider, k int, r *wire.Request, body []b
 	blocks[at.bi] = nb
 	msgs := append([]*wire.Message(nil), r.Messages...)
 	msgs[at.mi] = m.WithBlocks(blocks)
-	got := r.WithMessages(msgs).AppendTo(nil)
+	got := r.WithMessages(msgs).Bytes()
 	off := offsetIn(body, old.Raw())
 	if off < 0 {
 		t.Fatalf("%s request %d: result block bytes are not inside the body", p, k)

@@ -6,7 +6,7 @@ import "io"
 // ones are gathered into one buffer).
 const minSegment = 256
 
-// encoder writes a serialized request into one buffer (AppendTo) or as Segments that
+// encoder writes a serialized request into one buffer (appendTo) or as Segments that
 // reference unchanged bytes where they already are.
 type encoder struct {
 	buf  []byte   // everything written, or (segmenting) the pieces shorter than minSegment

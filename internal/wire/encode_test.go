@@ -9,14 +9,14 @@ import (
 )
 
 // encoded returns r serialized, after checking that every way of serializing it agrees:
-// Bytes, AppendTo after a prefix, and the concatenated Segments; that Bytes fits its size
+// Bytes, appendTo after a prefix, and the concatenated Segments; that Bytes fits its size
 // hint (no second allocation); and that segments of an unmodified part alias the parsed
 // bytes instead of copying them.
 func encoded(t testing.TB, r *Request) []byte {
 	t.Helper()
 	out := r.Bytes()
-	if got := r.AppendTo([]byte("prefix")); string(got) != "prefix"+string(out) {
-		t.Fatalf("AppendTo differs from Bytes:\n%s\n%s", got, out)
+	if got := r.appendTo([]byte("prefix")); string(got) != "prefix"+string(out) {
+		t.Fatalf("appendTo differs from Bytes:\n%s\n%s", got, out)
 	}
 	segs := r.Segments()
 	if got := segs.Bytes(); !bytes.Equal(got, out) {
@@ -25,7 +25,7 @@ func encoded(t testing.TB, r *Request) []byte {
 	if segs.Len() != len(out) {
 		t.Fatalf("Segments.Len %d, want %d", segs.Len(), len(out))
 	}
-	if r.Modified() && len(out) > r.sizeHint() {
+	if r.modified() && len(out) > r.sizeHint() {
 		t.Fatalf("size hint %d below the serialized length %d", r.sizeHint(), len(out))
 	}
 	for _, s := range segs {

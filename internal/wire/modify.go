@@ -255,19 +255,19 @@ func (b *Block) withResultText(text string) *Block {
 
 // WithInput returns a copy of a tool call with new input (Anthropic "input" as JSON; OpenAI and
 // Responses the arguments or custom input text, written as a string), or b itself for other
-// blocks or an unusable input (SetInput reports that error).
+// blocks or an unusable input (setInput reports that error).
 func (b *Block) WithInput(input []byte) *Block {
-	nb, err := b.SetInput(input)
+	nb, err := b.setInput(input)
 	if err != nil {
 		return b
 	}
 	return nb
 }
 
-// SetInput is WithInput returning an error instead of ignoring an unusable input.
-func (b *Block) SetInput(input []byte) (*Block, error) {
+// setInput is WithInput returning an error instead of ignoring an unusable input.
+func (b *Block) setInput(input []byte) (*Block, error) {
 	if (b.Kind != KindToolUse && b.Kind != KindServerToolUse) || b.obj == nil {
-		return nil, fmt.Errorf("wire: SetInput on a %s block", b.Kind)
+		return nil, fmt.Errorf("wire: setInput on a %s block", b.Kind)
 	}
 	if b.f == Responses {
 		key := "arguments"
@@ -276,7 +276,7 @@ func (b *Block) SetInput(input []byte) (*Block, error) {
 		case "custom_tool_call":
 			key = "input"
 		default:
-			return nil, fmt.Errorf("wire: SetInput on a %s item", b.Type)
+			return nil, fmt.Errorf("wire: setInput on a %s item", b.Type)
 		}
 		nb := b.clone(b.obj.with(key, quote(string(input))))
 		nb.Input = append([]byte(nil), input...)

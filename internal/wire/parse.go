@@ -349,7 +349,7 @@ func (p *parser) request() (*Request, error) {
 	}
 	r.origModel, r.origStream = r.Model, r.Stream
 	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
-	// seen by Modified.
+	// seen by modified.
 	r.origSystem = append([]*Block(nil), r.System...)
 	r.origTools = append([]*Tool(nil), r.Tools...)
 	r.origMessages = append([]*Message(nil), r.Messages...)

@@ -466,10 +466,10 @@ func (p *parser) itemContent(it *item, depth int, path jpath, f int, nullable bo
 	return nil, nil, false, false, p.wrongType(off, depth, path.key(key), "string or array")
 }
 
-// OutputFailed reports whether a tool output's text shows a non-zero exit code as Codex CLI
+// outputFailed reports whether a tool output's text shows a non-zero exit code as Codex CLI
 // writes it: "Exit code: N" or "Process exited with code N" in the header before "Output:",
 // or {"output":…,"metadata":{"exit_code":N}}.
-func OutputFailed(text string) bool {
+func outputFailed(text string) bool {
 	if !startsLikeFailure(text) {
 		return false
 	}
@@ -491,7 +491,7 @@ func OutputFailed(text string) bool {
 	return false
 }
 
-// startsLikeFailure reports whether text starts as the outputs OutputFailed reads further
+// startsLikeFailure reports whether text starts as the outputs outputFailed reads further
 // do; failureStartLen bounds the length of those starts.
 func startsLikeFailure(text string) bool {
 	for _, pre := range [...]string{`{"output":`, "Exit code: ", "Chunk ID: ", "Wall time: "} {
@@ -504,11 +504,11 @@ func startsLikeFailure(text string) bool {
 
 const failureStartLen = len("Exit code: ")
 
-// outputFailed is OutputFailed(b.ResultText()), decoding a lazy text (into scratch memory)
+// outputFailed is outputFailed(b.ResultText()), decoding a lazy text (into scratch memory)
 // only when it can start as a failed output's: its literal up to the first escape is text.
 func (b *Block) outputFailed() bool {
 	if len(b.Content) != 1 || b.Content[0].Kind != KindText || !b.Content[0].textEsc {
-		return OutputFailed(b.ResultText())
+		return outputFailed(b.ResultText())
 	}
 	c := b.Content[0]
 	if k := strings.IndexByte(c.text, '\\'); k >= failureStartLen && !startsLikeFailure(c.text[:k]) {
@@ -516,7 +516,7 @@ func (b *Block) outputFailed() bool {
 	}
 	sp := getScratch()
 	defer putScratch(sp)
-	return OutputFailed(c.peekText(sp))
+	return outputFailed(c.peekText(sp))
 }
 
 // structuredExitCode reports a non-zero metadata.exit_code in the JSON object text.

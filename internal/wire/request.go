@@ -5,9 +5,9 @@ import (
 	"strconv"
 )
 
-// Modified reports whether the request differs from the parsed body: a With… method was
+// modified reports whether the request differs from the parsed body: a With… method was
 // used or Model, Stream, System, Tools or Messages were reassigned.
-func (r *Request) Modified() bool {
+func (r *Request) modified() bool {
 	return r.fieldMod || r.Model != r.origModel || r.Stream != r.origStream ||
 		!samePtrs(r.System, r.origSystem) || !samePtrs(r.Tools, r.origTools) || !samePtrs(r.Messages, r.origMessages)
 }
@@ -27,10 +27,10 @@ func samePtrs[T any](a, b []*T) bool {
 // Bytes returns the serialized request. For an unmodified request it is Raw() itself (no
 // copy).
 func (r *Request) Bytes() []byte {
-	if !r.Modified() {
+	if !r.modified() {
 		return r.body
 	}
-	b := r.AppendTo(noZeroBytes(r.sizeHint())) // every byte below len is written
+	b := r.appendTo(noZeroBytes(r.sizeHint())) // every byte below len is written
 	return b[:len(b):len(b)]
 }
 
@@ -38,7 +38,7 @@ func (r *Request) Bytes() []byte {
 // members and messages, re-encoded messages) instead of copying them; for an unmodified
 // request it is the one segment Raw().
 func (r *Request) Segments() Segments {
-	if !r.Modified() {
+	if !r.modified() {
 		return Segments{r.body}
 	}
 	// About two segments per message (its bytes, and the short pieces between messages), and
@@ -91,9 +91,9 @@ func growth[T any](cur, orig []*T, size func(*T) int) int {
 	return d
 }
 
-// AppendTo appends the serialized request to dst.
-func (r *Request) AppendTo(dst []byte) []byte {
-	if !r.Modified() {
+// appendTo appends the serialized request to dst.
+func (r *Request) appendTo(dst []byte) []byte {
+	if !r.modified() {
 		return append(dst, r.body...)
 	}
 	e := &encoder{buf: dst}

@@ -12,7 +12,7 @@ import (
 )
 
 // exitCodeLine finds Codex's exit status in a shell output header, for checking IsError
-// independently of OutputFailed.
+// independently of outputFailed.
 var exitCodeLine = regexp.MustCompile(`(?m)^(?:Process exited with code|Exit code:) (-?\d+)$`)
 
 // TestCorpusResponsesRoundTrip feeds the corpus Codex sessions, built as the Responses

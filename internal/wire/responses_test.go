@@ -150,7 +150,7 @@ func TestResponsesRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := r.Bytes(); r.Modified() || !bytes.Equal(out, b) || &out[0] != &b[0] {
+		if out := r.Bytes(); r.modified() || !bytes.Equal(out, b) || &out[0] != &b[0] {
 			t.Fatalf("unmodified request must return the input slice itself: %s", body)
 		}
 		msgs := make([]*Message, len(r.Messages))
@@ -189,8 +189,8 @@ func TestResponsesModifications(t *testing.T) {
 	if a.Blocks[4].WithInput([]byte(`{}`)) != a.Blocks[4] {
 		t.Fatal("a local_shell_call's action must not be rewritten")
 	}
-	if _, err := a.Blocks[4].SetInput([]byte(`{}`)); err == nil {
-		t.Fatal("SetInput on local_shell_call must fail")
+	if _, err := a.Blocks[4].setInput([]byte(`{}`)); err == nil {
+		t.Fatal("setInput on local_shell_call must fail")
 	}
 	// Dropping the text item of the run keeps the separators by position.
 	msgs[3] = a.WithBlocks([]*Block{a.Blocks[0], fc, ct, a.Blocks[4]})
@@ -331,8 +331,8 @@ func TestOutputFailed(t *testing.T) {
 		{"write_stdin failed: stdin is closed", false},
 		{"", false},
 	} {
-		if got := OutputFailed(tc.text); got != tc.want {
-			t.Errorf("OutputFailed(%q) = %v, want %v", tc.text, got, tc.want)
+		if got := outputFailed(tc.text); got != tc.want {
+			t.Errorf("outputFailed(%q) = %v, want %v", tc.text, got, tc.want)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func sameAsParse(t *testing.T, f Format, body []byte, prev *Request) *Request {
 	if !reflect.DeepEqual(got.System, want.System) || !reflect.DeepEqual(got.Tools, want.Tools) {
 		t.Fatal("system or tools differ from a fresh parse")
 	}
-	if got.Modified() {
+	if got.modified() {
 		t.Fatal("a reusing parse must be unmodified")
 	}
 	if out := got.Bytes(); len(body) > 0 && (!bytes.Equal(out, body) || &out[0] != &body[0]) {

@@ -188,11 +188,11 @@ func TestRoundTripUnmodified(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := r.Bytes()
-			if r.Modified() || !bytes.Equal(out, body) || &out[0] != &body[0] {
+			if r.modified() || !bytes.Equal(out, body) || &out[0] != &body[0] {
 				t.Fatalf("unmodified request must return the input slice itself")
 			}
-			if got := r.AppendTo([]byte("x")); string(got) != "x"+tc.body {
-				t.Fatalf("AppendTo: %s", got)
+			if got := r.appendTo([]byte("x")); string(got) != "x"+tc.body {
+				t.Fatalf("appendTo: %s", got)
 			}
 			// Re-emitting every list with the same elements yields identical bytes.
 			msgs := make([]*Message, len(r.Messages))
@@ -200,7 +200,7 @@ func TestRoundTripUnmodified(t *testing.T) {
 				msgs[i] = m.WithBlocks(m.Blocks)
 			}
 			r2 := r.WithMessages(msgs)
-			if len(msgs) > 0 && !r2.Modified() {
+			if len(msgs) > 0 && !r2.modified() {
 				t.Fatal("WithMessages with new messages must be modified")
 			}
 			if got := r2.Bytes(); !bytes.Equal(got, body) {
@@ -352,8 +352,8 @@ func TestBlockModifiersKeepOtherMembers(t *testing.T) {
 	if tu.WithInput([]byte(`{`)) != tu {
 		t.Fatal("invalid input must be refused")
 	}
-	if _, err := tu.SetInput([]byte(`{`)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("SetInput err %v", err)
+	if _, err := tu.setInput([]byte(`{`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("setInput err %v", err)
 	}
 	tr := r.Messages[2].Blocks[0]
 	nc := tr.WithCacheControl(nil)
@@ -467,7 +467,7 @@ func TestCorpusOpenAIRoundTrip(t *testing.T) {
 func TestInPlaceMessageAssignmentIsSeen(t *testing.T) {
 	r := mustParse(t, Anthropic, `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`)
 	r.Messages[1] = NewTextMessage(Anthropic, RoleAssistant, "c")
-	if !r.Modified() {
+	if !r.modified() {
 		t.Fatal("in-place assignment not detected")
 	}
 	if got := string(r.Bytes()); got != `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"c"}]}` {
