@@ -155,17 +155,23 @@ func (p *parser) newBlock() *Block {
 	return b
 }
 
-// blockSlice copies bs into slab memory (capacity == length, so appends by callers copy).
+// blockSlice copies bs into slab memory (nil when empty).
 func (p *parser) blockSlice(bs []*Block) []*Block {
 	if len(bs) == 0 {
 		return nil
 	}
-	if len(p.blocksSlab) < len(bs) {
-		p.blocksSlab = newSlab[*Block](p, max(p.chunk(512, 0), len(bs)))
+	return slabCopy(p, &p.blocksSlab, bs, 512)
+}
+
+// slabCopy copies s into the slab memory *free, first refilled with a chunk (n values for the
+// first) when short; capacity == length, so appends by callers copy.
+func slabCopy[T any](p *parser, free *[]T, s []T, n int) []T {
+	if len(*free) < len(s) {
+		*free = newSlab[T](p, max(p.chunk(n, 0), len(s)))
 	}
-	out := p.blocksSlab[:len(bs):len(bs)]
-	copy(out, bs)
-	p.blocksSlab = p.blocksSlab[len(bs):]
+	out := (*free)[:len(s):len(s)]
+	copy(out, s)
+	*free = (*free)[len(s):]
 	return out
 }
 
@@ -633,12 +639,7 @@ func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error
 	if own && len(sp) > 0 {
 		a.spans = slices.Clone(sp)
 	} else if len(sp) > 0 {
-		if len(p.spanSlab) < len(sp) {
-			p.spanSlab = newSlab[span](p, max(p.chunk(1024, 0), len(sp)))
-		}
-		a.spans = p.spanSlab[:len(sp):len(sp)]
-		copy(a.spans, sp)
-		p.spanSlab = p.spanSlab[len(sp):]
+		a.spans = slabCopy(p, &p.spanSlab, sp, 1024)
 	}
 	p.spanStack = p.spanStack[:base]
 	a.raw = p.d[i:end:end]

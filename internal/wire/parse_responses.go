@@ -205,20 +205,9 @@ func (p *parser) runMessage(raw []byte, blocks []*Block, spans []span) *Message 
 	m.obj = o
 	a := take(p, &p.arrs, 64)
 	a.raw = raw
-	a.spans = p.spanSlice(spans)
+	a.spans = slabCopy(p, &p.spanSlab, spans, 1024)
 	m.itemsArr = a
 	return m
-}
-
-// spanSlice copies sp into slab memory.
-func (p *parser) spanSlice(sp []span) []span {
-	if len(p.spanSlab) < len(sp) {
-		p.spanSlab = newSlab[span](p, max(p.chunk(1024, 0), len(sp)))
-	}
-	out := p.spanSlab[:len(sp):len(sp)]
-	copy(out, sp)
-	p.spanSlab = p.spanSlab[len(sp):]
-	return out
 }
 
 // item is an input item being parsed: its object and the body spans of the values of the
