@@ -820,13 +820,66 @@ func fieldOf(lit []byte) int {
 	return mfNone
 }
 
-// noteField validates the value at d[vs] of the member with the key at d[ks:ke] and notes
-// in val where it is, under its field: val ends up holding the last member of each field
-// (as object.lookup finds it; e == 0: none).
-func (p *parser) noteField(val *[mfCount]span, depth, ks, ke, vs int) (int, error) {
-	e, err := scanValue(p.d, vs, depth)
-	val[fieldOf(p.d[ks:ke])] = span{s: vs, e: e}
+// fields is where the members of an object that the parser reads are, by field: val[f] spans
+// the value of the last member of field f (e == 0: none; as object.lookup finds it), bit f of
+// esc is set when that is a string with escapes. Errors name (*path)[idx] (idx < 0: *path).
+type fields struct {
+	val  [mfCount]span
+	esc  uint32
+	path *jpath
+	idx  int
+}
+
+// note validates the value at d[vs] of a member of field f and notes in fs where it is.
+func (p *parser) note(fs *fields, f, depth, vs int) (int, error) {
+	e, err := 0, error(nil)
+	fs.esc &^= 1 << f
+	if f != mfNone && p.d[vs] == '"' {
+		var x bool
+		if e, x, err = scanString(p.d, vs); x {
+			fs.esc |= 1 << f
+		}
+	} else {
+		e, err = scanValue(p.d, vs, depth)
+	}
+	fs.val[f] = span{s: vs, e: e}
 	return e, err
+}
+
+// value returns the raw value of field f and its offset in the body (nil when absent).
+func (p *parser) value(fs *fields, f int) ([]byte, int) {
+	v := fs.val[f]
+	if v.e == 0 {
+		return nil, 0
+	}
+	return p.d[v.s:v.e:v.e], v.s
+}
+
+// lit returns the body of the string field f and whether it has escapes; ok is false when it
+// is absent or not a string (a schema error when strict).
+func (p *parser) lit(fs *fields, f int, strict bool) (body string, escaped, ok bool, err error) {
+	v, off := p.value(fs, f)
+	if v == nil || v[0] != '"' && !strict {
+		return "", false, false, nil
+	}
+	if v[0] != '"' {
+		path := *fs.path
+		if fs.idx >= 0 {
+			path = path.at(fs.idx)
+		}
+		return "", false, false, p.schemaErr(off, path.key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
+	}
+	return bodyString(v[1 : len(v)-1]), fs.esc&(1<<f) != 0, true, nil
+}
+
+// str is lit's string decoded.
+func (p *parser) str(fs *fields, f int, strict bool) (string, bool, error) {
+	s, escaped, ok, err := p.lit(fs, f, strict)
+	if escaped {
+		p.keep(len(s))
+		s = decoded(s)
+	}
+	return s, ok, err
 }
 
 // block parses the block object at d[i] == '{', element bi of the list at path list (the
@@ -838,35 +891,19 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	var contentBlocks []*Block
 	var contentArr *array
 	var contentErr error
-	// val[f] is the position in d of the value of the last member of field f (e == 0: none),
-	// the one object.lookup would find; bit f of esc is set when that member is a string
-	// with escapes (string members are scanned once, as the walk meets them).
-	var val [mfCount]span
-	var esc uint32
+	fs := fields{path: list, idx: bi}
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		f := fieldOf(d[ks:ke])
-		e, err := 0, error(nil)
-		switch {
-		case f != mfNone && d[vs] == '"':
-			var x bool
-			e, x, err = scanString(d, vs)
-			esc &^= 1 << f
-			if x {
-				esc |= 1 << f
-			}
-		case f == mfContent && p.f == Anthropic && d[vs] == '[':
-			var blocks []*Block
-			var arr *array
-			blocks, arr, e, err = p.blockList(vs, depth+1, list.at(bi).key("content"), false)
-			if err != nil && !isSchema(err) {
-				return 0, err
-			}
-			contentBlocks, contentArr, contentErr, err = blocks, arr, err, nil
-		default:
-			e, err = scanValue(d, vs, depth)
+		if f != mfContent || p.f != Anthropic || d[vs] != '[' {
+			return p.note(&fs, f, depth, vs)
 		}
-		val[f] = span{s: vs, e: e}
-		return e, err
+		blocks, arr, e, err := p.blockList(vs, depth+1, list.at(bi).key("content"), false)
+		if err != nil && !isSchema(err) {
+			return 0, err
+		}
+		contentBlocks, contentArr, contentErr = blocks, arr, err
+		fs.val[f] = span{s: vs, e: e}
+		return e, nil
 	})
 	if err != nil {
 		return nil, 0, err
@@ -875,42 +912,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	fail := func(err error) (*Block, int, error) {
 		return &Block{f: p.f, obj: obj, Kind: KindUnknown}, end, err
 	}
-	// value returns the raw value of field f and its offset in obj.raw (nil when absent).
-	value := func(f int) ([]byte, int) {
-		v := val[f]
-		if v.e == 0 {
-			return nil, 0
-		}
-		return d[v.s:v.e:v.e], v.s - i
-	}
-	// lit returns the body of the string field f and whether it has escapes; ok is false when
-	// absent.
-	lit := func(f int) (body string, escaped, ok bool, err error) {
-		v, off := value(f)
-		if v == nil {
-			return "", false, false, nil
-		}
-		if v[0] != '"' {
-			return "", false, false, p.schemaErr(i+off, list.at(bi).key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
-		}
-		return bodyString(v[1 : len(v)-1]), esc&(1<<f) != 0, true, nil
-	}
-	// str returns the decoded string of field f; ok is false when absent.
-	str := func(f int) (string, bool, error) {
-		s, escaped, ok, err := lit(f)
-		if escaped {
-			p.keep(len(s))
-			s = decoded(s)
-		}
-		return s, ok, err
-	}
-	// setText makes the string field f the block's text.
-	setText := func(f int) error {
-		s, escaped, _, err := lit(f)
-		b.setText(s, escaped)
-		return err
-	}
-	typ, ok, err := str(mfType)
+	typ, ok, err := p.str(&fs, mfType, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -919,51 +921,53 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	}
 	b.Type = typ
 	b.Kind = kindOf(p.f, typ)
-	if cc, _ := value(mfCacheControl); cc != nil {
+	if cc, _ := p.value(&fs, mfCacheControl); cc != nil {
 		b.CacheControl = cc
 	}
 	switch b.Kind {
 	case KindText:
-		if err := setText(mfText); err != nil {
+		s, escaped, _, err := p.lit(&fs, mfText, true)
+		if b.setText(s, escaped); err != nil {
 			return fail(err)
 		}
 	case KindThinking:
-		if err := setText(mfThinking); err != nil {
+		s, escaped, _, err := p.lit(&fs, mfThinking, true)
+		if b.setText(s, escaped); err != nil {
 			return fail(err)
 		}
-		if b.Signature, _, err = str(mfSignature); err != nil {
+		if b.Signature, _, err = p.str(&fs, mfSignature, true); err != nil {
 			return fail(err)
 		}
 	case KindToolUse, KindServerToolUse:
-		if b.ID, _, err = str(mfID); err != nil {
+		if b.ID, _, err = p.str(&fs, mfID, true); err != nil {
 			return fail(err)
 		}
-		if b.Name, _, err = str(mfName); err != nil {
+		if b.Name, _, err = p.str(&fs, mfName, true); err != nil {
 			return fail(err)
 		}
-		if in, _ := value(mfInput); in != nil {
+		if in, _ := p.value(&fs, mfInput); in != nil {
 			b.Input = in
 		}
 	case KindToolResult, KindWebSearchToolResult:
-		if b.ID, _, err = str(mfToolUseID); err != nil {
+		if b.ID, _, err = p.str(&fs, mfToolUseID, true); err != nil {
 			return fail(err)
 		}
 		if b.Kind == KindWebSearchToolResult {
 			break
 		}
-		if v, off := value(mfIsError); v != nil {
+		if v, off := p.value(&fs, mfIsError); v != nil {
 			switch v[0] {
 			case 't':
 				b.IsError = true
 			case 'f':
 			default:
-				return fail(p.schemaErr(i+off, list.at(bi).key("is_error"), "expected boolean, found %s", jsonType(v[0])))
+				return fail(p.schemaErr(off, list.at(bi).key("is_error"), "expected boolean, found %s", jsonType(v[0])))
 			}
 		}
-		if v, off := value(mfContent); v != nil {
+		if v, off := p.value(&fs, mfContent); v != nil {
 			switch v[0] {
 			case '"':
-				b.Content = p.blockSlice([]*Block{p.textBlock(v, esc&(1<<mfContent) != 0)})
+				b.Content = p.blockSlice([]*Block{p.textBlock(v, fs.esc&(1<<mfContent) != 0)})
 				b.ContentString = true
 			case '[':
 				if contentErr != nil {
@@ -972,7 +976,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 				b.Content, b.contentArr = contentBlocks, contentArr
 			case 'n':
 			default:
-				return fail(p.schemaErr(i+off, list.at(bi).key("content"), "expected string or array, found %s", jsonType(v[0])))
+				return fail(p.schemaErr(off, list.at(bi).key("content"), "expected string or array, found %s", jsonType(v[0])))
 			}
 		}
 	}
@@ -1144,16 +1148,16 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
 	b := p.newBlock()
 	b.Kind = KindToolUse
-	var val, fn [mfCount]span // the entry's fields and its last function object's
+	var call, fn fields // the entry's fields and its last function object's
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		if d[vs] != '{' || fieldOf(d[ks:ke]) != mfFunction {
-			return p.noteField(&val, depth, ks, ke, vs)
+		if f := fieldOf(d[ks:ke]); f != mfFunction || d[vs] != '{' {
+			return p.note(&call, f, depth, vs)
 		}
-		fn = [mfCount]span{}
+		fn = fields{}
 		o, e, err := p.objectAt(vs, depth+1, func(ks, ke, vs int) (int, error) {
-			return p.noteField(&fn, depth+1, ks, ke, vs)
+			return p.note(&fn, fieldOf(d[ks:ke]), depth+1, vs)
 		})
-		b.fn, val[mfFunction] = o, span{s: vs, e: e}
+		b.fn, call.val[mfFunction] = o, span{s: vs, e: e}
 		return e, err
 	})
 	if err != nil {
@@ -1169,24 +1173,24 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 		}
 		return p.text(d[v.s:v.e]), nil
 	}
-	if b.ID, err = getStr(val[mfID], path.key("id")); err != nil {
+	if b.ID, err = getStr(call.val[mfID], path.key("id")); err != nil {
 		return nil, 0, err
 	}
-	if b.Type, err = getStr(val[mfType], path.key("type")); err != nil {
+	if b.Type, err = getStr(call.val[mfType], path.key("type")); err != nil {
 		return nil, 0, err
 	}
-	if f := val[mfFunction]; f.e != 0 {
+	if f := call.val[mfFunction]; f.e != 0 {
 		if d[f.s] != '{' {
 			return nil, 0, p.schemaErr(f.s, path.key("function"), "expected object, found %s", jsonType(d[f.s]))
 		}
-		if b.Name, err = getStr(fn[mfName], path.key("function").key("name")); err != nil {
+		if b.Name, err = getStr(fn.val[mfName], path.key("function").key("name")); err != nil {
 			return nil, 0, err
 		}
-		if a := fn[mfArguments]; a.e != 0 {
+		if a := fn.val[mfArguments]; a.e != 0 {
 			b.Input = p.input(d[a.s:a.e])
 		}
 	}
-	if cc := val[mfCacheControl]; cc.e != 0 {
+	if cc := call.val[mfCacheControl]; cc.e != 0 {
 		b.CacheControl = d[cc.s:cc.e]
 	}
 	return b, end, nil
@@ -1203,20 +1207,20 @@ func (p *parser) input(v []byte) []byte {
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 	d := p.d
-	var val [mfCount]span
+	var fs fields
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		return p.noteField(&val, depth, ks, ke, vs)
+		return p.note(&fs, fieldOf(d[ks:ke]), depth, vs)
 	})
 	if err != nil {
 		return nil, 0, err
 	}
 	t := &Tool{f: p.f, raw: obj.raw}
 	p.keep(int(unsafe.Sizeof(*t)))
-	if cc := val[mfCacheControl]; cc.e != 0 {
+	if cc := fs.val[mfCacheControl]; cc.e != 0 {
 		t.CacheControl = d[cc.s:cc.e]
 	}
 	// The name is "name", or for OpenAI "function.name".
-	name, fn := val[mfName], val[mfFunction]
+	name, fn := fs.val[mfName], fs.val[mfFunction]
 	switch {
 	case name.e != 0:
 		if d[name.s] != '"' {

@@ -210,55 +210,22 @@ func (p *parser) runMessage(raw []byte, blocks []*Block, spans []span) *Message 
 	return m
 }
 
-// item is an input item being parsed: its object and the body spans of the values of the
-// members the parse reads (the last of each key; e == 0: absent).
-type item struct {
-	obj *object
-	val [mfCount]span
-}
-
-// itemString returns the decoded string member f; ok is false when it is absent. A member
-// of another type is a schema error when strict, else treated as absent.
-func (p *parser) itemString(it *item, path jpath, f int, strict bool) (string, bool, error) {
-	v, off := p.itemValue(it, f)
-	if v == nil {
-		return "", false, nil
-	}
-	if v[0] != '"' {
-		if !strict {
-			return "", false, nil
-		}
-		return "", false, p.schemaErr(off, path.key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
-	}
-	return p.text(v), true, nil
-}
-
-// itemValue returns the raw value of member f and its body offset (nil when absent).
-func (p *parser) itemValue(it *item, f int) ([]byte, int) {
-	v := it.val[f]
-	if v.e == 0 {
-		return nil, 0
-	}
-	return p.d[v.s:v.e:v.e], v.s
-}
-
 // responsesItem parses the item object at d[i] == '{': a model-produced item is returned as
 // a block of an assistant message, any other as its own message.
 func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int, error) {
-	it := &item{}
+	it := &fields{path: &path, idx: -1}
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		return p.noteField(&it.val, depth, ks, ke, vs)
+		return p.note(it, fieldOf(p.d[ks:ke]), depth, vs)
 	})
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	it.obj = obj
-	typ, hasType, err := p.itemString(it, path, mfType, true)
+	typ, hasType, err := p.str(it, mfType, true)
 	if err != nil {
 		return nil, nil, 0, err
 	}
 	if typ == "message" || !hasType && it.val[mfRole].e != 0 {
-		role, ok, err := p.itemString(it, path, mfRole, true)
+		role, ok, err := p.str(it, mfRole, true)
 		if err != nil {
 			return nil, nil, 0, err
 		}
@@ -266,10 +233,10 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 			return nil, nil, 0, p.schemaErr(i, path, "message item has no \"role\"")
 		}
 		if role == "assistant" {
-			b, err := p.assistantItem(it, depth, path, typ)
+			b, err := p.assistantItem(it, obj, depth, path, typ)
 			return b, nil, end, err
 		}
-		m, err := p.messageItem(it, depth, path, Role(role))
+		m, err := p.messageItem(it, obj, depth, path, Role(role))
 		return nil, m, end, err
 	}
 	if !hasType {
@@ -277,27 +244,27 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	}
 	switch classifyItem(typ) {
 	case itemModel:
-		b, err := p.modelItem(it, depth, path, typ)
+		b, err := p.modelItem(it, obj, depth, typ)
 		return b, nil, end, err
 	case itemOutput:
-		m, err := p.outputItem(it, depth, path, typ)
+		m, err := p.outputItem(it, obj, depth, path, typ)
 		return nil, m, end, err
 	}
 	m := p.newMessage()
 	m.obj = obj
 	b := p.newBlock()
 	b.Kind, b.Type, b.obj = KindUnknown, typ, obj
-	b.ID, _, _ = p.itemString(it, path, mfCallID, false)
+	b.ID, _, _ = p.str(it, mfCallID, false)
 	m.Blocks = p.blockSlice([]*Block{b})
 	return nil, m, end, nil
 }
 
 // assistantItem parses an assistant message item into a KindText block whose Text is its
 // content's text (the string, or the "text" of its parts joined with "\n").
-func (p *parser) assistantItem(it *item, depth int, path jpath, typ string) (*Block, error) {
+func (p *parser) assistantItem(it *fields, obj *object, depth int, path jpath, typ string) (*Block, error) {
 	b := p.newBlock()
-	b.Kind, b.Type, b.obj = KindText, typ, it.obj
-	v, off := p.itemValue(it, mfContent)
+	b.Kind, b.Type, b.obj = KindText, typ, obj
+	v, off := p.value(it, mfContent)
 	switch {
 	case v == nil:
 	case v[0] == '"':
@@ -352,56 +319,56 @@ func (p *parser) partsText(i, depth int) (string, bool) {
 }
 
 // modelItem parses a model-produced item other than an assistant message.
-func (p *parser) modelItem(it *item, depth int, path jpath, typ string) (*Block, error) {
+func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Block, error) {
 	b := p.newBlock()
-	b.Type, b.obj = typ, it.obj
+	b.Type, b.obj = typ, obj
 	var err error
 	switch typ {
 	case "reasoning":
 		b.Kind = KindReasoning
-		b.Signature, _, _ = p.itemString(it, path, mfEncrypted, false)
-		if v, off := p.itemValue(it, mfSummary); v != nil && v[0] == '[' {
+		b.Signature, _, _ = p.str(it, mfEncrypted, false)
+		if v, off := p.value(it, mfSummary); v != nil && v[0] == '[' {
 			b.setText(p.partsText(off, depth+1))
 		}
 	case "function_call", "custom_tool_call":
 		b.Kind = KindToolUse
-		if b.ID, _, err = p.itemString(it, path, mfCallID, true); err != nil {
+		if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
 			return nil, err
 		}
-		if b.Name, _, err = p.itemString(it, path, mfName, true); err != nil {
+		if b.Name, _, err = p.str(it, mfName, true); err != nil {
 			return nil, err
 		}
 		key := mfArguments
 		if typ == "custom_tool_call" {
 			key = mfInput
 		}
-		if v, _ := p.itemValue(it, key); v != nil {
+		if v, _ := p.value(it, key); v != nil {
 			b.Input = p.input(v)
 		}
 	case "local_shell_call":
 		b.Kind, b.Name = KindToolUse, "local_shell"
-		if b.ID, _, err = p.itemString(it, path, mfCallID, true); err != nil {
+		if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
 			return nil, err
 		}
 		if b.ID == "" {
-			b.ID, _, _ = p.itemString(it, path, mfID, false)
+			b.ID, _, _ = p.str(it, mfID, false)
 		}
-		b.Input, _ = p.itemValue(it, mfAction)
+		b.Input, _ = p.value(it, mfAction)
 	case "web_search_call":
 		b.Kind, b.Name = KindServerToolUse, "web_search"
-		b.ID, _, _ = p.itemString(it, path, mfID, false)
-		b.Input, _ = p.itemValue(it, mfAction)
+		b.ID, _, _ = p.str(it, mfID, false)
+		b.Input, _ = p.value(it, mfAction)
 	default:
 		b.Kind = KindUnknown
-		b.ID, _, _ = p.itemString(it, path, mfCallID, false)
+		b.ID, _, _ = p.str(it, mfCallID, false)
 	}
 	return b, nil
 }
 
 // messageItem parses a user, system or developer message item (or one of an unknown role).
-func (p *parser) messageItem(it *item, depth int, path jpath, role Role) (*Message, error) {
+func (p *parser) messageItem(it *fields, obj *object, depth int, path jpath, role Role) (*Message, error) {
 	m := p.newMessage()
-	m.Role, m.obj = role, it.obj
+	m.Role, m.obj = role, obj
 	var err error
 	m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(it, depth, path, mfContent, false)
 	if err != nil {
@@ -412,17 +379,17 @@ func (p *parser) messageItem(it *item, depth int, path jpath, role Role) (*Messa
 
 // outputItem parses a tool output item into a tool message with one KindToolResult block
 // (ID = call_id; a local_shell_call_output without call_id names its call by "id").
-func (p *parser) outputItem(it *item, depth int, path jpath, typ string) (*Message, error) {
+func (p *parser) outputItem(it *fields, obj *object, depth int, path jpath, typ string) (*Message, error) {
 	m := p.newMessage()
-	m.Role, m.obj = RoleTool, it.obj
+	m.Role, m.obj = RoleTool, obj
 	b := p.newBlock()
-	b.Kind, b.Type, b.obj = KindToolResult, typ, it.obj
+	b.Kind, b.Type, b.obj = KindToolResult, typ, obj
 	var err error
-	if b.ID, _, err = p.itemString(it, path, mfCallID, true); err != nil {
+	if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
 		return nil, err
 	}
 	if b.ID == "" && typ == "local_shell_call_output" {
-		b.ID, _, _ = p.itemString(it, path, mfID, false)
+		b.ID, _, _ = p.str(it, mfID, false)
 	}
 	if b.Content, b.contentArr, b.ContentString, m.hasContent, err = p.itemContent(it, depth, path, mfOutput, true); err != nil {
 		return nil, err
@@ -435,15 +402,15 @@ func (p *parser) outputItem(it *item, depth int, path jpath, typ string) (*Messa
 
 // itemContent parses the content member f of the item: a string is one string-form text
 // block, an array its parts, null (when nullable) no blocks; present: the member is there.
-func (p *parser) itemContent(it *item, depth int, path jpath, f int, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
+func (p *parser) itemContent(it *fields, depth int, path jpath, f int, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
 	key := fieldNames[f]
-	v, off := p.itemValue(it, f)
+	v, off := p.value(it, f)
 	if v == nil {
 		return nil, nil, false, false, nil
 	}
 	switch {
 	case v[0] == '"':
-		return p.blockSlice([]*Block{p.textBlock(v, hasBackslash(v[1:len(v)-1]))}), nil, true, true, nil
+		return p.blockSlice([]*Block{p.textBlock(v, it.esc&(1<<f) != 0)}), nil, true, true, nil
 	case v[0] == '[':
 		blocks, arr, _, err := p.blockList(off, depth+1, path.key(key), true)
 		return blocks, arr, false, true, err
