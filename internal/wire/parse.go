@@ -369,15 +369,9 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 	d := p.d
 	switch {
 	case keyIs(d, ks, ke, "model"):
-		if vs < len(d) && d[vs] == '"' {
-			e, _, err := scanString(d, vs)
-			if err != nil {
-				return 0, err
-			}
-			r.Model = p.text(d[vs:e])
-			return e, nil
-		}
-		return 0, p.wrongType(vs, 1, root("model"), "string")
+		m, e, err := p.stringAt(vs, 1, root("model"))
+		r.Model = m
+		return e, err
 	case keyIs(d, ks, ke, "stream"):
 		// OpenAI documents stream as "boolean or null" (null: the default, false);
 		// Anthropic as a boolean.
@@ -983,17 +977,24 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	return b, end, nil
 }
 
-// role reads a message's "role" member at vs into m.Role and returns the offset after it.
-func (p *parser) role(m *Message, vs, depth int, path jpath) (int, error) {
-	if p.d[vs] != '"' {
-		return 0, p.wrongType(vs, depth, path.key("role"), "string")
+// stringAt returns the decoded string value at d[vs] of the member at path and its end (a
+// schema error when it is not a string).
+func (p *parser) stringAt(vs, depth int, path jpath) (string, int, error) {
+	if vs >= len(p.d) || p.d[vs] != '"' {
+		return "", 0, p.wrongType(vs, depth, path, "string")
 	}
 	e, _, err := scanString(p.d, vs)
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
-	m.Role = Role(p.text(p.d[vs:e]))
-	return e, nil
+	return p.text(p.d[vs:e]), e, nil
+}
+
+// role reads a message's "role" member at vs into m.Role and returns the offset after it.
+func (p *parser) role(m *Message, vs, depth int, path jpath) (int, error) {
+	r, e, err := p.stringAt(vs, depth, path.key("role"))
+	m.Role = Role(r)
+	return e, err
 }
 
 func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, error) {
@@ -1103,15 +1104,9 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 			}
 			return 0, p.wrongType(vs, depth, path.key("tool_calls"), "array or null")
 		case keyIs(d, ks, ke, "tool_call_id"):
-			if d[vs] != '"' {
-				return 0, p.wrongType(vs, depth, path.key("tool_call_id"), "string")
-			}
-			e, _, err := scanString(d, vs)
-			if err != nil {
-				return 0, err
-			}
-			toolCallID = p.text(d[vs:e])
-			return e, nil
+			id, e, err := p.stringAt(vs, depth, path.key("tool_call_id"))
+			toolCallID = id
+			return e, err
 		case keyIs(d, ks, ke, "cache_control"):
 			e, err := scanValue(d, vs, depth)
 			cc = d[vs:e:e]
