@@ -1,0 +1,128 @@
+package wire
+
+import "slices"
+
+// objectAt parses the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
+// to parse each member's value.
+func (p *parser) objectAt(i, depth int, fn func(keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
+	p.at = i
+	o := take(p, &p.objs, 128)
+	d := p.d
+	// scanObject's walk, with the member calls direct rather than through a closure.
+	end, err := objectOpen(d, i, depth)
+	for err == nil && d[end-1] != '}' {
+		var ks, ke, vs, ve int
+		if ks, ke, vs, err = memberKey(d, end); err != nil {
+			break
+		}
+		if fn != nil {
+			ve, err = fn(ks, ke, vs)
+		} else {
+			ve, err = scanValue(d, vs, depth)
+		}
+		if err != nil {
+			break
+		}
+		end, err = memberNext(d, ve)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	o.raw = d[i:end:end]
+	return o, end, nil
+}
+
+// messageList returns the messages on msgStack from base (nil for none, as Parse leaves an
+// empty array) in memory of their own, and pops them.
+func (p *parser) messageList(base int) []*Message {
+	var ms []*Message
+	if len(p.msgStack) > base {
+		ms = slices.Clone(p.msgStack[base:])
+	}
+	clear(p.msgStack[base:])
+	p.msgStack = p.msgStack[:base]
+	return ms
+}
+
+// list parses the array at d[i] == '[' calling fn per element and records element spans.
+func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
+	return p.listOf(i, depth, fn, false)
+}
+
+// ownList is list for the top-level messages and tools arrays, which only their request
+// keeps (later requests share the elements, not the array): their spans get an allocation
+// of their own, which the request counts (countRetained), not the parse's shared memory.
+func (p *parser) ownList(i int, fn elemFunc) (*array, int, error) {
+	return p.listOf(i, 2, fn, true)
+}
+
+func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error) {
+	p.at = i
+	a := take(p, &p.arrs, 64)
+	base := len(p.spanStack)
+	end, err := scanArray(p.d, i, depth, func(idx, es int) (int, error) {
+		e, err := fn(idx, es)
+		if err != nil {
+			return 0, err
+		}
+		p.spanStack = append(p.spanStack, span{s: es - i, e: e - i})
+		return e, nil
+	})
+	if err != nil {
+		p.spanStack = p.spanStack[:base]
+		return nil, 0, err
+	}
+	sp := p.spanStack[base:]
+	if own && len(sp) > 0 {
+		a.spans = slices.Clone(sp)
+	} else if len(sp) > 0 {
+		a.spans = slabCopy(p, &p.spanSlab, sp, 1024)
+	}
+	p.spanStack = p.spanStack[:base]
+	a.raw = p.d[i:end:end]
+	return a, end, nil
+}
+
+// blockList parses an array of content blocks. In strict mode a non-object element or a
+// block with a schema error fails; otherwise such elements become KindUnknown blocks and
+// the first schema error is returned together with a valid result.
+func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *array, int, error) {
+	base := len(p.blkStack)
+	var deferred error
+	arr, end, err := p.list(i, depth, func(idx, es int) (int, error) {
+		if p.d[es] != '{' {
+			e, err := scanValue(p.d, es, depth)
+			if err != nil {
+				return 0, err
+			}
+			if deferred == nil {
+				deferred = p.schemaErr(es, path.at(idx), "content block must be an object, found %s", jsonType(p.d[es]))
+			}
+			if strict {
+				return 0, deferred
+			}
+			p.blkStack = append(p.blkStack, &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown})
+			return e, nil
+		}
+		b, e, err := p.block(es, depth+1, &path, idx)
+		if err != nil {
+			if !isSchema(err) {
+				return 0, err
+			}
+			if deferred == nil {
+				deferred = err
+			}
+			if strict {
+				return 0, err
+			}
+		}
+		p.blkStack = append(p.blkStack, b)
+		return e, nil
+	})
+	blocks := p.blockSlice(p.blkStack[base:])
+	p.blkStack = p.blkStack[:base]
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return blocks, arr, end, deferred
+}

@@ -1,0 +1,275 @@
+package wire
+
+import "bytes"
+
+func (p *parser) request() (*Request, error) {
+	d := p.d
+	i := skipWS(d, 0)
+	if i >= len(d) {
+		return nil, synErr(i, "empty body")
+	}
+	if d[i] != '{' {
+		if err := validJSON(d); err != nil {
+			return nil, err
+		}
+		return nil, p.schemaErr(i, jpath{}, "request body must be a JSON object, found %s", jsonType(d[i]))
+	}
+	r := &Request{Format: p.f, body: d}
+	var err error
+	obj, end, err := p.objectAt(i, 1, func(ks, ke, vs int) (int, error) {
+		ve, err := p.topMember(r, ks, ke, vs)
+		r.members = append(r.members, member{k: ks - i, ke: ke - i, v: vs - i, e: ve - i})
+		return ve, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j := skipWS(d, end); j != len(d) {
+		return nil, synErr(j, "unexpected data after top-level value")
+	}
+	r.obj = obj
+	r.objEnd = end
+	fillResultNames(r.Messages, r.reused)
+	if p.prev != nil {
+		fv := r.detach(p.prev)
+		p.keep(fv.copied)
+		r.unslab(p.prev)
+		p.sweep()
+	} else {
+		p.keep(cap(d)) // the values of a whole parse live in the body (all of its array)
+	}
+	r.origModel, r.origStream = r.Model, r.Stream
+	// Private copies, so that even an in-place element assignment (r.Messages[i] = m) is
+	// seen by modified.
+	r.origSystem = append([]*Block(nil), r.System...)
+	r.origTools = append([]*Tool(nil), r.Tools...)
+	r.origMessages = append([]*Message(nil), r.Messages...)
+	r.retained = r.countRetained(p.home, p.prev == nil)
+	return r, nil
+}
+
+// topMember parses the value at d[vs] of the request's top-level member with the key at
+// d[ks:ke] into r.
+func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
+	d := p.d
+	switch {
+	case keyIs(d, ks, ke, "model"):
+		m, e, err := p.stringAt(vs, 1, root("model"))
+		r.Model = m
+		return e, err
+	case keyIs(d, ks, ke, "stream"):
+		// OpenAI documents stream as "boolean or null" (null: the default, false);
+		// Anthropic as a boolean.
+		if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f != Anthropic) {
+			e, err := scanValue(d, vs, 1)
+			if err != nil {
+				return 0, err
+			}
+			r.Stream = d[vs] == 't'
+			return e, nil
+		}
+		if p.f != Anthropic {
+			return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
+		}
+		return 0, p.wrongType(vs, 1, root("stream"), "boolean")
+	case p.f == Responses && keyIs(d, ks, ke, "input"):
+		return p.responsesInput(r, vs)
+	case p.f != Responses && keyIs(d, ks, ke, "messages"):
+		if vs >= len(d) || d[vs] != '[' {
+			return 0, p.wrongType(vs, 1, root("messages"), "array")
+		}
+		var prevMsgs []*Message
+		if p.prev != nil {
+			prevMsgs = p.prev.origMessages
+		}
+		base := len(p.msgStack)
+		r.reused = 0
+		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
+			if idx == r.reused && idx < len(prevMsgs) {
+				// Longest identical prefix: a JSON object ends where its bytes end, so
+				// identical bytes at es are the same message.
+				if raw := prevMsgs[idx].obj.raw; bytes.HasPrefix(d[es:], raw) {
+					p.msgStack = append(p.msgStack, prevMsgs[idx])
+					r.reused++
+					return es + len(raw), nil
+				}
+			}
+			path := root("messages").at(idx)
+			if d[es] != '{' {
+				return 0, p.wrongType(es, 2, path, "object")
+			}
+			var m *Message
+			var e int
+			var err error
+			if p.f == Anthropic {
+				m, e, err = p.anthropicMessage(es, 3, path)
+			} else {
+				m, e, err = p.openAIMessage(es, 3, path)
+			}
+			if err != nil {
+				return 0, err
+			}
+			p.msgStack = append(p.msgStack, m)
+			return e, nil
+		})
+		r.Messages = p.messageList(base)
+		if err != nil {
+			return 0, err
+		}
+		r.msgsArr = arr
+		r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
+		return end, nil
+	case keyIs(d, ks, ke, "tools"):
+		if vs >= len(d) || d[vs] != '[' {
+			return 0, p.wrongType(vs, 1, root("tools"), "array")
+		}
+		r.Tools = nil
+		var prevTools []*Tool
+		if p.prev != nil {
+			prevTools = p.prev.origTools
+		}
+		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
+			if idx < len(prevTools) {
+				if raw := prevTools[idx].raw; bytes.HasPrefix(d[es:], raw) {
+					r.Tools = append(r.Tools, prevTools[idx])
+					return es + len(raw), nil
+				}
+			}
+			path := root("tools").at(idx)
+			if d[es] != '{' {
+				return 0, p.wrongType(es, 2, path, "object")
+			}
+			t, e, err := p.tool(es, 3, path)
+			if err != nil {
+				return 0, err
+			}
+			r.Tools = append(r.Tools, t)
+			return e, nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		r.toolsArr = arr
+		r.toolHomes = p.toolHomes(r.Tools, prevTools)
+		return end, nil
+	case p.f == Anthropic && keyIs(d, ks, ke, "system"):
+		if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
+			if raw, ok := pr.systemRaw(); ok && len(d)-vs >= len(raw) && bytes.Equal(d[vs:vs+len(raw)], raw) {
+				r.System, r.sysArr, r.sysStr, r.sysHome = pr.origSystem, pr.sysArr, pr.sysStr, pr.sysHome
+				return vs + len(raw), nil
+			}
+		}
+		switch {
+		case vs < len(d) && d[vs] == '"':
+			e, esc, err := scanString(d, vs)
+			if err != nil {
+				return 0, err
+			}
+			r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
+			r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
+			return e, nil
+		case vs < len(d) && d[vs] == '[':
+			blocks, arr, end, err := p.blockList(vs, 2, root("system"), true)
+			if err != nil {
+				return 0, err
+			}
+			r.System, r.sysArr, r.sysStr, r.sysHome = blocks, arr, false, p.home
+			return end, nil
+		}
+		return 0, p.wrongType(vs, 1, root("system"), "string or array")
+	}
+	return scanValue(d, vs, 1)
+}
+
+// fillResultNames sets Name on tool result blocks from the nearest preceding tool call
+// with the same id. The first reused messages were shared from a previous request with the
+// same leading messages, where their names were already filled: they are only read.
+func fillResultNames(msgs []*Message, reused int) {
+	if reused > 0 && (len(msgs)-reused)*8 < len(msgs) {
+		// Few new messages after a shared prefix: look each result's call up backwards
+		// (usually in the message just before) instead of indexing every call.
+		for _, m := range msgs[reused:] {
+			for _, b := range m.Blocks {
+				if (b.Kind == KindToolResult || b.Kind == KindWebSearchToolResult) && b.Name == "" {
+					b.Name = nearestCallName(msgs, b)
+				}
+			}
+		}
+		return
+	}
+	ix := callIndex{calls: make([]*Block, 0, len(msgs)/2)} // about one call per assistant message
+	for mi, m := range msgs {
+		for _, b := range m.Blocks {
+			switch b.Kind {
+			case KindToolUse, KindServerToolUse:
+				if b.ID != "" {
+					ix.add(b)
+				}
+			case KindToolResult, KindWebSearchToolResult:
+				if mi >= reused && b.Name == "" && b.ID != "" {
+					b.Name = ix.name(b.ID)
+				}
+			}
+		}
+	}
+}
+
+// callIndex finds the name of the last tool call added with a given id: a backward search of
+// the latest calls, then a map of every call built when a search had to look further back.
+type callIndex struct {
+	calls []*Block
+	byID  map[string]string
+}
+
+// callWindow is how many of the latest calls name searches without the map.
+const callWindow = 16
+
+func (x *callIndex) add(c *Block) {
+	x.calls = append(x.calls, c)
+	if x.byID != nil {
+		x.byID[c.ID] = c.Name
+	}
+}
+
+// name returns the name of the last call added with this id ("" when there is none).
+func (x *callIndex) name(id string) string {
+	n := len(x.calls)
+	for k := n - 1; k >= 0 && k >= n-callWindow; k-- {
+		if c := x.calls[k]; c.ID == id {
+			return c.Name
+		}
+	}
+	if n <= callWindow {
+		return ""
+	}
+	if x.byID == nil {
+		x.byID = make(map[string]string, n)
+		for _, c := range x.calls {
+			x.byID[c.ID] = c.Name
+		}
+	}
+	return x.byID[id]
+}
+
+// nearestCallName returns the name of the last tool call with the id of result b before
+// it in msgs ("" when there is none), as fillResultNames' index would.
+func nearestCallName(msgs []*Message, res *Block) string {
+	if res.ID == "" {
+		return ""
+	}
+	seen := false
+	for i := len(msgs) - 1; i >= 0; i-- {
+		bs := msgs[i].Blocks
+		for j := len(bs) - 1; j >= 0; j-- {
+			b := bs[j]
+			if b == res {
+				seen = true
+				continue
+			}
+			if seen && (b.Kind == KindToolUse || b.Kind == KindServerToolUse) && b.ID == res.ID {
+				return b.Name
+			}
+		}
+	}
+	return ""
+}
