@@ -1,41 +1,22 @@
 package wire
 
 // kindOf returns the Kind of a block whose "type" is typ in format f (KindUnknown for
-// types the format does not define).
+// types the format does not define); Anthropic's types are the kinds' names.
 func kindOf(f Format, typ string) Kind {
-	if f == Responses {
+	switch {
+	case f == Responses:
 		return responsesPartKind(typ)
-	}
-	if f != Anthropic {
-		switch typ {
-		case "text":
-			return KindText
-		case "image_url":
-			return KindImage
-		case "file":
-			return KindDocument
-		}
+	case f == OpenAI && typ == "image_url":
+		return KindImage
+	case f == OpenAI && typ == "file":
+		return KindDocument
+	case f == OpenAI && typ != "text":
 		return KindUnknown
 	}
-	switch typ {
-	case "text":
-		return KindText
-	case "image":
-		return KindImage
-	case "document":
-		return KindDocument
-	case "thinking":
-		return KindThinking
-	case "redacted_thinking":
-		return KindRedactedThinking
-	case "tool_use":
-		return KindToolUse
-	case "tool_result":
-		return KindToolResult
-	case "server_tool_use":
-		return KindServerToolUse
-	case "web_search_tool_result":
-		return KindWebSearchToolResult
+	for k := KindText; k < KindReasoning; k++ {
+		if kindNames[k] == typ {
+			return k
+		}
 	}
 	return KindUnknown
 }
@@ -71,55 +52,32 @@ var fieldNames = [mfCount]string{"", "type", "text", "content", "thinking", "sig
 	"input", "cache_control", "tool_use_id", "is_error", "role", "output", "summary", "call_id",
 	"arguments", "action", "encrypted_content", "function"}
 
-// fieldOf classifies the validated key literal lit (quotes included) by the string it
-// decodes to: one switch on the key's own bytes, decoding it only when it has escapes.
-func fieldOf(lit []byte) int {
-	body := lit[1 : len(lit)-1]
-	var k string
-	if hasBackslash(body) {
-		k = unquote(lit)
-	} else {
-		k = bodyString(body)
+// fieldSlots finds the field of a key by fieldSlot, which is collision-free on fieldNames
+// (checked at init).
+var fieldSlots = func() (t [32]uint8) {
+	for f := mfType; f < mfCount; f++ {
+		if t[fieldSlot(fieldNames[f])] != mfNone {
+			panic("wire: fieldNames collide in fieldSlots")
+		}
+		t[fieldSlot(fieldNames[f])] = uint8(f)
 	}
-	switch k {
-	case "type":
-		return mfType
-	case "text":
-		return mfText
-	case "content":
-		return mfContent
-	case "thinking":
-		return mfThinking
-	case "signature":
-		return mfSignature
-	case "id":
-		return mfID
-	case "name":
-		return mfName
-	case "input":
-		return mfInput
-	case "cache_control":
-		return mfCacheControl
-	case "tool_use_id":
-		return mfToolUseID
-	case "is_error":
-		return mfIsError
-	case "role":
-		return mfRole
-	case "output":
-		return mfOutput
-	case "summary":
-		return mfSummary
-	case "call_id":
-		return mfCallID
-	case "arguments":
-		return mfArguments
-	case "action":
-		return mfAction
-	case "encrypted_content":
-		return mfEncrypted
-	case "function":
-		return mfFunction
+	return
+}()
+
+func fieldSlot(k string) int { return (2*len(k) + 2*int(k[0]) + int(k[len(k)-1])) & 31 }
+
+// fieldOf classifies the validated key literal lit (quotes included) by the string it
+// decodes to, decoding it only when it has escapes.
+func fieldOf(lit []byte) int {
+	k := bodyString(lit[1 : len(lit)-1])
+	if hasBackslash(lit) {
+		k = unquote(lit)
+	}
+	if k == "" {
+		return mfNone
+	}
+	if f := int(fieldSlots[fieldSlot(k)]); fieldNames[f] == k {
+		return f
 	}
 	return mfNone
 }

@@ -9,55 +9,13 @@ func (p *parser) role(m *Message, vs, depth int, path jpath) (int, error) {
 	return e, err
 }
 
-func (p *parser) anthropicMessage(i, depth int, path jpath) (*Message, int, error) {
+// message parses the Anthropic or Chat Completions message object at d[i] == '{'.
+func (p *parser) message(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
 	m := p.newMessage()
-	var roleSeen bool
-	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
-		switch {
-		case keyIs(d, ks, ke, "role"):
-			roleSeen = true
-			return p.role(m, vs, depth, path)
-		case keyIs(d, ks, ke, "content"):
-			m.hasContent = true
-			switch d[vs] {
-			case '"':
-				e, esc, err := scanString(d, vs)
-				if err != nil {
-					return 0, err
-				}
-				m.Blocks = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
-				m.StringContent = true
-				m.contentArr = nil
-				return e, nil
-			case '[':
-				blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), true)
-				if err != nil {
-					return 0, err
-				}
-				m.Blocks, m.contentArr, m.StringContent = blocks, arr, false
-				return e, nil
-			}
-			return 0, p.wrongType(vs, depth, path.key("content"), "string or array")
-		}
-		return scanValue(d, vs, depth)
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	if !roleSeen {
-		return nil, 0, p.schemaErr(i, path, "message has no \"role\"")
-	}
-	m.obj = obj
-	return m, end, nil
-}
-
-func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) {
-	d := p.d
-	m := p.newMessage()
+	openAI := p.f == OpenAI
 	var roleSeen bool
 	var parts []*Block
-	var content *Block // string content
 	var toolCallID string
 	var cc []byte           // the last "cache_control" value
 	base := len(p.blkStack) // the tool calls are collected on blkStack
@@ -69,27 +27,11 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 			return p.role(m, vs, depth, path)
 		case keyIs(d, ks, ke, "content"):
 			m.hasContent = true
-			parts, content, m.StringContent, m.contentArr = nil, nil, false, nil
-			switch d[vs] {
-			case '"':
-				e, esc, err := scanString(d, vs)
-				if err != nil {
-					return 0, err
-				}
-				content = p.textBlock(d[vs:e:e], esc)
-				m.StringContent = true
-				return e, nil
-			case '[':
-				blocks, arr, e, err := p.blockList(vs, depth+1, path.key("content"), true)
-				if err != nil {
-					return 0, err
-				}
-				parts, m.contentArr = blocks, arr
-				return e, nil
-			case 'n':
-				return scanLiteral(d, vs, "null")
-			}
-			return 0, p.wrongType(vs, depth, path.key("content"), "string, array or null")
+			var e int
+			var err error
+			parts, m.contentArr, m.StringContent, e, err = p.content(vs, depth, path.key("content"), openAI)
+			return e, err
+		case !openAI:
 		case keyIs(d, ks, ke, "tool_calls"):
 			p.blkStack = p.blkStack[:base]
 			switch d[vs] {
@@ -106,11 +48,8 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 					p.blkStack = append(p.blkStack, b)
 					return e, nil
 				})
-				if err != nil {
-					return 0, err
-				}
 				m.callsArr = arr
-				return e, nil
+				return e, err
 			case 'n':
 				return scanLiteral(d, vs, "null")
 			}
@@ -133,12 +72,9 @@ func (p *parser) openAIMessage(i, depth int, path jpath) (*Message, int, error) 
 		return nil, 0, p.schemaErr(i, path, "message has no \"role\"")
 	}
 	m.obj = obj
-	if content != nil {
-		parts = p.blockSlice([]*Block{content})
-	}
-	if m.Role == RoleTool {
+	if openAI && m.Role == RoleTool {
 		b := p.newBlock()
-		b.Kind, b.Type, b.ID, b.obj, b.Content, b.ContentString, b.contentArr = KindToolResult, "tool", toolCallID, obj, parts, content != nil, m.contentArr
+		b.Kind, b.Type, b.ID, b.obj, b.Content, b.ContentString, b.contentArr = KindToolResult, "tool", toolCallID, obj, parts, m.StringContent, m.contentArr
 		b.CacheControl = cc
 		m.Blocks = p.blockSlice([]*Block{b})
 		return m, end, nil
@@ -155,12 +91,14 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 	d := p.d
 	b := p.newBlock()
 	b.Kind = KindToolUse
-	var call, fn fields // the entry's fields and its last function object's
+	fnPath := path.key("function")
+	call := fields{path: &path, idx: -1}
+	var fn fields // the last function object's
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		if f := fieldOf(d[ks:ke]); f != mfFunction || d[vs] != '{' {
 			return p.note(&call, f, depth, vs)
 		}
-		fn = fields{}
+		fn = fields{path: &fnPath, idx: -1}
 		o, e, err := p.objectAt(vs, depth+1, func(ks, ke, vs int) (int, error) {
 			return p.note(&fn, fieldOf(d[ks:ke]), depth+1, vs)
 		})
@@ -171,35 +109,24 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 		return nil, 0, err
 	}
 	b.obj = obj
-	getStr := func(v span, p2 jpath) (string, error) {
-		if v.e == 0 {
-			return "", nil
-		}
-		if d[v.s] != '"' {
-			return "", p.schemaErr(i, p2, "expected string, found %s", jsonType(d[v.s]))
-		}
-		return p.text(d[v.s:v.e]), nil
-	}
-	if b.ID, err = getStr(call.val[mfID], path.key("id")); err != nil {
+	if b.ID, _, err = p.str(&call, mfID, true); err != nil {
 		return nil, 0, err
 	}
-	if b.Type, err = getStr(call.val[mfType], path.key("type")); err != nil {
+	if b.Type, _, err = p.str(&call, mfType, true); err != nil {
 		return nil, 0, err
 	}
-	if f := call.val[mfFunction]; f.e != 0 {
-		if d[f.s] != '{' {
-			return nil, 0, p.schemaErr(f.s, path.key("function"), "expected object, found %s", jsonType(d[f.s]))
+	if f, off := p.value(&call, mfFunction); f != nil {
+		if f[0] != '{' {
+			return nil, 0, p.schemaErr(off, fnPath, "expected object, found %s", jsonType(f[0]))
 		}
-		if b.Name, err = getStr(fn.val[mfName], path.key("function").key("name")); err != nil {
+		if b.Name, _, err = p.str(&fn, mfName, true); err != nil {
 			return nil, 0, err
 		}
-		if a := fn.val[mfArguments]; a.e != 0 {
-			b.Input = p.input(d[a.s:a.e])
+		if a, _ := p.value(&fn, mfArguments); a != nil {
+			b.Input = p.input(a)
 		}
 	}
-	if cc := call.val[mfCacheControl]; cc.e != 0 {
-		b.CacheControl = d[cc.s:cc.e]
-	}
+	b.CacheControl, _ = p.value(&call, mfCacheControl)
 	return b, end, nil
 }
 
@@ -214,7 +141,7 @@ func (p *parser) input(v []byte) []byte {
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 	d := p.d
-	var fs fields
+	fs := fields{path: &path, idx: -1}
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		return p.note(&fs, fieldOf(d[ks:ke]), depth, vs)
 	})
@@ -223,24 +150,42 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 	}
 	t := &Tool{f: p.f, raw: obj.raw}
 	p.keep(int(unsafe.Sizeof(*t)))
-	if cc := fs.val[mfCacheControl]; cc.e != 0 {
-		t.CacheControl = d[cc.s:cc.e]
-	}
+	t.CacheControl, _ = p.value(&fs, mfCacheControl)
 	// The name is "name", or for OpenAI "function.name".
-	name, fn := fs.val[mfName], fs.val[mfFunction]
-	switch {
-	case name.e != 0:
-		if d[name.s] != '"' {
-			return nil, 0, p.schemaErr(name.s, path.key("name"), "expected string, found %s", jsonType(d[name.s]))
-		}
-		t.Name = unquote(d[name.s:name.e])
-	case p.f == OpenAI && fn.e != 0 && d[fn.s] == '{':
-		if n, ok := (&object{raw: d[fn.s:fn.e]}).get("name"); ok {
+	var hasName bool
+	if t.Name, hasName, err = p.str(&fs, mfName, true); err != nil || hasName {
+		return t, end, err
+	}
+	if fn, off := p.value(&fs, mfFunction); p.f == OpenAI && fn != nil && fn[0] == '{' {
+		if n, ok := (&object{raw: fn}).get("name"); ok {
 			if n[0] != '"' {
-				return nil, 0, p.schemaErr(fn.s, path.key("function").key("name"), "expected string, found %s", jsonType(n[0]))
+				return nil, 0, p.schemaErr(off, path.key("function").key("name"), "expected string, found %s", jsonType(n[0]))
 			}
 			t.Name = unquote(n)
 		}
 	}
 	return t, end, nil
+}
+
+// content parses the content member at d[vs] of the message at path: a string is one
+// string-form text block (str), an array its blocks, null (when nullable) none.
+func (p *parser) content(vs, depth int, path jpath, nullable bool) (blocks []*Block, arr *array, str bool, end int, err error) {
+	d := p.d
+	switch {
+	case d[vs] == '"':
+		e, esc, err := scanString(d, vs)
+		if err != nil {
+			return nil, nil, false, 0, err
+		}
+		return p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)}), nil, true, e, nil
+	case d[vs] == '[':
+		blocks, arr, e, err := p.blockList(vs, depth+1, path, true)
+		return blocks, arr, false, e, err
+	case d[vs] == 'n' && nullable:
+		e, err := scanLiteral(d, vs, "null")
+		return nil, nil, false, e, err
+	case nullable:
+		return nil, nil, false, 0, p.wrongType(vs, depth, path, "string, array or null")
+	}
+	return nil, nil, false, 0, p.wrongType(vs, depth, path, "string or array")
 }

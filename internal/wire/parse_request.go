@@ -98,14 +98,7 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 			if d[es] != '{' {
 				return 0, p.wrongType(es, 2, path, "object")
 			}
-			var m *Message
-			var e int
-			var err error
-			if p.f == Anthropic {
-				m, e, err = p.anthropicMessage(es, 3, path)
-			} else {
-				m, e, err = p.openAIMessage(es, 3, path)
-			}
+			m, e, err := p.message(es, 3, path)
 			if err != nil {
 				return 0, err
 			}
@@ -159,24 +152,11 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 				return vs + len(raw), nil
 			}
 		}
-		switch {
-		case vs < len(d) && d[vs] == '"':
-			e, esc, err := scanString(d, vs)
-			if err != nil {
-				return 0, err
-			}
-			r.System = p.blockSlice([]*Block{p.textBlock(d[vs:e:e], esc)})
-			r.sysStr, r.sysArr, r.sysHome = true, nil, p.home
-			return e, nil
-		case vs < len(d) && d[vs] == '[':
-			blocks, arr, end, err := p.blockList(vs, 2, root("system"), true)
-			if err != nil {
-				return 0, err
-			}
-			r.System, r.sysArr, r.sysStr, r.sysHome = blocks, arr, false, p.home
-			return end, nil
-		}
-		return 0, p.wrongType(vs, 1, root("system"), "string or array")
+		var e int
+		var err error
+		r.System, r.sysArr, r.sysStr, e, err = p.content(vs, 1, root("system"), false)
+		r.sysHome = p.home
+		return e, err
 	}
 	return scanValue(d, vs, 1)
 }
