@@ -49,11 +49,20 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 	return p.listOf(i, depth, fn, false)
 }
 
-// ownList is list for the top-level messages and tools arrays, which only their request
-// keeps (later requests share the elements, not the array): their spans get an allocation
-// of their own, which the request counts (countRetained), not the parse's shared memory.
-func (p *parser) ownList(i int, fn elemFunc) (*array, int, error) {
-	return p.listOf(i, 2, fn, true)
+// topList is list for the top-level array of objects of member key (fn also gets each path).
+// Only its request keeps it (later requests share the elements, not the array): its spans get
+// an allocation of their own, which the request counts (countRetained).
+func (p *parser) topList(vs int, key string, fn func(idx, es int, path jpath) (int, error)) (*array, int, error) {
+	if vs >= len(p.d) || p.d[vs] != '[' {
+		return nil, 0, p.wrongType(vs, 1, root(key), "array")
+	}
+	return p.listOf(vs, 2, func(idx, es int) (int, error) {
+		path := root(key).at(idx)
+		if p.d[es] != '{' {
+			return 0, p.wrongType(es, 2, path, "object")
+		}
+		return fn(idx, es, path)
+	}, true)
 }
 
 func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error) {

@@ -75,75 +75,48 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 	case p.f == Responses && keyIs(d, ks, ke, "input"):
 		return p.responsesInput(r, vs)
 	case p.f != Responses && keyIs(d, ks, ke, "messages"):
-		if vs >= len(d) || d[vs] != '[' {
-			return 0, p.wrongType(vs, 1, root("messages"), "array")
-		}
-		var prevMsgs []*Message
+		var prev []*Message
 		if p.prev != nil {
-			prevMsgs = p.prev.origMessages
+			prev = p.prev.origMessages
 		}
 		base := len(p.msgStack)
 		r.reused = 0
-		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
-			if idx == r.reused && idx < len(prevMsgs) {
-				// Longest identical prefix: a JSON object ends where its bytes end, so
-				// identical bytes at es are the same message.
-				if raw := prevMsgs[idx].obj.raw; bytes.HasPrefix(d[es:], raw) {
-					p.msgStack = append(p.msgStack, prevMsgs[idx])
-					r.reused++
-					return es + len(raw), nil
-				}
-			}
-			path := root("messages").at(idx)
-			if d[es] != '{' {
-				return 0, p.wrongType(es, 2, path, "object")
+		arr, end, err := p.topList(vs, "messages", func(idx, es int, path jpath) (int, error) {
+			// Longest identical prefix: a JSON object ends where its bytes end, so
+			// identical bytes at es are the same message.
+			if idx == r.reused && idx < len(prev) && bytes.HasPrefix(d[es:], prev[idx].obj.raw) {
+				p.msgStack = append(p.msgStack, prev[idx])
+				r.reused++
+				return es + len(prev[idx].obj.raw), nil
 			}
 			m, e, err := p.message(es, 3, path)
-			if err != nil {
-				return 0, err
-			}
 			p.msgStack = append(p.msgStack, m)
-			return e, nil
+			return e, err
 		})
-		r.Messages = p.messageList(base)
-		if err != nil {
+		if r.Messages = p.messageList(base); err != nil {
 			return 0, err
 		}
-		r.msgsArr = arr
-		r.msgHomes = p.messageHomes(r.reused, len(r.Messages))
+		r.msgsArr, r.msgHomes = arr, p.messageHomes(r.reused, len(r.Messages))
 		return end, nil
 	case keyIs(d, ks, ke, "tools"):
-		if vs >= len(d) || d[vs] != '[' {
-			return 0, p.wrongType(vs, 1, root("tools"), "array")
+		var prev []*Tool
+		if p.prev != nil {
+			prev = p.prev.origTools
 		}
 		r.Tools = nil
-		var prevTools []*Tool
-		if p.prev != nil {
-			prevTools = p.prev.origTools
-		}
-		arr, end, err := p.ownList(vs, func(idx, es int) (int, error) {
-			if idx < len(prevTools) {
-				if raw := prevTools[idx].raw; bytes.HasPrefix(d[es:], raw) {
-					r.Tools = append(r.Tools, prevTools[idx])
-					return es + len(raw), nil
-				}
-			}
-			path := root("tools").at(idx)
-			if d[es] != '{' {
-				return 0, p.wrongType(es, 2, path, "object")
+		arr, end, err := p.topList(vs, "tools", func(idx, es int, path jpath) (int, error) {
+			if idx < len(prev) && bytes.HasPrefix(d[es:], prev[idx].raw) {
+				r.Tools = append(r.Tools, prev[idx])
+				return es + len(prev[idx].raw), nil
 			}
 			t, e, err := p.tool(es, 3, path)
-			if err != nil {
-				return 0, err
-			}
 			r.Tools = append(r.Tools, t)
-			return e, nil
+			return e, err
 		})
 		if err != nil {
 			return 0, err
 		}
-		r.toolsArr = arr
-		r.toolHomes = p.toolHomes(r.Tools, prevTools)
+		r.toolsArr, r.toolHomes = arr, p.toolHomes(r.Tools, prev)
 		return end, nil
 	case p.f == Anthropic && keyIs(d, ks, ke, "system"):
 		if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
