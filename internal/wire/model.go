@@ -444,13 +444,11 @@ func (b *Block) encodeElem(e *encoder) {
 		e.raw(b.obj.raw)
 		return
 	}
+	prefix := `{"type":"text","text":`
 	if b.f == Responses {
-		e.buf = append(e.buf, `{"type":"input_text","text":`...)
-		e.raw(b.str)
-		e.byte('}')
-		return
+		prefix = `{"type":"input_text","text":`
 	}
-	e.buf = append(e.buf, `{"type":"text","text":`...)
+	e.buf = append(e.buf, prefix...)
 	e.raw(b.str)
 	e.byte('}')
 }

@@ -183,9 +183,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	}
 	b.Type = typ
 	b.Kind = kindOf(p.f, typ)
-	if cc, _ := p.value(&fs, mfCacheControl); cc != nil {
-		b.CacheControl = cc
-	}
+	b.CacheControl, _ = p.value(&fs, mfCacheControl)
 	switch b.Kind {
 	case KindText:
 		s, escaped, _, err := p.lit(&fs, mfText, true)
@@ -207,9 +205,7 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 		if b.Name, _, err = p.str(&fs, mfName, true); err != nil {
 			return fail(err)
 		}
-		if in, _ := p.value(&fs, mfInput); in != nil {
-			b.Input = in
-		}
+		b.Input, _ = p.value(&fs, mfInput)
 	case KindToolResult, KindWebSearchToolResult:
 		if b.ID, _, err = p.str(&fs, mfToolUseID, true); err != nil {
 			return fail(err)

@@ -4,31 +4,14 @@ import "slices"
 
 // objectAt parses the object at d[i] == '{' into slab memory, calling fn (nil: scanValue)
 // to parse each member's value.
-func (p *parser) objectAt(i, depth int, fn func(keyStart, keyEnd, valStart int) (int, error)) (*object, int, error) {
+func (p *parser) objectAt(i, depth int, fn memberFunc) (*object, int, error) {
 	p.at = i
 	o := take(p, &p.objs, 128)
-	d := p.d
-	// scanObject's walk, with the member calls direct rather than through a closure.
-	end, err := objectOpen(d, i, depth)
-	for err == nil && d[end-1] != '}' {
-		var ks, ke, vs, ve int
-		if ks, ke, vs, err = memberKey(d, end); err != nil {
-			break
-		}
-		if fn != nil {
-			ve, err = fn(ks, ke, vs)
-		} else {
-			ve, err = scanValue(d, vs, depth)
-		}
-		if err != nil {
-			break
-		}
-		end, err = memberNext(d, ve)
-	}
+	end, err := scanObject(p.d, i, depth, fn)
 	if err != nil {
 		return nil, 0, err
 	}
-	o.raw = d[i:end:end]
+	o.raw = p.d[i:end:end]
 	return o, end, nil
 }
 

@@ -229,9 +229,11 @@ type memberFunc func(keyStart, keyEnd, valStart int) (valEnd int, err error)
 
 // scanObject validates the object at d[i] == '{'. When fn is non-nil it parses each value.
 func scanObject(d []byte, i, depth int, fn memberFunc) (int, error) {
-	i, err := objectOpen(d, i, depth)
-	if err != nil || d[i-1] == '}' {
-		return i, err
+	if depth > MaxDepth {
+		return 0, synErr(i, "nesting deeper than %d", MaxDepth)
+	}
+	if i = skipWS(d, i+1); i < len(d) && d[i] == '}' {
+		return i + 1, nil
 	}
 	for {
 		ks, ke, vs, err := memberKey(d, i)
@@ -250,19 +252,6 @@ func scanObject(d []byte, i, depth int, fn memberFunc) (int, error) {
 			return i, err
 		}
 	}
-}
-
-// objectOpen starts the object at d[i] == '{' nested depth deep: it returns the offset
-// of its first key, or just past the closing brace of an empty object (d[end-1] == '}').
-func objectOpen(d []byte, i, depth int) (int, error) {
-	if depth > MaxDepth {
-		return 0, synErr(i, "nesting deeper than %d", MaxDepth)
-	}
-	i = skipWS(d, i+1)
-	if i < len(d) && d[i] == '}' {
-		return i + 1, nil
-	}
-	return i, nil
 }
 
 // memberKey scans the key of the object member at d[i] and the colon after it,
