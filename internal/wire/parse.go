@@ -39,10 +39,7 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 			return nil, serr
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r, err
 }
 
 type parser struct {

@@ -2,13 +2,6 @@ package wire
 
 import "unsafe"
 
-// role reads a message's "role" member at vs into m.Role and returns the offset after it.
-func (p *parser) role(m *Message, vs, depth int, path jpath) (int, error) {
-	r, e, err := p.stringAt(vs, depth, path.key("role"))
-	m.Role = Role(r)
-	return e, err
-}
-
 // message parses the Anthropic or Chat Completions message object at d[i] == '{'.
 func (p *parser) message(i, depth int, path jpath) (*Message, int, error) {
 	d := p.d
@@ -23,8 +16,9 @@ func (p *parser) message(i, depth int, path jpath) (*Message, int, error) {
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		switch {
 		case keyIs(d, ks, ke, "role"):
-			roleSeen = true
-			return p.role(m, vs, depth, path)
+			r, e, err := p.stringAt(vs, depth, path.key("role"))
+			m.Role, roleSeen = Role(r), true
+			return e, err
 		case keyIs(d, ks, ke, "content"):
 			m.hasContent = true
 			var e int
