@@ -84,12 +84,10 @@ func fieldOf(lit []byte) int {
 
 // fields is where the members of an object that the parser reads are, by field: val[f] spans
 // the value of the last member of field f (e == 0: none; as object.lookup finds it), bit f of
-// esc is set when that is a string with escapes; err is the first error of a strict read
-// (lit), naming (*path)[idx] (idx < 0: *path).
+// esc is set when that is a string with escapes. Errors name (*path)[idx] (idx < 0: *path).
 type fields struct {
 	val  [mfCount]span
 	esc  uint32
-	err  error
 	path *jpath
 	idx  int
 }
@@ -120,33 +118,30 @@ func (p *parser) value(fs *fields, f int) ([]byte, int) {
 }
 
 // lit returns the body of the string field f and whether it has escapes; ok is false when it
-// is absent or not a string (strict: a schema error kept in fs.err).
-func (p *parser) lit(fs *fields, f int, strict bool) (body string, escaped, ok bool) {
+// is absent or not a string (a schema error when strict).
+func (p *parser) lit(fs *fields, f int, strict bool) (body string, escaped, ok bool, err error) {
 	v, off := p.value(fs, f)
 	if v == nil || v[0] != '"' && !strict {
-		return "", false, false
+		return "", false, false, nil
 	}
 	if v[0] != '"' {
 		path := *fs.path
 		if fs.idx >= 0 {
 			path = path.at(fs.idx)
 		}
-		if fs.err == nil {
-			fs.err = p.schemaErr(off, path.key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
-		}
-		return "", false, false
+		return "", false, false, p.schemaErr(off, path.key(fieldNames[f]), "expected string, found %s", jsonType(v[0]))
 	}
-	return bodyString(v[1 : len(v)-1]), fs.esc&(1<<f) != 0, true
+	return bodyString(v[1 : len(v)-1]), fs.esc&(1<<f) != 0, true, nil
 }
 
 // str is lit's string decoded.
-func (p *parser) str(fs *fields, f int, strict bool) (string, bool) {
-	s, escaped, ok := p.lit(fs, f, strict)
+func (p *parser) str(fs *fields, f int, strict bool) (string, bool, error) {
+	s, escaped, ok, err := p.lit(fs, f, strict)
 	if escaped {
 		p.keep(len(s))
 		s = decoded(s)
 	}
-	return s, ok
+	return s, ok, err
 }
 
 // block parses the block object at d[i] == '{', element bi of the list at path list (the
@@ -179,9 +174,9 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	fail := func(err error) (*Block, int, error) {
 		return &Block{f: p.f, obj: obj, Kind: KindUnknown}, end, err
 	}
-	typ, ok := p.str(&fs, mfType, true)
-	if fs.err != nil {
-		return fail(fs.err)
+	typ, ok, err := p.str(&fs, mfType, true)
+	if err != nil {
+		return fail(err)
 	}
 	if !ok {
 		return fail(p.schemaErr(i, list.at(bi), "content block has no \"type\""))
@@ -191,16 +186,31 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	b.CacheControl, _ = p.value(&fs, mfCacheControl)
 	switch b.Kind {
 	case KindText:
-		b.setText(p.textField(&fs, mfText))
+		s, escaped, _, err := p.lit(&fs, mfText, true)
+		if b.setText(s, escaped); err != nil {
+			return fail(err)
+		}
 	case KindThinking:
-		b.setText(p.textField(&fs, mfThinking))
-		b.Signature, _ = p.str(&fs, mfSignature, true)
+		s, escaped, _, err := p.lit(&fs, mfThinking, true)
+		if b.setText(s, escaped); err != nil {
+			return fail(err)
+		}
+		if b.Signature, _, err = p.str(&fs, mfSignature, true); err != nil {
+			return fail(err)
+		}
 	case KindToolUse, KindServerToolUse:
-		b.ID, _ = p.str(&fs, mfID, true)
-		b.Name, _ = p.str(&fs, mfName, true)
+		if b.ID, _, err = p.str(&fs, mfID, true); err != nil {
+			return fail(err)
+		}
+		if b.Name, _, err = p.str(&fs, mfName, true); err != nil {
+			return fail(err)
+		}
 		b.Input, _ = p.value(&fs, mfInput)
 	case KindToolResult, KindWebSearchToolResult:
-		if b.ID, _ = p.str(&fs, mfToolUseID, true); b.Kind == KindWebSearchToolResult || fs.err != nil {
+		if b.ID, _, err = p.str(&fs, mfToolUseID, true); err != nil {
+			return fail(err)
+		}
+		if b.Kind == KindWebSearchToolResult {
 			break
 		}
 		if v, off := p.value(&fs, mfIsError); v != nil {
@@ -228,14 +238,5 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 			}
 		}
 	}
-	if fs.err != nil {
-		return fail(fs.err)
-	}
 	return b, end, nil
-}
-
-// textField is lit's body and escaped flag, for setText.
-func (p *parser) textField(fs *fields, f int) (string, bool) {
-	s, escaped, _ := p.lit(fs, f, true)
-	return s, escaped
 }

@@ -103,16 +103,18 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 		return nil, 0, err
 	}
 	b.obj = obj
-	b.ID, _ = p.str(&call, mfID, true)
-	if b.Type, _ = p.str(&call, mfType, true); call.err != nil {
-		return nil, 0, call.err
+	if b.ID, _, err = p.str(&call, mfID, true); err != nil {
+		return nil, 0, err
+	}
+	if b.Type, _, err = p.str(&call, mfType, true); err != nil {
+		return nil, 0, err
 	}
 	if f, off := p.value(&call, mfFunction); f != nil {
 		if f[0] != '{' {
 			return nil, 0, p.schemaErr(off, fnPath, "expected object, found %s", jsonType(f[0]))
 		}
-		if b.Name, _ = p.str(&fn, mfName, true); fn.err != nil {
-			return nil, 0, fn.err
+		if b.Name, _, err = p.str(&fn, mfName, true); err != nil {
+			return nil, 0, err
 		}
 		if a, _ := p.value(&fn, mfArguments); a != nil {
 			b.Input = p.input(a)
@@ -144,12 +146,9 @@ func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
 	p.keep(int(unsafe.Sizeof(*t)))
 	t.CacheControl, _ = p.value(&fs, mfCacheControl)
 	// The name is "name", or for OpenAI "function.name".
-	name, hasName := p.str(&fs, mfName, true)
-	if fs.err != nil {
-		return nil, 0, fs.err
-	}
-	if t.Name = name; hasName {
-		return t, end, nil
+	var hasName bool
+	if t.Name, hasName, err = p.str(&fs, mfName, true); err != nil || hasName {
+		return t, end, err
 	}
 	if fn, off := p.value(&fs, mfFunction); p.f == OpenAI && fn != nil && fn[0] == '{' {
 		if n, ok := (&object{raw: fn}).get("name"); ok {

@@ -220,14 +220,14 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	typ, hasType := p.str(it, mfType, true)
-	if it.err != nil {
-		return nil, nil, 0, it.err
+	typ, hasType, err := p.str(it, mfType, true)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	if typ == "message" || !hasType && it.val[mfRole].e != 0 {
-		role, ok := p.str(it, mfRole, true)
-		if it.err != nil {
-			return nil, nil, 0, it.err
+		role, ok, err := p.str(it, mfRole, true)
+		if err != nil {
+			return nil, nil, 0, err
 		}
 		if !ok {
 			return nil, nil, 0, p.schemaErr(i, path, "message item has no \"role\"")
@@ -236,10 +236,7 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 			b, err := p.assistantItem(it, obj, depth, path, typ)
 			return b, nil, end, err
 		}
-		// A user, system or developer message (or one of an unknown role).
-		m := p.newMessage()
-		m.Role, m.obj = Role(role), obj
-		m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(it, depth, path, mfContent, false)
+		m, err := p.messageItem(it, obj, depth, path, Role(role))
 		return nil, m, end, err
 	}
 	if !hasType {
@@ -257,7 +254,7 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	m.obj = obj
 	b := p.newBlock()
 	b.Kind, b.Type, b.obj = KindUnknown, typ, obj
-	b.ID, _ = p.str(it, mfCallID, false)
+	b.ID, _, _ = p.str(it, mfCallID, false)
 	m.Blocks = p.blockSlice([]*Block{b})
 	return nil, m, end, nil
 }
@@ -325,17 +322,22 @@ func (p *parser) partsText(i, depth int) (string, bool) {
 func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Block, error) {
 	b := p.newBlock()
 	b.Type, b.obj = typ, obj
+	var err error
 	switch typ {
 	case "reasoning":
 		b.Kind = KindReasoning
-		b.Signature, _ = p.str(it, mfEncrypted, false)
+		b.Signature, _, _ = p.str(it, mfEncrypted, false)
 		if v, off := p.value(it, mfSummary); v != nil && v[0] == '[' {
 			b.setText(p.partsText(off, depth+1))
 		}
 	case "function_call", "custom_tool_call":
 		b.Kind = KindToolUse
-		b.ID, _ = p.str(it, mfCallID, true)
-		b.Name, _ = p.str(it, mfName, true)
+		if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
+			return nil, err
+		}
+		if b.Name, _, err = p.str(it, mfName, true); err != nil {
+			return nil, err
+		}
 		key := mfArguments
 		if typ == "custom_tool_call" {
 			key = mfInput
@@ -345,19 +347,34 @@ func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Blo
 		}
 	case "local_shell_call":
 		b.Kind, b.Name = KindToolUse, "local_shell"
-		if b.ID, _ = p.str(it, mfCallID, true); b.ID == "" {
-			b.ID, _ = p.str(it, mfID, false)
+		if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
+			return nil, err
+		}
+		if b.ID == "" {
+			b.ID, _, _ = p.str(it, mfID, false)
 		}
 		b.Input, _ = p.value(it, mfAction)
 	case "web_search_call":
 		b.Kind, b.Name = KindServerToolUse, "web_search"
-		b.ID, _ = p.str(it, mfID, false)
+		b.ID, _, _ = p.str(it, mfID, false)
 		b.Input, _ = p.value(it, mfAction)
 	default:
 		b.Kind = KindUnknown
-		b.ID, _ = p.str(it, mfCallID, false)
+		b.ID, _, _ = p.str(it, mfCallID, false)
 	}
-	return b, it.err
+	return b, nil
+}
+
+// messageItem parses a user, system or developer message item (or one of an unknown role).
+func (p *parser) messageItem(it *fields, obj *object, depth int, path jpath, role Role) (*Message, error) {
+	m := p.newMessage()
+	m.Role, m.obj = role, obj
+	var err error
+	m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(it, depth, path, mfContent, false)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // outputItem parses a tool output item into a tool message with one KindToolResult block
@@ -367,13 +384,13 @@ func (p *parser) outputItem(it *fields, obj *object, depth int, path jpath, typ 
 	m.Role, m.obj = RoleTool, obj
 	b := p.newBlock()
 	b.Kind, b.Type, b.obj = KindToolResult, typ, obj
-	if b.ID, _ = p.str(it, mfCallID, true); it.err != nil {
-		return nil, it.err
+	var err error
+	if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
+		return nil, err
 	}
 	if b.ID == "" && typ == "local_shell_call_output" {
-		b.ID, _ = p.str(it, mfID, false)
+		b.ID, _, _ = p.str(it, mfID, false)
 	}
-	var err error
 	if b.Content, b.contentArr, b.ContentString, m.hasContent, err = p.itemContent(it, depth, path, mfOutput, true); err != nil {
 		return nil, err
 	}
