@@ -43,12 +43,11 @@ func parse(f Format, body []byte, prev *Request) (*Request, error) {
 }
 
 type parser struct {
-	d      []byte
-	f      Format
-	prev   *Request // ParseReusing: the previous request whose identical values are shared
-	chunks int      // slab chunks allocated so far (reusing parse)
-	at     int      // offset of the object or array the parse last started
-	home   *backing // the memory this parse's values keep alive (retained.go)
+	d    []byte
+	f    Format
+	prev *Request // ParseReusing: the previous request whose identical values are shared
+	at   int      // offset of the object or array the parse last started
+	home *backing // the memory this parse's values keep alive (retained.go)
 
 	// Slabs: thousands of small values per request come from a few chunk allocations.
 	blocks     slab[Block]

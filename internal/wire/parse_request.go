@@ -33,8 +33,6 @@ func (p *parser) request() (*Request, error) {
 	if p.prev != nil {
 		fv := r.detach(p.prev)
 		p.keep(fv.copied)
-		r.unslab(p.prev)
-		p.sweep()
 	} else {
 		p.keep(cap(d)) // the values of a whole parse live in the body (all of its array)
 	}

@@ -29,9 +29,8 @@ func (s *stacks) put(p *parser) {
 
 // slab hands out values of T from chunks allocated for many at a time.
 type slab[T any] struct {
-	free   []T
-	n      int   // values in the chunks allocated so far
-	chunks [][]T // a reusing parse's chunks, for sweep
+	free []T
+	n    int // values in the chunks allocated so far
 }
 
 // take returns the next value of s, allocating a chunk (see parser.chunk; n is the first
@@ -40,9 +39,6 @@ func take[T any](p *parser, s *slab[T], n int) *T {
 	if len(s.free) == 0 {
 		c := newSlab[T](p, p.chunk(n, s.n))
 		s.n += len(c)
-		if p.prev != nil {
-			s.chunks = append(s.chunks, c)
-		}
 		s.free = c
 	}
 	v := &s.free[0]
@@ -50,19 +46,19 @@ func take[T any](p *parser, s *slab[T], n int) *T {
 	return v
 }
 
-// chunk is the size of the next slab chunk after taken values, n values for the first chunk
+// chunk is the size of the next slab chunk after taken values, n values for the first chunk;
+// a reusing parse's values get an allocation each, so that none pins a value it dropped
 // (docs/design/wire.md, "Parse memory").
 func (p *parser) chunk(n, taken int) int {
-	if p.prev == nil {
-		rest := len(p.d) - p.at
-		if taken == 0 || p.at <= 0 {
-			return max(8, min(n, len(p.d)/8))
-		}
-		want := taken * rest / p.at
-		return max(8, min(want+want/16+8, taken, rest/8))
+	if p.prev != nil {
+		return 1
 	}
-	p.chunks++
-	return max(4, n>>4<<min(p.chunks/8, 4))
+	rest := len(p.d) - p.at
+	if taken == 0 || p.at <= 0 {
+		return max(8, min(n, len(p.d)/8))
+	}
+	want := taken * rest / p.at
+	return max(8, min(want+want/16+8, taken, rest/8))
 }
 
 // newSlab allocates a slab of n values, counted in the parse's memory.

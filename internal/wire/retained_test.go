@@ -55,7 +55,10 @@ func TestRetainedBytesMatchesHeap(t *testing.T) {
 		{"anthropic, from the start", Anthropic, anthropic, 0, n, 0},
 		{"anthropic, from midway", Anthropic, anthropic, n / 2, n, 0},
 		{"anthropic, one whole parse", Anthropic, anthropic, n - 1, n, 0},
-		{"anthropic, 300 requests", Anthropic, long, 0, 300, 0},
+		// Each request's last message carries a cache marker and is parsed again without it
+		// by the next: its values are freed, but its parse's memory is counted whole while
+		// the other message is shared: 1.36.
+		{"anthropic, 300 requests", Anthropic, long, 0, 300, 1.4},
 		// The whole parse's messages and the slab chunks only they used are freed, but a
 		// parse's memory is counted whole while any of its values is shared: 1.12.
 		{"anthropic, messages replaced", Anthropic, compacted, 0, 2, 1.2},

@@ -272,7 +272,7 @@ func TestParseReusingCompactsDecodedStrings(t *testing.T) {
 			const n = 40
 			var prev *Request
 			last := parseSession(t, tc.f, n, tc.body, func(i int, b []byte) {
-				// Every reusing parse equals a fresh one: compaction and sweep keep every value.
+				// Every reusing parse equals a fresh one: detaching keeps every value.
 				prev = sameAsParse(t, tc.f, b, prev)
 			})
 			prev = nil
