@@ -11,13 +11,9 @@ import (
 // content part in OpenAI format; for Responses it is an input_text part).
 func NewTextBlock(f Format, text string) *Block {
 	if f == Responses {
-		return newPart("input_text", text)
+		return newPart(f, "input_text", text)
 	}
-	raw := make([]byte, 0, quotedCap(len(text))+24)
-	raw = append(raw, `{"type":"text","text":`...)
-	raw = appendQuoted(raw, text)
-	raw = append(raw, '}')
-	return &Block{f: f, Kind: KindText, Type: "text", text: text, obj: &object{raw: raw}}
+	return newPart(f, "text", text)
 }
 
 // NewTextMessage returns a message {"role":…,"content":"text"} with string content; for

@@ -1,23 +1,23 @@
 package wire
 
-// newPart returns the Responses content part {"type":typ,"text":text}.
-func newPart(typ, text string) *Block {
+// newPart returns the content part (Anthropic: block) {"type":typ,"text":text} of format f.
+func newPart(f Format, typ, text string) *Block {
 	raw := append(make([]byte, 0, quotedCap(len(text))+len(typ)+20), `{"type":"`...)
 	raw = append(append(raw, typ...), `","text":`...)
-	b, _ := partBlock(raw, typ, text)
+	b, _ := partBlock(f, raw, typ, text)
 	return b
 }
 
 // partBlock appends the literal of text and the closing brace to raw, the start of a part
-// of type typ up to its "text" member's value, and returns the part and raw.
-func partBlock(raw []byte, typ, text string) (*Block, []byte) {
+// of type typ up to its "text" member's value, and returns the part (of format f) and raw.
+func partBlock(f Format, raw []byte, typ, text string) (*Block, []byte) {
 	v := len(raw)
 	raw, replaced := appendQuotedCheck(raw, text)
 	if replaced {
 		text = unquote(raw[v:])
 	}
 	raw = append(raw, '}')
-	return &Block{f: Responses, Kind: KindText, Type: typ, text: text, obj: &object{raw: raw[:len(raw):len(raw)]}}, raw
+	return &Block{f: f, Kind: KindText, Type: typ, text: text, obj: &object{raw: raw[:len(raw):len(raw)]}}, raw
 }
 
 // newItemMessage is NewTextMessage for Responses: a message item with one text part, or for
@@ -42,7 +42,7 @@ func newItemMessage(role Role, text string) *Message {
 	raw := appendQuoted(append(make([]byte, 0, n), `{"type":"message","role":`...), string(role))
 	cs := len(raw) + len(`,"content":`)
 	raw = append(append(raw, `,"content":[{"type":"`...), typ...)
-	part, raw := partBlock(append(raw, `","text":`...), typ, text)
+	part, raw := partBlock(Responses, append(raw, `","text":`...), typ, text)
 	pe := len(raw)
 	raw = append(raw, `]}`...)
 	part.obj.raw = raw[cs+1 : pe : pe] // the part's bytes inside the item

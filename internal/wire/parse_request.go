@@ -31,8 +31,7 @@ func (p *parser) request() (*Request, error) {
 	r.objEnd = end
 	fillResultNames(r.Messages, r.reused)
 	if p.prev != nil {
-		fv := r.detach(p.prev)
-		p.keep(fv.copied)
+		p.keep(r.detach(p.prev))
 	} else {
 		p.keep(cap(d)) // the values of a whole parse live in the body (all of its array)
 	}

@@ -9,19 +9,7 @@ import (
 // used or Model, Stream, System, Tools or Messages were reassigned.
 func (r *Request) modified() bool {
 	return r.fieldMod || r.Model != r.origModel || r.Stream != r.origStream ||
-		!samePtrs(r.System, r.origSystem) || !samePtrs(r.Tools, r.origTools) || !samePtrs(r.Messages, r.origMessages)
-}
-
-func samePtrs[T any](a, b []*T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+		!slices.Equal(r.System, r.origSystem) || !slices.Equal(r.Tools, r.origTools) || !slices.Equal(r.Messages, r.origMessages)
 }
 
 // Bytes returns the serialized request. For an unmodified request it is Raw() itself (no
@@ -59,13 +47,13 @@ func (r *Request) Segments() Segments {
 // its own) and room for the members added.
 func (r *Request) sizeHint() int {
 	n := len(r.obj.raw) + 128 + len(r.Model)
-	if !samePtrs(r.Messages, r.origMessages) {
+	if !slices.Equal(r.Messages, r.origMessages) {
 		n += growth(r.Messages, r.origMessages, func(m *Message) int { return len(m.obj.raw) })
 	}
-	if !samePtrs(r.Tools, r.origTools) {
+	if !slices.Equal(r.Tools, r.origTools) {
 		n += growth(r.Tools, r.origTools, func(t *Tool) int { return len(t.raw) })
 	}
-	if r.Format == Anthropic && !samePtrs(r.System, r.origSystem) {
+	if r.Format == Anthropic && !slices.Equal(r.System, r.origSystem) {
 		// A string-form block is written as a text block object (a lone one as the string,
 		// shorter); the system string it replaces is at most one block, inside the slack.
 		n += growth(r.System, r.origSystem, func(b *Block) int {
@@ -115,11 +103,11 @@ func (r *Request) encode(e *encoder) {
 		val     func(*encoder)
 		at      int // index in ms of the member replaced, -1 when none
 	}{
-		{key: messagesKey(r.Format), changed: !samePtrs(r.Messages, r.origMessages), val: r.encodeMessages},
+		{key: messagesKey(r.Format), changed: !slices.Equal(r.Messages, r.origMessages), val: r.encodeMessages},
 		{key: "model", changed: r.Model != r.origModel, val: func(e *encoder) { e.buf = appendQuoted(e.buf, r.Model) }},
 		{key: "stream", changed: r.Stream != r.origStream, val: func(e *encoder) { e.buf = strconv.AppendBool(e.buf, r.Stream) }},
-		{key: "system", changed: r.Format == Anthropic && !samePtrs(r.System, r.origSystem), removed: len(r.System) == 0, val: r.encodeSystem},
-		{key: "tools", changed: !samePtrs(r.Tools, r.origTools), removed: len(r.Tools) == 0, val: r.encodeTools},
+		{key: "system", changed: r.Format == Anthropic && !slices.Equal(r.System, r.origSystem), removed: len(r.System) == 0, val: r.encodeSystem},
+		{key: "tools", changed: !slices.Equal(r.Tools, r.origTools), removed: len(r.Tools) == 0, val: r.encodeTools},
 	}
 	replaced := func(i int) int { // the field whose member ms[i] is, -1 when none
 		for f := range fields {

@@ -38,14 +38,7 @@ func (rb *rebaser) bytes(b []byte) []byte {
 }
 
 func (rb *rebaser) str(s string) string {
-	if len(s) == 0 {
-		return s
-	}
-	o := rb.off(unsafe.Pointer(unsafe.StringData(s)), len(s))
-	if o < 0 {
-		return s
-	}
-	return bodyString(rb.c[o : o+len(s)])
+	return bodyString(rb.bytes(unsafe.Slice(unsafe.StringData(s), len(s))))
 }
 
 func (rb *rebaser) object(o *object) {
@@ -101,19 +94,22 @@ func bodySpan(body, raw []byte) (lo, hi int, ok bool) {
 }
 
 // detach moves the values of r that a reusing parse parsed anew (those not shared with
-// prev) onto private copies of their bytes.
-func (r *Request) detach(prev *Request) freshValues {
+// prev) onto private copies of their bytes, and returns the bytes copied.
+func (r *Request) detach(prev *Request) (copied int) {
 	body := r.body
-	var fv freshValues
+	copyRange := func(lo, hi int) *rebaser {
+		copied += hi - lo
+		return newRebaser(body, lo, hi)
+	}
 	// The messages parsed anew follow the shared prefix: one copy covers them; so for tools.
 	if msgs, lo, hi := freshRange(body, r.Messages, prev.origMessages, func(m *Message) []byte { return m.obj.raw }); len(msgs) > 0 {
-		rb := fv.rebaser(body, lo, hi)
+		rb := copyRange(lo, hi)
 		for _, m := range msgs {
 			rb.message(m)
 		}
 	}
 	if tools, lo, hi := freshRange(body, r.Tools, prev.origTools, func(t *Tool) []byte { return t.raw }); len(tools) > 0 {
-		rb := fv.rebaser(body, lo, hi)
+		rb := copyRange(lo, hi)
 		for _, t := range tools {
 			t.Name = rb.str(t.Name)
 			t.CacheControl = rb.bytes(t.CacheControl)
@@ -126,14 +122,14 @@ func (r *Request) detach(prev *Request) freshValues {
 			raw = r.sysArr.raw
 		}
 		if l, h, ok := bodySpan(body, raw); ok {
-			rb := fv.rebaser(body, l, h)
+			rb := copyRange(l, h)
 			for _, b := range r.System {
 				rb.block(b)
 			}
 			rb.array(r.sysArr)
 		}
 	}
-	return fv
+	return copied
 }
 
 // freshRange returns the elements of cur not shared with orig (by position) whose raw bytes
@@ -150,14 +146,4 @@ func freshRange[T any](body []byte, cur, orig []*T, raw func(*T) []byte) (fresh 
 		}
 	}
 	return fresh, lo, hi
-}
-
-// freshValues accounts for the private copies detach made.
-type freshValues struct {
-	copied int // bytes of the private copies
-}
-
-func (fv *freshValues) rebaser(body []byte, lo, hi int) *rebaser {
-	fv.copied += hi - lo
-	return newRebaser(body, lo, hi)
 }
