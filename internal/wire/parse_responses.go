@@ -12,29 +12,6 @@ import (
 // Completions transcript would (docs/formats.md "Responses API requests"): a run of
 // model-produced items is one assistant message, a tool output a tool message.
 
-// itemClass says how an input item other than a "message" maps onto messages.
-type itemClass uint8
-
-const (
-	itemOther  itemClass = iota // a message without role, the item kept raw
-	itemModel                   // model-produced: a block of the assistant message of its run
-	itemOutput                  // a tool output: a tool message
-)
-
-// classifyItem returns the class of an item of type typ.
-func classifyItem(typ string) itemClass {
-	switch typ {
-	case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
-		return itemOutput
-	case "reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call",
-		"file_search_call", "computer_call", "code_interpreter_call", "image_generation_call",
-		"mcp_call", "mcp_list_tools", "mcp_approval_request", "shell_call", "apply_patch_call",
-		"tool_search_call":
-		return itemModel
-	}
-	return itemOther
-}
-
 // responsesPartKind returns the Kind of a Responses content part (of a message or a tool
 // output) whose "type" is typ.
 func responsesPartKind(typ string) Kind {
@@ -178,35 +155,22 @@ func (p *parser) unchangedAt(prevMsgs []*Message, i, es int) (int, bool) {
 		return 0, false
 	}
 	e := es + len(raw)
-	if prevMsgs[i].itemsArr != nil {
-		if i+1 >= len(prevMsgs) {
-			return 0, false
-		}
-		j := skipWS(d, e)
-		if j >= len(d) || d[j] != ',' {
-			return 0, false
-		}
-		if !bytes.HasPrefix(d[skipWS(d, j+1):], prevMsgs[i+1].obj.raw) {
-			return 0, false
-		}
+	if prevMsgs[i].itemsArr == nil {
+		return e, true
 	}
-	return e, true
+	j := skipWS(d, e)
+	return e, i+1 < len(prevMsgs) && j < len(d) && d[j] == ',' && bytes.HasPrefix(d[skipWS(d, j+1):], prevMsgs[i+1].obj.raw)
 }
 
 // runMessage is the assistant message of a run of model-produced items: raw spans them,
 // blocks are theirs (copied), spans their positions in raw.
 func (p *parser) runMessage(raw []byte, blocks []*Block, spans []span) *Message {
 	m := p.newMessage()
-	m.Role = RoleAssistant
-	m.Blocks = p.blockSlice(blocks)
-	m.hasContent = true
-	o := take(p, &p.objs, 128)
-	o.raw = raw
-	m.obj = o
-	a := take(p, &p.arrs, 64)
-	a.raw = raw
-	a.spans = slabCopy(p, &p.spanSlab, spans, 1024)
-	m.itemsArr = a
+	m.Role, m.Blocks, m.hasContent = RoleAssistant, p.blockSlice(blocks), true
+	m.obj = take(p, &p.objs, 128)
+	m.obj.raw = raw
+	m.itemsArr = take(p, &p.arrs, 64)
+	m.itemsArr.raw, m.itemsArr.spans = raw, slabCopy(p, &p.spanSlab, spans, 1024)
 	return m
 }
 
@@ -226,13 +190,12 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	}
 	if typ == "message" || !hasType && it.val[mfRole].e != 0 {
 		role, ok, err := p.str(it, mfRole, true)
-		if err != nil {
+		switch {
+		case err != nil:
 			return nil, nil, 0, err
-		}
-		if !ok {
+		case !ok:
 			return nil, nil, 0, p.schemaErr(i, path, "message item has no \"role\"")
-		}
-		if role == "assistant" {
+		case role == "assistant":
 			b, err := p.assistantItem(it, obj, depth, path, typ)
 			return b, nil, end, err
 		}
@@ -242,15 +205,18 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	if !hasType {
 		return nil, nil, 0, p.schemaErr(i, path, "input item has no \"type\"")
 	}
-	switch classifyItem(typ) {
-	case itemModel:
-		b, err := p.modelItem(it, obj, depth, typ)
-		return b, nil, end, err
-	case itemOutput:
+	switch typ {
+	case "function_call_output", "custom_tool_call_output", "local_shell_call_output": // a tool message
 		m, err := p.outputItem(it, obj, depth, path, typ)
 		return nil, m, end, err
+	case "reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call",
+		"file_search_call", "computer_call", "code_interpreter_call", "image_generation_call",
+		"mcp_call", "mcp_list_tools", "mcp_approval_request", "shell_call", "apply_patch_call",
+		"tool_search_call": // model-produced: a block of the assistant message of its run
+		b, err := p.modelItem(it, obj, depth, typ)
+		return b, nil, end, err
 	}
-	m := p.newMessage()
+	m := p.newMessage() // an unknown item: a message without role, the item kept raw
 	m.obj = obj
 	b := p.newBlock()
 	b.Kind, b.Type, b.obj = KindUnknown, typ, obj
@@ -332,11 +298,8 @@ func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Blo
 		}
 	case "function_call", "custom_tool_call":
 		b.Kind = KindToolUse
-		if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
-			return nil, err
-		}
-		if b.Name, _, err = p.str(it, mfName, true); err != nil {
-			return nil, err
+		if err = p.callID(it, b, false); err == nil {
+			b.Name, _, err = p.str(it, mfName, true)
 		}
 		key := mfArguments
 		if typ == "custom_tool_call" {
@@ -347,12 +310,7 @@ func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Blo
 		}
 	case "local_shell_call":
 		b.Kind, b.Name = KindToolUse, "local_shell"
-		if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
-			return nil, err
-		}
-		if b.ID == "" {
-			b.ID, _, _ = p.str(it, mfID, false)
-		}
+		err = p.callID(it, b, true)
 		b.Input, _ = p.value(it, mfAction)
 	case "web_search_call":
 		b.Kind, b.Name = KindServerToolUse, "web_search"
@@ -362,7 +320,16 @@ func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Blo
 		b.Kind = KindUnknown
 		b.ID, _, _ = p.str(it, mfCallID, false)
 	}
-	return b, nil
+	return b, err
+}
+
+// callID sets b.ID to the item's "call_id" (a schema error when not a string), or when that
+// is empty and orID, to its "id".
+func (p *parser) callID(it *fields, b *Block, orID bool) (err error) {
+	if b.ID, _, err = p.str(it, mfCallID, true); err == nil && b.ID == "" && orID {
+		b.ID, _, _ = p.str(it, mfID, false)
+	}
+	return err
 }
 
 // messageItem parses a user, system or developer message item (or one of an unknown role).
@@ -384,12 +351,9 @@ func (p *parser) outputItem(it *fields, obj *object, depth int, path jpath, typ 
 	m.Role, m.obj = RoleTool, obj
 	b := p.newBlock()
 	b.Kind, b.Type, b.obj = KindToolResult, typ, obj
-	var err error
-	if b.ID, _, err = p.str(it, mfCallID, true); err != nil {
+	err := p.callID(it, b, typ == "local_shell_call_output")
+	if err != nil {
 		return nil, err
-	}
-	if b.ID == "" && typ == "local_shell_call_output" {
-		b.ID, _, _ = p.str(it, mfID, false)
 	}
 	if b.Content, b.contentArr, b.ContentString, m.hasContent, err = p.itemContent(it, depth, path, mfOutput, true); err != nil {
 		return nil, err
@@ -450,12 +414,8 @@ func outputFailed(text string) bool {
 // startsLikeFailure reports whether text starts as the outputs outputFailed reads further
 // do; failureStartLen bounds the length of those starts.
 func startsLikeFailure(text string) bool {
-	for _, pre := range [...]string{`{"output":`, "Exit code: ", "Chunk ID: ", "Wall time: "} {
-		if strings.HasPrefix(text, pre) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{`{"output":`, "Exit code: ", "Chunk ID: ", "Wall time: "},
+		func(pre string) bool { return strings.HasPrefix(text, pre) })
 }
 
 const failureStartLen = len("Exit code: ")
