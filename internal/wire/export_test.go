@@ -1,7 +1,5 @@
 package wire
 
-import "slices"
-
 // WithSystem returns a new request with Anthropic system blocks s (a single string-form
 // block keeps the string form; an empty list removes the member).
 func (r *Request) WithSystem(s []*Block) *Request {
@@ -26,8 +24,8 @@ func (r *Request) WithField(key string, raw []byte) *Request {
 // withField returns the top-level object with member key set to the JSON value raw, and
 // its members.
 func (r *Request) withField(key string, raw []byte) (*object, []member) {
-	o, ms, _ := r.obj.put(slices.Clone(r.members), key, len(raw), func(dst []byte) []byte { return append(dst, raw...) })
-	return o, ms
+	o := r.obj.with(key, raw)
+	return o, o.members(nil)
 }
 
 // SetField (tests only) returns a new request whose top-level member key is set to the JSON value raw,

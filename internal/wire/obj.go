@@ -119,81 +119,68 @@ func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte
 	for ok && j > 0 && isWS(o.raw[j]) {
 		j--
 	}
-	if !ok || j <= 0 || o.raw[j] != ':' {
-		var buf [8]member
-		c, ms, i := o.put(o.members(buf[:0]), name, n, val)
-		return c, ms[i]
+	if ok && j > 0 && o.raw[j] == ':' {
+		return o.replace(member{v: lo, e: hi}, n, val)
 	}
-	return o.replace(member{v: lo, e: hi}, n, val)
+	var buf [8]member
+	ms := o.members(buf[:0])
+	if i := o.lastNamed(ms, name); i >= 0 {
+		return o.replace(ms[i], n, val)
+	}
+	// Append before the closing brace, after a comma when there are members.
+	pos, comma := bytes.LastIndexByte(o.raw, '}'), 0
+	if len(ms) > 0 {
+		pos, comma = ms[len(ms)-1].e, 1
+	}
+	m := member{k: pos + comma}
+	c, e := o.splice(pos, pos, comma+quotedCap(len(name))+1+n, func(dst []byte) []byte {
+		if comma > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(appendQuoted(dst, name), ':')
+		m.ke, m.v = len(dst)-1, len(dst)
+		return val(dst)
+	})
+	m.e = e
+	return c, m
 }
 
 // replace returns a copy of o with the value of member m replaced by what val appends (at
 // most n bytes), and m in the copy.
 func (o *object) replace(m member, n int, val func(dst []byte) []byte) (*object, member) {
-	out := make([]byte, 0, len(o.raw)-(m.e-m.v)+n)
-	out = val(append(out, o.raw[:m.v]...))
-	end := m.e
-	m.e = len(out)
-	return &object{raw: append(out, o.raw[end:]...)}, m
+	c, e := o.splice(m.v, m.e, n, val)
+	m.e = e
+	return c, m
 }
 
-// put is withValueAt for the object with members ms, which it turns into the copy's
-// members: it returns the copy, its members and the index of the member set.
-func (o *object) put(ms []member, name string, n int, val func(dst []byte) []byte) (*object, []member, int) {
-	if i := o.lastNamed(ms, name); i >= 0 {
-		c, m := o.replace(ms[i], n, val)
-		delta := m.e - ms[i].e
-		ms[i] = m
-		for j := i + 1; j < len(ms); j++ {
-			ms[j].k, ms[j].ke, ms[j].v, ms[j].e = ms[j].k+delta, ms[j].ke+delta, ms[j].v+delta, ms[j].e+delta
-		}
-		return c, ms, i
+// splice returns a copy of o with raw[from:to] replaced by what ins appends (about n bytes;
+// nil: nothing), and the offset in the copy where that ends.
+func (o *object) splice(from, to, n int, ins func(dst []byte) []byte) (*object, int) {
+	out := append(make([]byte, 0, len(o.raw)-(to-from)+n), o.raw[:from]...)
+	if ins != nil {
+		out = ins(out)
 	}
-	// Append before the closing brace.
-	var pos int
-	var prefix []byte
-	if len(ms) > 0 {
-		pos = ms[len(ms)-1].e
-		prefix = []byte{','}
-	} else {
-		pos = bytes.LastIndexByte(o.raw, '}')
-	}
-	out := make([]byte, 0, len(o.raw)+len(prefix)+quotedCap(len(name))+1+n)
-	out = append(out, o.raw[:pos]...)
-	out = append(out, prefix...)
-	k := len(out)
-	out = append(appendQuoted(out, name), ':')
-	nm := member{k: k, ke: len(out) - 1, v: len(out)}
-	out = val(out)
-	nm.e = len(out)
-	out = append(out, o.raw[pos:]...)
-	return &object{raw: out}, append(ms, nm), len(ms)
+	e := len(out)
+	return &object{raw: append(out, o.raw[to:]...)}, e
 }
 
 // without returns a copy of the object without any member named name (the object itself
 // when there is none).
 func (o *object) without(name string) *object {
-	cur := o
 	var buf [8]member
 	for {
-		ms := cur.members(buf[:0])
-		i := cur.lastNamed(ms, name)
-		if i < 0 {
-			return cur
-		}
-		var from, to int
+		ms := o.members(buf[:0])
+		i := o.lastNamed(ms, name)
 		switch {
+		case i < 0:
+			return o
 		case i > 0: // drop ",<ws>key:value" after the previous member
-			from, to = ms[i-1].e, ms[i].e
+			o, _ = o.splice(ms[i-1].e, ms[i].e, 0, nil)
 		case len(ms) > 1: // first member: drop "key:value,<ws>"
-			from, to = ms[0].k, ms[1].k
+			o, _ = o.splice(ms[0].k, ms[1].k, 0, nil)
 		default:
-			from, to = ms[0].k, ms[0].e
+			o, _ = o.splice(ms[0].k, ms[0].e, 0, nil)
 		}
-		out := make([]byte, 0, len(cur.raw)-(to-from))
-		out = append(out, cur.raw[:from]...)
-		out = append(out, cur.raw[to:]...)
-		cur = &object{raw: out}
 	}
 }
 
