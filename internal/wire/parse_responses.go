@@ -437,7 +437,7 @@ func (b *Block) outputFailed() bool {
 
 // structuredExitCode reports a non-zero metadata.exit_code in the JSON object text.
 func structuredExitCode(text string) bool {
-	raw := unsafe.Slice(unsafe.StringData(text), len(text)) // read only
+	raw := strBytes(text) // read only
 	v, err := TopLevel(raw, "metadata")
 	if err != nil || v[0] == nil || v[0][0] != '{' {
 		return false

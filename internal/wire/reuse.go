@@ -1,45 +1,28 @@
 package wire
 
-import "unsafe"
+import (
+	"bytes"
+	"unsafe"
+)
 
 // A reusing parse moves the values it parsed anew onto private copies of their bytes, so
 // that a session's requests do not pin every body it sent (docs/design/wire.md, "Memory").
 
-// rebaser re-points slices and strings inside body[lo:lo+len(c)] at the same bytes of c.
-type rebaser struct {
-	base uintptr // address of body[lo]
-	c    []byte
-}
-
-func newRebaser(body []byte, lo, hi int) *rebaser {
-	c := make([]byte, hi-lo)
-	copy(c, body[lo:hi])
-	return &rebaser{base: uintptr(unsafe.Pointer(unsafe.SliceData(body))) + uintptr(lo), c: c}
-}
-
-// off returns the offset of the n bytes at p inside the copied range, or -1.
-func (rb *rebaser) off(p unsafe.Pointer, n int) int {
-	a := uintptr(p)
-	if a < rb.base || a-rb.base+uintptr(n) > uintptr(len(rb.c)) {
-		return -1
-	}
-	return int(a - rb.base)
-}
+// rebaser re-points slices and strings inside src (a range of a body) at the same bytes of
+// c, its copy.
+type rebaser struct{ src, c []byte }
 
 func (rb *rebaser) bytes(b []byte) []byte {
-	if len(b) == 0 {
-		return b
+	if lo, hi, ok := bodySpan(rb.src, b); ok {
+		return rb.c[lo:hi:hi]
 	}
-	o := rb.off(unsafe.Pointer(unsafe.SliceData(b)), len(b))
-	if o < 0 {
-		return b
-	}
-	return rb.c[o : o+len(b) : o+len(b)]
+	return b
 }
 
-func (rb *rebaser) str(s string) string {
-	return bodyString(rb.bytes(unsafe.Slice(unsafe.StringData(s), len(s))))
-}
+func (rb *rebaser) str(s string) string { return bodyString(rb.bytes(strBytes(s))) }
+
+// strBytes returns the bytes of s, which must not be modified.
+func strBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func (rb *rebaser) object(o *object) {
 	if o != nil {
@@ -94,22 +77,22 @@ func bodySpan(body, raw []byte) (lo, hi int, ok bool) {
 }
 
 // detach moves the values of r that a reusing parse parsed anew (those not shared with
-// prev) onto private copies of their bytes, and returns the bytes copied.
+// prev) onto private copies of their bytes, returning how many bytes it copied.
 func (r *Request) detach(prev *Request) (copied int) {
 	body := r.body
-	copyRange := func(lo, hi int) *rebaser {
+	rebase := func(lo, hi int) *rebaser {
 		copied += hi - lo
-		return newRebaser(body, lo, hi)
+		return &rebaser{src: body[lo:hi], c: bytes.Clone(body[lo:hi])}
 	}
 	// The messages parsed anew follow the shared prefix: one copy covers them; so for tools.
 	if msgs, lo, hi := freshRange(body, r.Messages, prev.origMessages, func(m *Message) []byte { return m.obj.raw }); len(msgs) > 0 {
-		rb := copyRange(lo, hi)
+		rb := rebase(lo, hi)
 		for _, m := range msgs {
 			rb.message(m)
 		}
 	}
 	if tools, lo, hi := freshRange(body, r.Tools, prev.origTools, func(t *Tool) []byte { return t.raw }); len(tools) > 0 {
-		rb := copyRange(lo, hi)
+		rb := rebase(lo, hi)
 		for _, t := range tools {
 			t.Name = rb.str(t.Name)
 			t.CacheControl = rb.bytes(t.CacheControl)
@@ -122,7 +105,7 @@ func (r *Request) detach(prev *Request) (copied int) {
 			raw = r.sysArr.raw
 		}
 		if l, h, ok := bodySpan(body, raw); ok {
-			rb := copyRange(l, h)
+			rb := rebase(l, h)
 			for _, b := range r.System {
 				rb.block(b)
 			}
