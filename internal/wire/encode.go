@@ -116,25 +116,19 @@ func (r *segmentReader) WriteTo(w io.Writer) (int64, error) {
 // separators of the original list a (when non-nil) where it has them and "," elsewhere.
 func encodeList(e *encoder, a *array, n int, open, close byte, elem func(i int)) {
 	e.byte(open)
-	if n == 0 {
-		e.byte(close)
-		return
-	}
-	hasOrig := a != nil && len(a.spans) > 0
-	if hasOrig {
-		e.raw(a.raw[1:a.spans[0].s])
-	}
+	orig := n > 0 && a != nil && len(a.spans) > 0
 	for i := 0; i < n; i++ {
-		if i > 0 {
-			if hasOrig && i < len(a.spans) {
-				e.raw(a.raw[a.spans[i-1].e:a.spans[i].s])
-			} else {
-				e.byte(',')
-			}
+		switch {
+		case orig && i == 0:
+			e.raw(a.raw[1:a.spans[0].s])
+		case orig && i < len(a.spans):
+			e.raw(a.raw[a.spans[i-1].e:a.spans[i].s])
+		case i > 0:
+			e.byte(',')
 		}
 		elem(i)
 	}
-	if hasOrig {
+	if orig {
 		e.raw(a.raw[a.spans[len(a.spans)-1].e : len(a.raw)-1])
 	}
 	e.byte(close)

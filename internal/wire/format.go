@@ -53,9 +53,8 @@ func (f *Format) UnmarshalText(text []byte) error {
 		return nil
 	}
 	g, err := ParseFormat(string(text))
-	if err != nil {
-		return err
+	if err == nil {
+		*f = g
 	}
-	*f = g
-	return nil
+	return err
 }

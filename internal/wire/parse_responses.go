@@ -55,10 +55,9 @@ func (p *parser) inputStringMessage(lit []byte) *Message {
 	raw = append(raw, prefix...)
 	raw = append(raw, lit...)
 	raw = append(raw, '}')
-	v, e := len(prefix), len(prefix)+len(lit)
-	obj := &object{raw: raw}
-	m := &Message{Role: RoleUser, StringContent: true, f: p.f, obj: obj, hasContent: true}
-	c := &Block{f: p.f, Kind: KindText, Type: "text", str: raw[v:e:e]}
+	e := len(raw) - 1 // the end of lit
+	m := &Message{Role: RoleUser, StringContent: true, f: p.f, obj: &object{raw: raw}, hasContent: true}
+	c := &Block{f: p.f, Kind: KindText, Type: "text", str: raw[len(prefix):e:e]}
 	c.setText(lazyText(c.str))
 	m.Blocks = []*Block{c}
 	p.keep(cap(raw) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})))
@@ -218,9 +217,7 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 	}
 	m := p.newMessage() // an unknown item: a message without role, the item kept raw
 	m.obj = obj
-	b := p.newBlock()
-	b.Kind, b.Type, b.obj = KindUnknown, typ, obj
-	b.ID, _, _ = p.str(it, mfCallID, false)
+	b, _ := p.modelItem(it, obj, depth, typ) // a KindUnknown block
 	m.Blocks = p.blockSlice([]*Block{b})
 	return nil, m, end, nil
 }
@@ -284,7 +281,8 @@ func (p *parser) partsText(i, depth int) (string, bool) {
 	return bodyString(joined), false
 }
 
-// modelItem parses a model-produced item other than an assistant message.
+// modelItem parses a model-produced item other than an assistant message (an unknown item
+// into a KindUnknown block, with its call_id as ID).
 func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Block, error) {
 	b := p.newBlock()
 	b.Type, b.obj = typ, obj

@@ -33,11 +33,10 @@ func (p *parser) messageHomes(reused, n int) []homeRun {
 	}
 	runs := make([]homeRun, 0, len(prevRuns)+1)
 	for _, h := range prevRuns {
+		runs = append(runs, homeRun{min(h.end, reused), h.b})
 		if h.end >= reused {
-			runs = append(runs, homeRun{reused, h.b})
 			break
 		}
-		runs = append(runs, h)
 	}
 	if n > reused {
 		runs = append(runs, homeRun{n, p.home})
@@ -95,15 +94,8 @@ func (r *Request) countRetained(own *backing, whole bool) int {
 		}
 	}
 	counted := func(b *backing, tools []*backing) bool {
-		if b == nil || b == own {
-			return true
-		}
-		for _, h := range r.msgHomes {
-			if h.b == b {
-				return true
-			}
-		}
-		return slices.Contains(tools, b)
+		return b == nil || b == own || slices.Contains(tools, b) ||
+			slices.ContainsFunc(r.msgHomes, func(h homeRun) bool { return h.b == b })
 	}
 	for i, b := range r.toolHomes {
 		if (i == 0 || b != r.toolHomes[i-1]) && !counted(b, r.toolHomes[:i]) {
