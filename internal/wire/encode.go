@@ -1,6 +1,9 @@
 package wire
 
-import "io"
+import (
+	"bytes"
+	"io"
+)
 
 // minSegment is the shortest piece Request.Segments references instead of copying (shorter
 // ones are gathered into one buffer).
@@ -64,11 +67,7 @@ func (s Segments) Bytes() []byte {
 	if len(s) == 1 {
 		return s[0]
 	}
-	out := make([]byte, 0, s.Len())
-	for _, b := range s {
-		out = append(out, b...)
-	}
-	return out
+	return bytes.Join(s, nil)
 }
 
 // Reader returns a new reader of the bytes; each call starts at the beginning.

@@ -45,22 +45,17 @@ func (o *object) duplicate() string {
 	if o == nil {
 		return ""
 	}
-	var keys [][]byte
-	dup := ""
-	o.walk(func(m member) {
-		if dup != "" {
-			return
-		}
-		ki := o.raw[m.k:m.ke]
-		for _, kj := range keys {
-			if bytes.Equal(ki, kj) || (hasBackslash(ki) || hasBackslash(kj)) && unquote(ki) == unquote(kj) {
-				dup = unquote(ki)
-				return
+	var buf [8]member
+	ms := o.members(buf[:0])
+	for i, mi := range ms {
+		ki := o.raw[mi.k:mi.ke]
+		for _, mj := range ms[:i] {
+			if kj := o.raw[mj.k:mj.ke]; bytes.Equal(ki, kj) || (hasBackslash(ki) || hasBackslash(kj)) && unquote(ki) == unquote(kj) {
+				return unquote(ki)
 			}
 		}
-		keys = append(keys, ki)
-	})
-	return dup
+	}
+	return ""
 }
 
 // lookup returns the last member named name (keys compared by their decoded text).
@@ -114,12 +109,7 @@ func (o *object) withAt(name string, val []byte) (*object, member) {
 // (a subslice of o.raw right after a colon) is replaced without walking o; the member
 // returned then has its value offsets only.
 func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte) []byte) (*object, member) {
-	lo, hi, ok := bodySpan(o.raw, cur)
-	j := lo - 1
-	for ok && j > 0 && isWS(o.raw[j]) {
-		j--
-	}
-	if ok && j > 0 && o.raw[j] == ':' {
+	if lo, hi, ok := bodySpan(o.raw, cur); ok && bytes.HasSuffix(bytes.TrimRight(o.raw[:lo], " \t\r\n"), []byte(":")) {
 		return o.replace(member{v: lo, e: hi}, n, val)
 	}
 	var buf [8]member

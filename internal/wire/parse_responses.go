@@ -73,28 +73,29 @@ func (p *parser) responsesItems(r *Request, vs int) (int, error) {
 	if pr := p.prev; pr != nil && !pr.inputStr {
 		prevMsgs = pr.origMessages
 	}
-	mBase, sBase := len(p.msgStack), len(p.spanStack) // the messages and their spans (relative to vs)
-	items := 0                                        // items seen, for error paths
-	gs, ge := -1, 0                                   // the open assistant run's first item start and last item end
-	gBase := len(p.blkStack)
-	var gSpans []span // item spans of the open run, relative to gs
+	mBase, sBase, gBase := len(p.msgStack), len(p.spanStack), len(p.blkStack)
+	items := 0     // items seen, for error paths
+	gs := 0        // the open assistant run's first item start
+	var run []span // item spans of the open run, relative to gs
+	// push adds a message and its span (relative to vs).
+	push := func(m *Message, s, e int) {
+		p.msgStack = append(p.msgStack, m)
+		p.spanStack = append(p.spanStack, span{s: s - vs, e: e - vs})
+	}
 	closeRun := func() {
-		if gs < 0 {
-			return
+		if len(run) > 0 {
+			ge := gs + run[len(run)-1].e
+			push(p.runMessage(d[gs:ge:ge], p.blkStack[gBase:], run), gs, ge)
+			p.blkStack, run = p.blkStack[:gBase], run[:0]
 		}
-		p.msgStack = append(p.msgStack, p.runMessage(d[gs:ge:ge], p.blkStack[gBase:], gSpans))
-		p.blkStack = p.blkStack[:gBase]
-		p.spanStack = append(p.spanStack, span{s: gs - vs, e: ge - vs})
-		gs, gSpans = -1, gSpans[:0]
 	}
 	end, err := scanArray(d, vs, 2, func(_, es int) (int, error) {
-		if gs < 0 && len(p.msgStack)-mBase == r.reused && r.reused < len(prevMsgs) {
+		if len(run) == 0 && len(p.msgStack)-mBase == r.reused && r.reused < len(prevMsgs) {
 			if e, ok := p.unchangedAt(prevMsgs, r.reused, es); ok {
 				pm := prevMsgs[r.reused]
-				p.msgStack = append(p.msgStack, pm)
+				push(pm, es, e)
 				r.reused++
 				items += itemCount(pm)
-				p.spanStack = append(p.spanStack, span{s: es - vs, e: e - vs})
 				return e, nil
 			}
 		}
@@ -104,21 +105,19 @@ func (p *parser) responsesItems(r *Request, vs int) (int, error) {
 			return 0, p.wrongType(es, 2, path, "object")
 		}
 		b, m, e, err := p.responsesItem(es, 3, path)
-		if err != nil {
+		switch {
+		case err != nil:
 			return 0, err
-		}
-		if b != nil {
-			if gs < 0 {
+		case b != nil:
+			if len(run) == 0 {
 				gs = es
 			}
 			p.blkStack = append(p.blkStack, b)
-			gSpans = append(gSpans, span{s: es - gs, e: e - gs})
-			ge = e
-			return e, nil
+			run = append(run, span{s: es - gs, e: e - gs})
+		default:
+			closeRun()
+			push(m, es, e)
 		}
-		closeRun()
-		p.msgStack = append(p.msgStack, m)
-		p.spanStack = append(p.spanStack, span{s: es - vs, e: e - vs})
 		return e, nil
 	})
 	if err == nil {
