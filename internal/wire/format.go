@@ -20,13 +20,11 @@ var formatNames = [...]string{Anthropic: "anthropic", OpenAI: "openai", Response
 
 // String returns "anthropic", "openai" or "responses".
 func (f Format) String() string {
-	if f.named() {
+	if f != 0 && int(f) < len(formatNames) {
 		return formatNames[f]
 	}
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
-
-func (f Format) named() bool { return f >= Anthropic && int(f) < len(formatNames) }
 
 // ParseFormat returns the format named s: "anthropic", "openai" or "responses".
 func ParseFormat(s string) (Format, error) {
@@ -40,7 +38,7 @@ func ParseFormat(s string) (Format, error) {
 
 // MarshalText returns the format's name, and "" for the zero Format.
 func (f Format) MarshalText() ([]byte, error) {
-	if f != 0 && !f.named() {
+	if int(f) >= len(formatNames) {
 		return nil, fmt.Errorf("wire: %v has no name", f)
 	}
 	return []byte(formatNames[f]), nil

@@ -35,8 +35,7 @@ func (p *parser) responsesInput(r *Request, vs int) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		r.Messages = []*Message{p.inputStringMessage(d[vs:e])}
-		r.inputStr = true
+		r.Messages, r.inputStr = []*Message{p.inputStringMessage(d[vs:e])}, true
 		r.msgHomes = p.messageHomes(0, 1)
 		return e, nil
 	}
