@@ -91,17 +91,14 @@ func (r *Request) appendTo(dst []byte) []byte {
 
 // encode writes the serialized modified request.
 func (r *Request) encode(e *encoder) {
-	start := skipWS(r.body, 0)
-	e.raw(r.body[:start])
+	e.raw(r.body[:skipWS(r.body, 0)])
 	o, ms := r.obj, r.members
 	// The modelled members, re-encoded when changed: in place of the last member with their
 	// key, else appended in this order; a changed empty system or tools list is removed.
 	fields := [...]struct {
-		key     string
-		changed bool
-		removed bool
-		val     func(*encoder)
-		at      int // index in ms of the member replaced, -1 when none
+		key              string
+		changed, removed bool
+		val              func(*encoder)
 	}{
 		{key: messagesKey(r.Format), changed: !slices.Equal(r.Messages, r.origMessages), val: r.encodeMessages},
 		{key: "model", changed: r.Model != r.origModel, val: func(e *encoder) { e.buf = appendQuoted(e.buf, r.Model) }},
@@ -109,51 +106,44 @@ func (r *Request) encode(e *encoder) {
 		{key: "system", changed: r.Format == Anthropic && !slices.Equal(r.System, r.origSystem), removed: len(r.System) == 0, val: r.encodeSystem},
 		{key: "tools", changed: !slices.Equal(r.Tools, r.origTools), removed: len(r.Tools) == 0, val: r.encodeTools},
 	}
-	replaced := func(i int) int { // the field whose member ms[i] is, -1 when none
-		for f := range fields {
-			if fields[f].changed && fields[f].at == i {
-				return f
-			}
-		}
-		return -1
-	}
-	var extras []int // fields appended
-	for f := range fields {
-		x := &fields[f]
-		x.at = o.lastNamed(ms, x.key)
-		if x.changed && x.at < 0 && !x.removed {
-			extras = append(extras, f)
+	var at [len(fields)]int // index in ms of the member a changed field replaces, -1 for none
+	for f, x := range fields {
+		at[f] = -1
+		if x.changed {
+			at[f] = o.lastNamed(ms, x.key)
 		}
 	}
-	var keep []int // member indexes emitted, in order
+	// What is written, in order: i < len(ms) the member ms[i] (replaced when in at), else the
+	// field i-len(ms) appended.
+	var buf [16]int
+	out := buf[:0]
 	for i := range ms {
-		if f := replaced(i); f < 0 || !fields[f].removed {
-			keep = append(keep, i)
+		if f := slices.Index(at[:], i); f < 0 || !fields[f].removed {
+			out = append(out, i)
+		}
+	}
+	for f, x := range fields {
+		if x.changed && !x.removed && at[f] < 0 {
+			out = append(out, len(ms)+f)
 		}
 	}
 	spans := make([]span, len(ms))
 	for i, m := range ms {
 		spans[i] = span{s: m.k, e: m.e}
 	}
-	layout := &array{raw: o.raw, spans: spans}
-	if len(ms) == 0 {
-		layout = nil
-	}
-	encodeList(e, layout, len(keep)+len(extras), '{', '}', func(k int) {
-		if k >= len(keep) {
-			x := fields[extras[k-len(keep)]]
-			e.buf = appendQuoted(e.buf, x.key)
-			e.byte(':')
-			x.val(e)
-			return
-		}
-		m := ms[keep[k]]
-		if f := replaced(keep[k]); f >= 0 {
+	encodeList(e, &array{raw: o.raw, spans: spans}, len(out), '{', '}', func(k int) {
+		i, f := out[k], out[k]-len(ms)
+		if i < len(ms) {
+			m := ms[i]
+			if f = slices.Index(at[:], i); f < 0 {
+				e.raw(o.raw[m.k:m.e])
+				return
+			}
 			e.raw(o.raw[m.k:m.v])
-			fields[f].val(e)
-			return
+		} else {
+			e.buf = append(appendQuoted(e.buf, fields[f].key), ':')
 		}
-		e.raw(o.raw[m.k:m.e])
+		fields[f].val(e)
 	})
 	e.raw(r.body[r.objEnd:])
 }
