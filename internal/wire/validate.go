@@ -170,11 +170,9 @@ func validateMidSystem(r *Request, mi int) error {
 func validateAnthropic(r *Request) error {
 	callIDs := make(map[string]int, len(r.Messages)/2)
 	last := len(r.Messages) - 1
-	var prevCalls map[string]bool // tool_use ids of the previous message (when assistant)
-	// The per-message sets are cleared and reused (two for calls, as the previous message's
-	// stay in use): a request has hundreds of messages, and this runs on every render.
-	callSets := [2]map[string]bool{{}, {}}
-	answered, servers := map[string]bool{}, map[string]bool{}
+	// The tool_use calls of the last assistant message (the next message answers them) and
+	// the server_tool_use ids of the current message.
+	calls, servers := ledger{}, map[string]bool{}
 	var prevRole Role // of the last message other than a mid-conversation system message
 	for mi, m := range r.Messages {
 		if m.Role == RoleSystem {
@@ -194,9 +192,9 @@ func validateAnthropic(r *Request) error {
 		if len(m.Blocks) == 0 && !finalAssistant {
 			return verr(RuleEmptyContent, mi, -1, "message content is empty")
 		}
-		calls := callSets[mi%2]
-		clear(calls)
-		clear(answered)
+		if m.Role == RoleAssistant {
+			clear(calls)
+		}
 		clear(servers)
 		seenOther := false
 		for bi, b := range m.Blocks {
@@ -229,7 +227,7 @@ func validateAnthropic(r *Request) error {
 					return verr(RuleInput, mi, bi, "tool_use input must be a JSON object")
 				}
 				if b.Kind == KindToolUse {
-					calls[b.ID] = true
+					calls[b.ID] = mi
 				} else {
 					servers[b.ID] = true
 				}
@@ -241,13 +239,9 @@ func validateAnthropic(r *Request) error {
 				if m.Role != RoleUser {
 					return verr(RuleBlockPlacement, mi, bi, "tool_result block in a %s message", m.Role)
 				}
-				if !prevCalls[b.ID] {
-					return verr(RuleOrphanResult, mi, bi, "tool_result %q answers no tool_use of the previous message", b.ID)
+				if err := calls.answer(b, mi, bi, "of the previous message"); err != nil {
+					return err
 				}
-				if answered[b.ID] {
-					return verr(RuleDuplicateResult, mi, bi, "second tool_result for %q", b.ID)
-				}
-				answered[b.ID] = true
 				for ci, c := range b.Content {
 					if c.Kind == KindText && c.text == "" && len(b.Content) > 1 {
 						return verr(RuleEmptyContent, mi, bi, "tool_result content block %d is empty text", ci)
@@ -262,17 +256,10 @@ func validateAnthropic(r *Request) error {
 		}
 		// Calls of the previous assistant message must all be answered here (a system message
 		// never follows an assistant message, so that is the message before).
-		if m.Role == RoleUser && len(prevCalls) > 0 {
-			for _, b := range r.Messages[mi-1].Blocks {
-				if b.Kind == KindToolUse && !answered[b.ID] {
-					return verr(RuleDanglingCall, mi-1, -1, "tool_use %q has no tool_result in the next message", b.ID)
-				}
+		if m.Role == RoleUser && len(calls) > 0 {
+			if id, at, ok := calls.dangling(r.Messages[mi-1], mi); ok {
+				return verr(RuleDanglingCall, at, -1, "tool_use %q has no tool_result in the next message", id)
 			}
-		}
-		if m.Role == RoleAssistant {
-			prevCalls = calls
-		} else {
-			prevCalls = nil
 		}
 	}
 	return nil
@@ -281,74 +268,98 @@ func validateAnthropic(r *Request) error {
 var openAIRoles = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true, "function": true}
 
 func validateOpenAI(r *Request) error {
-	// The calls of the current assistant turn (hasCalls: it has some) and those still
-	// unanswered; both maps are reused from turn to turn.
-	var open, turnCalls map[string]bool
-	hasCalls := false
-	openAt := -1
+	calls := ledger{} // of the last assistant message, until a message other than a tool message
+	callAt := -1      // that message
 	for mi, m := range r.Messages {
 		if !openAIRoles[m.Role] {
 			return verr(RuleRole, mi, -1, "role %q is not an OpenAI chat role", m.Role)
 		}
-		if m.Role != RoleTool && len(open) > 0 {
-			for _, b := range r.Messages[openAt].Blocks {
-				if b.Kind == KindToolUse && open[b.ID] {
-					return verr(RuleDanglingCall, openAt, -1, "tool_calls id %q has no tool message before messages[%d]", b.ID, mi)
-				}
+		if m.Role != RoleTool && len(calls) > 0 {
+			if id, at, ok := calls.dangling(r.Messages[callAt], mi); ok {
+				return verr(RuleDanglingCall, at, -1, "tool_calls id %q has no tool message before messages[%d]", id, mi)
 			}
+			clear(calls)
 		}
 		switch m.Role {
 		case RoleTool:
-			if len(m.Blocks) != 1 || m.Blocks[0].Kind != KindToolResult {
-				return verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
+			b, err := calls.result(m, mi, "of the preceding assistant message")
+			if err != nil {
+				return err
 			}
-			b := m.Blocks[0]
-			if !hasCalls {
-				return verr(RuleOrphanResult, mi, 0, "tool message %q does not follow an assistant message with tool_calls", b.ID)
-			}
-			if !turnCalls[b.ID] {
-				return verr(RuleOrphanResult, mi, 0, "tool message %q answers no tool_calls id of the preceding assistant message", b.ID)
-			}
-			if !open[b.ID] {
-				return verr(RuleDuplicateResult, mi, 0, "second tool message for %q", b.ID)
-			}
-			delete(open, b.ID)
 			if !m.hasContent || (len(b.Content) == 0 && !b.ContentString) {
 				return verr(RuleEmptyContent, mi, 0, "tool message has no content")
 			}
 		case RoleAssistant:
-			hasCalls, openAt = false, mi
-			clear(turnCalls)
-			clear(open)
+			callAt = mi
 			hasText := false
 			for bi, b := range m.Blocks {
 				if b.Kind != KindToolUse {
 					hasText = true
-					continue
+				} else if err := calls.call(b, mi, bi); err != nil {
+					return err
 				}
-				if b.ID == "" {
-					return verr(RuleCallID, mi, bi, "tool call without id")
-				}
-				if turnCalls[b.ID] {
-					return verr(RuleDuplicateCallID, mi, bi, "tool call id %q used twice in one message", b.ID)
-				}
-				if turnCalls == nil {
-					turnCalls, open = map[string]bool{}, map[string]bool{}
-				}
-				turnCalls[b.ID], open[b.ID], hasCalls = true, true, true
 			}
-			if !hasText && !hasCalls {
+			if !hasText && len(calls) == 0 {
 				if _, ok := m.obj.get("function_call"); !ok {
 					return verr(RuleEmptyContent, mi, -1, "assistant message has neither content nor tool_calls")
 				}
 			}
 		default:
-			hasCalls = false
-			clear(open)
 			if len(m.Blocks) == 0 {
 				return verr(RuleEmptyContent, mi, -1, "%s message has no content", m.Role)
 			}
 		}
 	}
 	return nil
+}
+
+// ledger maps the id of each tool call a result may answer to the index of the message
+// making it, or to -1 once answered.
+type ledger map[string]int
+
+// call records the tool call b of messages[mi] (block bi), whose id must be set and unique
+// in the message.
+func (l ledger) call(b *Block, mi, bi int) error {
+	if b.ID == "" {
+		return verr(RuleCallID, mi, bi, "tool call without an id")
+	}
+	if at, ok := l[b.ID]; ok && at == mi {
+		return verr(RuleDuplicateCallID, mi, bi, "tool call id %q used twice in one message", b.ID)
+	}
+	l[b.ID] = mi
+	return nil
+}
+
+// answer records the result b of messages[mi] (block bi), which must answer a call not
+// answered yet; where says which calls it may answer.
+func (l ledger) answer(b *Block, mi, bi int, where string) error {
+	at, ok := l[b.ID]
+	if !ok {
+		return verr(RuleOrphanResult, mi, bi, "%s %q answers no call %s", b.Type, b.ID, where)
+	}
+	if at < 0 {
+		return verr(RuleDuplicateResult, mi, bi, "second %s for %q", b.Type, b.ID)
+	}
+	l[b.ID] = -1
+	return nil
+}
+
+// result is answer for the tool message m (messages[mi]), which must hold one result block,
+// and returns that block.
+func (l ledger) result(m *Message, mi int, where string) (*Block, error) {
+	if len(m.Blocks) != 1 || m.Blocks[0].Kind != KindToolResult {
+		return nil, verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
+	}
+	return m.Blocks[0], l.answer(m.Blocks[0], mi, 0, where)
+}
+
+// dangling returns the first tool call of m that is not answered yet and was last made before
+// messages[before], with the index of that message.
+func (l ledger) dangling(m *Message, before int) (string, int, bool) {
+	for _, b := range m.Blocks {
+		if at, ok := l[b.ID]; ok && b.Kind == KindToolUse && at >= 0 && at < before {
+			return b.ID, at, true
+		}
+	}
+	return "", 0, false
 }
