@@ -10,10 +10,13 @@ import (
 // NewTextBlock returns a text block {"type":"text","text":…} (the same shape is a text
 // content part in OpenAI format; for Responses it is an input_text part).
 func NewTextBlock(f Format, text string) *Block {
+	typ := "text"
 	if f == Responses {
-		return newPart(f, "input_text", text)
+		typ = "input_text"
 	}
-	return newPart(f, "text", text)
+	raw := append(make([]byte, 0, quotedCap(len(text))+len(typ)+20), `{"type":"`...)
+	b, _ := partBlock(f, append(append(raw, typ...), `","text":`...), typ, text)
+	return b
 }
 
 // NewTextMessage returns a message {"role":…,"content":"text"} with string content; for
@@ -24,21 +27,26 @@ func NewTextMessage(f Format, role Role, text string) *Message {
 		return newItemMessage(role, text)
 	}
 	raw := make([]byte, 0, quotedCap(len(text))+quotedCap(len(role))+22)
-	raw = append(raw, `{"role":`...)
-	raw = appendQuoted(raw, string(role))
-	raw = append(raw, `,"content":`...)
+	raw = append(appendQuoted(append(raw, `{"role":`...), string(role)), `,"content":`...)
+	result := ""
+	if f == OpenAI && role == RoleTool {
+		result = "tool"
+	}
+	return stringMessage(f, role, raw, text, result)
+}
+
+// stringMessage is the constructed message raw+<text as a string>+"}": its one block is that
+// string-form text, or with result set a tool result of type result holding it.
+func stringMessage(f Format, role Role, raw []byte, text, result string) *Message {
 	v := len(raw)
 	raw, replaced := appendQuotedCheck(raw, text)
 	e := len(raw)
-	raw = append(raw, '}')
-	obj := &object{raw: raw}
-	m := &Message{Role: role, StringContent: true, f: f, obj: obj, constructed: true, hasContent: true}
-	sb := textStringBlock(f, obj.raw[v:e:e], text, replaced)
-	if f == OpenAI && role == RoleTool {
-		sb = &Block{f: f, Kind: KindToolResult, Type: "tool", obj: obj, Content: []*Block{sb}, ContentString: true}
+	obj := &object{raw: append(raw, '}')}
+	b := textStringBlock(f, obj.raw[v:e:e], text, replaced)
+	if result != "" {
+		b = &Block{f: f, Kind: KindToolResult, Type: result, obj: obj, Content: []*Block{b}, ContentString: true}
 	}
-	m.Blocks = []*Block{sb}
-	return m
+	return &Message{Role: role, Blocks: []*Block{b}, StringContent: true, f: f, obj: obj, constructed: true, hasContent: true}
 }
 
 // NewTool parses one tools-array entry. raw must be a JSON object; the name is read from

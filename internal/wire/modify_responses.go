@@ -1,15 +1,7 @@
 package wire
 
-// newPart returns the content part (Anthropic: block) {"type":typ,"text":text} of format f.
-func newPart(f Format, typ, text string) *Block {
-	raw := append(make([]byte, 0, quotedCap(len(text))+len(typ)+20), `{"type":"`...)
-	raw = append(append(raw, typ...), `","text":`...)
-	b, _ := partBlock(f, raw, typ, text)
-	return b
-}
-
 // partBlock appends the literal of text and the closing brace to raw, the start of a part
-// of type typ up to its "text" member's value, and returns the part (of format f) and raw.
+// of type typ up to its "text" member's value, and returns the part and raw.
 func partBlock(f Format, raw []byte, typ, text string) (*Block, []byte) {
 	v := len(raw)
 	raw, replaced := appendQuotedCheck(raw, text)
@@ -26,14 +18,7 @@ func newItemMessage(role Role, text string) *Message {
 	n := quotedCap(len(text)) + quotedCap(len(role)) + 64
 	if role == RoleTool {
 		raw := append(make([]byte, 0, n), `{"type":"function_call_output","output":`...)
-		v := len(raw)
-		raw, replaced := appendQuotedCheck(raw, text)
-		e := len(raw)
-		raw = append(raw, '}')
-		obj := &object{raw: raw}
-		c := textStringBlock(Responses, raw[v:e:e], text, replaced)
-		b := &Block{f: Responses, Kind: KindToolResult, Type: "function_call_output", obj: obj, Content: []*Block{c}, ContentString: true}
-		return &Message{Role: role, Blocks: []*Block{b}, StringContent: true, f: Responses, obj: obj, constructed: true, hasContent: true}
+		return stringMessage(Responses, role, raw, text, "function_call_output")
 	}
 	typ := "input_text"
 	if role == RoleAssistant {

@@ -77,7 +77,7 @@ func TestConstructedTextDecodesToText(t *testing.T) {
 		var obj struct {
 			Type, Text string
 		}
-		if err := json.Unmarshal(b.Raw(), &obj); err != nil || obj.Type != "text" || obj.Text != wantDecoded(text) {
+		if err := json.Unmarshal(b.Raw(), &obj); err != nil || obj.Type != "text" || obj.Text != wantDecoded(text) || b.Text() != obj.Text {
 			t.Fatalf("%q: block %s: %v", text, b.Raw(), err)
 		}
 	}
