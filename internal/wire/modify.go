@@ -273,52 +273,49 @@ func (b *Block) setInput(input []byte) (*Block, error) {
 	if (b.Kind != KindToolUse && b.Kind != KindServerToolUse) || b.obj == nil {
 		return nil, fmt.Errorf("wire: setInput on a %s block", b.Kind)
 	}
-	if b.f == Responses {
-		key := "arguments"
-		switch b.Type {
-		case "function_call":
-		case "custom_tool_call":
-			key = "input"
-		default:
+	var nb *Block
+	switch b.f {
+	case Responses:
+		key, ok := responsesInputKeys[b.Type]
+		if !ok {
 			return nil, fmt.Errorf("wire: setInput on a %s item", b.Type)
 		}
-		nb := b.clone(b.obj.with(key, quote(string(input))))
-		nb.Input = append([]byte(nil), input...)
-		return nb, nil
-	}
-	if b.f == OpenAI {
+		nb = b.clone(b.obj.with(key, quote(string(input))))
+	case OpenAI:
 		fn := b.fn
 		if fn == nil {
 			fn = &object{raw: []byte("{}")}
 		}
 		nfn := fn.with("arguments", quote(string(input)))
-		nb := b.clone(b.obj.with("function", nfn.raw))
+		nb = b.clone(b.obj.with("function", nfn.raw))
 		nb.fn = nfn
-		nb.Input = append([]byte(nil), input...)
+	default:
+		if err := validJSON(input); err != nil {
+			return nil, err
+		}
+		obj, v := b.obj.withAt("input", input)
+		nb = b.clone(obj)
+		nb.Input = obj.raw[v.v:v.e]
 		return nb, nil
 	}
-	if err := validJSON(input); err != nil {
-		return nil, err
-	}
-	obj, v := b.obj.withAt("input", input)
-	nb := b.clone(obj)
-	nb.Input = obj.raw[v.v:v.e]
+	nb.Input = append([]byte(nil), input...)
 	return nb, nil
 }
+
+// responsesInputKeys are the members holding the input of the Responses calls setInput sets.
+var responsesInputKeys = map[string]string{"function_call": "arguments", "custom_tool_call": "input"}
 
 // WithCacheControl returns a copy of the block with cache_control set to raw (a JSON
 // value), or removed when raw is nil. A string-form text block becomes a text block object.
 func (b *Block) WithCacheControl(raw []byte) *Block {
-	obj := b.objectForm()
-	var nb *Block
 	if raw == nil {
-		nb = b.clone(obj.without("cache_control"))
+		nb := b.clone(b.objectForm().without("cache_control"))
 		nb.CacheControl = nil
-	} else {
-		o, v := obj.withAt("cache_control", raw)
-		nb = b.clone(o)
-		nb.CacheControl = o.raw[v.v:v.e]
+		return nb
 	}
+	obj, v := b.objectForm().withAt("cache_control", raw)
+	nb := b.clone(obj)
+	nb.CacheControl = obj.raw[v.v:v.e]
 	return nb
 }
 

@@ -105,16 +105,12 @@ func validateCacheControl(r *Request) error {
 }
 
 func validCallID(id string) bool {
-	if id == "" {
-		return false
-	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
 			return false
 		}
 	}
-	return true
+	return id != ""
 }
 
 func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
