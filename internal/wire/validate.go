@@ -138,30 +138,11 @@ func (b *Block) blank() bool {
 	return true
 }
 
-// validateMidSystem checks a mid-conversation system message (messages[mi], role system): it
-// directly follows a user message, or another system message that does, and holds text only.
-func validateMidSystem(r *Request, mi int) error {
-	prev := mi - 1
-	for prev >= 0 && r.Messages[prev].Role == RoleSystem {
-		prev--
-	}
-	if prev < 0 || r.Messages[prev].Role != RoleUser {
-		return verr(RuleRole, mi, -1, "a system message must directly follow a user message")
-	}
-	m := r.Messages[mi]
-	if len(m.Blocks) == 0 {
-		return verr(RuleEmptyContent, mi, -1, "message content is empty")
-	}
-	for bi, b := range m.Blocks {
-		if b.Kind != KindText {
-			return verr(RuleBlockPlacement, mi, bi, "%s block in a system message (text only)", b.Type)
-		}
-		if b.blank() {
-			return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
-		}
-	}
-	return nil
-}
+// anthropicKinds are the block kinds (a bit per Kind) a message of each role may hold; a
+// system message is a mid-conversation one, which holds text only.
+var anthropicKinds = map[Role]uint32{RoleUser: ^uint32(assistantOnly), RoleAssistant: ^uint32(1 << KindToolResult), RoleSystem: 1 << KindText}
+
+const assistantOnly = 1<<KindToolUse | 1<<KindServerToolUse | 1<<KindWebSearchToolResult | 1<<KindThinking | 1<<KindRedactedThinking
 
 func validateAnthropic(r *Request) error {
 	callIDs := make(map[string]int, len(r.Messages)/2)
@@ -171,19 +152,18 @@ func validateAnthropic(r *Request) error {
 	calls, servers := ledger{}, map[string]bool{}
 	var prevRole Role // of the last message other than a mid-conversation system message
 	for mi, m := range r.Messages {
-		if m.Role == RoleSystem {
-			if err := validateMidSystem(r, mi); err != nil {
-				return err
-			}
-			continue
-		}
-		if m.Role != RoleUser && m.Role != RoleAssistant {
+		kinds, ok := anthropicKinds[m.Role]
+		switch {
+		case !ok:
 			return verr(RuleRole, mi, -1, "role %q is not allowed in Anthropic messages", m.Role)
-		}
-		if mi > 0 && prevRole == m.Role {
+		case m.Role == RoleSystem && prevRole != RoleUser:
+			return verr(RuleRole, mi, -1, "a system message must directly follow a user message")
+		case mi > 0 && prevRole == m.Role:
 			return verr(RuleRole, mi, -1, "two consecutive %s messages", m.Role)
 		}
-		prevRole = m.Role
+		if m.Role != RoleSystem {
+			prevRole = m.Role
+		}
 		finalAssistant := mi == last && m.Role == RoleAssistant
 		if len(m.Blocks) == 0 && !finalAssistant {
 			return verr(RuleEmptyContent, mi, -1, "message content is empty")
@@ -194,17 +174,13 @@ func validateAnthropic(r *Request) error {
 		clear(servers)
 		seenOther := false
 		for bi, b := range m.Blocks {
-			if b.Kind == KindToolResult && seenOther && m.Role == RoleUser {
-				return verr(RuleBlockPlacement, mi, bi, "tool_result blocks must come before any other content")
-			}
 			if b.Kind != KindToolResult {
 				seenOther = true
+			} else if seenOther {
+				return verr(RuleBlockPlacement, mi, bi, "tool_result blocks must come before any other content")
 			}
-			switch b.Kind {
-			case KindToolUse, KindServerToolUse, KindWebSearchToolResult, KindThinking, KindRedactedThinking:
-				if m.Role != RoleAssistant {
-					return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
-				}
+			if kinds&(1<<b.Kind) == 0 {
+				return verr(RuleBlockPlacement, mi, bi, "%s block in a %s message", b.Type, m.Role)
 			}
 			switch b.Kind {
 			case KindText:
@@ -232,9 +208,6 @@ func validateAnthropic(r *Request) error {
 					return verr(RuleOrphanResult, mi, bi, "%s %q has no server_tool_use before it", b.Type, b.ID)
 				}
 			case KindToolResult:
-				if m.Role != RoleUser {
-					return verr(RuleBlockPlacement, mi, bi, "tool_result block in a %s message", m.Role)
-				}
 				if err := calls.answer(b, mi, bi, "of the previous message"); err != nil {
 					return err
 				}
