@@ -138,10 +138,7 @@ func (b *Block) blank() bool {
 	return true
 }
 
-// anthropicKinds are the block kinds (a bit per Kind) a message of each role may hold; a
-// system message is a mid-conversation one, which holds text only.
-var anthropicKinds = map[Role]uint32{RoleUser: ^uint32(assistantOnly), RoleAssistant: ^uint32(1 << KindToolResult), RoleSystem: 1 << KindText}
-
+// assistantOnly are the block kinds (a bit per Kind) only an assistant message may hold.
 const assistantOnly = 1<<KindToolUse | 1<<KindServerToolUse | 1<<KindWebSearchToolResult | 1<<KindThinking | 1<<KindRedactedThinking
 
 func validateAnthropic(r *Request) error {
@@ -152,9 +149,17 @@ func validateAnthropic(r *Request) error {
 	calls, servers := ledger{}, map[string]bool{}
 	var prevRole Role // of the last message other than a mid-conversation system message
 	for mi, m := range r.Messages {
-		kinds, ok := anthropicKinds[m.Role]
+		var kinds uint32 // the block kinds (a bit per Kind) the message may hold
+		switch m.Role {
+		case RoleUser:
+			kinds = ^uint32(assistantOnly)
+		case RoleAssistant:
+			kinds = ^uint32(1 << KindToolResult)
+		case RoleSystem: // a mid-conversation system message: text only
+			kinds = 1 << KindText
+		}
 		switch {
-		case !ok:
+		case kinds == 0:
 			return verr(RuleRole, mi, -1, "role %q is not allowed in Anthropic messages", m.Role)
 		case m.Role == RoleSystem && prevRole != RoleUser:
 			return verr(RuleRole, mi, -1, "a system message must directly follow a user message")
