@@ -60,11 +60,8 @@ func Validate(r *Request) error {
 	if err := validateCacheControl(r); err != nil {
 		return err
 	}
-	switch r.Format {
-	case OpenAI:
-		return validateOpenAI(r)
-	case Responses:
-		return validateResponses(r)
+	if r.Format == OpenAI || r.Format == Responses {
+		return validateChat(r)
 	}
 	return validateAnthropic(r)
 }
@@ -213,7 +210,7 @@ func validateAnthropic(r *Request) error {
 					return verr(RuleOrphanResult, mi, bi, "%s %q has no server_tool_use before it", b.Type, b.ID)
 				}
 			case KindToolResult:
-				if err := calls.answer(b, mi, bi, "of the previous message"); err != nil {
+				if err := calls.answer(b, mi, bi); err != nil {
 					return err
 				}
 				for ci, c := range b.Content {
@@ -239,49 +236,84 @@ func validateAnthropic(r *Request) error {
 	return nil
 }
 
-var openAIRoles = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true, "function": true}
+// openAIRoles and responsesRoles are the roles an OpenAI chat message and a Responses message
+// item (or tool output) may have.
+var (
+	openAIRoles    = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true, "function": true}
+	responsesRoles = map[Role]bool{RoleSystem: true, RoleDeveloper: true, RoleUser: true, RoleAssistant: true, RoleTool: true}
+)
 
-func validateOpenAI(r *Request) error {
-	calls := ledger{} // of the last assistant message, until a message other than a tool message
-	callAt := -1      // that message
+// validateChat is Validate for OpenAI and Responses: a tool message answers an open call once
+// (OpenAI: of the assistant message its run of tool messages follows), calls are answered
+// before the next prompt, reasoning items are followed (docs/design/wire.md).
+func validateChat(r *Request) error {
+	resp := r.Format == Responses
+	roles, n := openAIRoles, 0 // n: how many calls to expect (OpenAI keeps one message's)
+	if resp {
+		roles, n = responsesRoles, len(r.Messages)/2
+	}
+	calls := make(ledger, n)
+	itemIDs := make(map[string]bool, n)   // ids of the model-produced items other than calls
+	last, callAt := len(r.Messages)-1, -1 // callAt: the last assistant message
+	lastPrompt := -1                      // the last message that is neither a tool output nor an assistant message
 	for mi, m := range r.Messages {
-		if !openAIRoles[m.Role] {
-			return verr(RuleRole, mi, -1, "role %q is not an OpenAI chat role", m.Role)
+		if !roles[m.Role] && !m.isItem() {
+			return verr(RuleRole, mi, -1, "role %q is not allowed in %s messages", m.Role, r.Format)
 		}
-		if m.Role != RoleTool && len(calls) > 0 {
+		if !resp && m.Role != RoleTool && len(calls) > 0 {
 			if id, at, ok := calls.dangling(r.Messages[callAt], mi); ok {
-				return verr(RuleDanglingCall, at, -1, "tool_calls id %q has no tool message before messages[%d]", id, mi)
+				return verr(RuleDanglingCall, at, -1, "tool call %q has no tool message before messages[%d]", id, mi)
 			}
 			clear(calls)
 		}
-		switch m.Role {
-		case RoleTool:
-			b, err := calls.result(m, mi, "of the preceding assistant message")
+		switch {
+		case m.Role == RoleTool:
+			b, err := calls.result(m, mi)
 			if err != nil {
 				return err
 			}
-			if !m.hasContent || (len(b.Content) == 0 && !b.ContentString) {
-				return verr(RuleEmptyContent, mi, 0, "tool message has no content")
+			if !m.hasContent || !resp && len(b.Content) == 0 && !b.ContentString {
+				return verr(RuleEmptyContent, mi, 0, "%s message has no content", b.Type)
 			}
-		case RoleAssistant:
+		case m.Role == RoleAssistant:
+			if len(m.Blocks) == 0 && (resp || !m.obj.has("function_call")) {
+				return verr(RuleEmptyContent, mi, -1, "assistant message has no content, tool calls or items")
+			}
 			callAt = mi
-			hasText := false
 			for bi, b := range m.Blocks {
-				if b.Kind != KindToolUse {
-					hasText = true
-				} else if err := calls.call(b, mi, bi); err != nil {
-					return err
+				switch b.Kind {
+				case KindToolUse:
+					if err := calls.call(b, mi, bi); err != nil {
+						return err
+					}
+				case KindReasoning:
+					if bi == len(m.Blocks)-1 && mi < last && !r.Messages[mi+1].isItem() {
+						return verr(RuleReasoning, mi, bi, "reasoning item without a following item")
+					}
+				default:
+					if b.ID != "" {
+						itemIDs[b.ID] = true
+					}
 				}
 			}
-			if !hasText && len(calls) == 0 {
-				if _, ok := m.obj.get("function_call"); !ok {
-					return verr(RuleEmptyContent, mi, -1, "assistant message has neither content nor tool_calls")
-				}
+		case m.isItem():
+			lastPrompt = mi
+			b := m.Blocks[0]
+			if _, call := calls[b.ID]; b.ID != "" && strings.HasSuffix(b.Type, "_output") && !call && !itemIDs[b.ID] {
+				return verr(RuleOrphanResult, mi, 0, "%s %q follows no item with its call_id", b.Type, b.ID)
 			}
 		default:
+			lastPrompt = mi
 			if len(m.Blocks) == 0 {
 				return verr(RuleEmptyContent, mi, -1, "%s message has no content", m.Role)
 			}
+		}
+	}
+	// A Responses call still open is dangling when a message other than a tool output follows
+	// it (OpenAI's are checked at that message, and none is left before lastPrompt).
+	for _, m := range r.Messages[:max(lastPrompt, 0)] {
+		if id, at, ok := calls.dangling(m, lastPrompt); ok {
+			return verr(RuleDanglingCall, at, -1, "call %q has no output before messages[%d]", id, lastPrompt)
 		}
 	}
 	return nil
@@ -304,12 +336,12 @@ func (l ledger) call(b *Block, mi, bi int) error {
 	return nil
 }
 
-// answer records the result b of messages[mi] (block bi), which must answer a call not
-// answered yet; where says which calls it may answer.
-func (l ledger) answer(b *Block, mi, bi int, where string) error {
+// answer records the result b of messages[mi] (block bi), which must answer an open call (one
+// the ledger holds, not answered yet).
+func (l ledger) answer(b *Block, mi, bi int) error {
 	at, ok := l[b.ID]
 	if !ok {
-		return verr(RuleOrphanResult, mi, bi, "%s %q answers no call %s", b.Type, b.ID, where)
+		return verr(RuleOrphanResult, mi, bi, "%s %q answers no open tool call", b.Type, b.ID)
 	}
 	if at < 0 {
 		return verr(RuleDuplicateResult, mi, bi, "second %s for %q", b.Type, b.ID)
@@ -320,18 +352,21 @@ func (l ledger) answer(b *Block, mi, bi int, where string) error {
 
 // result is answer for the tool message m (messages[mi]), which must hold one result block,
 // and returns that block.
-func (l ledger) result(m *Message, mi int, where string) (*Block, error) {
+func (l ledger) result(m *Message, mi int) (*Block, error) {
 	if len(m.Blocks) != 1 || m.Blocks[0].Kind != KindToolResult {
 		return nil, verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
 	}
-	return m.Blocks[0], l.answer(m.Blocks[0], mi, 0, where)
+	return m.Blocks[0], l.answer(m.Blocks[0], mi, 0)
 }
 
-// dangling returns the first tool call of m that is not answered yet and was last made before
-// messages[before], with the index of that message.
+// dangling returns the first open tool call of m, when an assistant message, that was last
+// made before messages[before], with the index of that message.
 func (l ledger) dangling(m *Message, before int) (string, int, bool) {
 	for _, b := range m.Blocks {
-		if at, ok := l[b.ID]; ok && b.Kind == KindToolUse && at >= 0 && at < before {
+		if b.Kind != KindToolUse || m.Role != RoleAssistant {
+			continue
+		}
+		if at, ok := l[b.ID]; ok && at >= 0 && at < before {
 			return b.ID, at, true
 		}
 	}
