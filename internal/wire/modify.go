@@ -52,22 +52,12 @@ func stringMessage(f Format, role Role, raw []byte, text, result string) *Messag
 // NewTool parses one tools-array entry. raw must be a JSON object; the name is read from
 // "name" (or OpenAI "function.name").
 func NewTool(f Format, raw []byte) (*Tool, error) {
-	i := skipWS(raw, 0)
-	if i >= len(raw) {
-		return nil, synErr(i, "empty tool")
-	}
-	if raw[i] != '{' {
-		if err := validJSON(raw); err != nil {
-			return nil, err
-		}
-		return nil, &SchemaError{Offset: int64(i), Path: "tool", Msg: "expected object, found " + jsonType(raw[i])}
-	}
-	end, err := scanObject(raw, i, 1, nil)
-	if err != nil {
+	if err := validJSON(raw); err != nil {
 		return nil, err
 	}
-	if j := skipWS(raw, end); j != len(raw) {
-		return nil, synErr(j, "unexpected data after tool object")
+	i := skipWS(raw, 0)
+	if raw[i] != '{' {
+		return nil, &SchemaError{Offset: int64(i), Path: "tool", Msg: "expected object, found " + jsonType(raw[i])}
 	}
 	p := parser{d: raw, f: f}
 	t, _, err := p.tool(i, 1, root("tool"))
