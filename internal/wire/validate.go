@@ -268,8 +268,11 @@ func validateChat(r *Request) error {
 		}
 		switch {
 		case m.Role == RoleTool:
-			b, err := calls.result(m, mi)
-			if err != nil {
+			if len(m.Blocks) != 1 || m.Blocks[0].Kind != KindToolResult {
+				return verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
+			}
+			b := m.Blocks[0]
+			if err := calls.answer(b, mi, 0); err != nil {
 				return err
 			}
 			if !m.hasContent || !resp && len(b.Content) == 0 && !b.ContentString {
@@ -283,9 +286,13 @@ func validateChat(r *Request) error {
 			for bi, b := range m.Blocks {
 				switch b.Kind {
 				case KindToolUse:
-					if err := calls.call(b, mi, bi); err != nil {
-						return err
+					if b.ID == "" {
+						return verr(RuleCallID, mi, bi, "tool call without an id")
 					}
+					if at, ok := calls[b.ID]; ok && at == mi {
+						return verr(RuleDuplicateCallID, mi, bi, "tool call id %q used twice in one message", b.ID)
+					}
+					calls[b.ID] = mi
 				case KindReasoning:
 					if bi == len(m.Blocks)-1 && mi < last && !r.Messages[mi+1].isItem() {
 						return verr(RuleReasoning, mi, bi, "reasoning item without a following item")
@@ -323,19 +330,6 @@ func validateChat(r *Request) error {
 // making it, or to -1 once answered.
 type ledger map[string]int
 
-// call records the tool call b of messages[mi] (block bi), whose id must be set and unique
-// in the message.
-func (l ledger) call(b *Block, mi, bi int) error {
-	if b.ID == "" {
-		return verr(RuleCallID, mi, bi, "tool call without an id")
-	}
-	if at, ok := l[b.ID]; ok && at == mi {
-		return verr(RuleDuplicateCallID, mi, bi, "tool call id %q used twice in one message", b.ID)
-	}
-	l[b.ID] = mi
-	return nil
-}
-
 // answer records the result b of messages[mi] (block bi), which must answer an open call (one
 // the ledger holds, not answered yet).
 func (l ledger) answer(b *Block, mi, bi int) error {
@@ -348,15 +342,6 @@ func (l ledger) answer(b *Block, mi, bi int) error {
 	}
 	l[b.ID] = -1
 	return nil
-}
-
-// result is answer for the tool message m (messages[mi]), which must hold one result block,
-// and returns that block.
-func (l ledger) result(m *Message, mi int) (*Block, error) {
-	if len(m.Blocks) != 1 || m.Blocks[0].Kind != KindToolResult {
-		return nil, verr(RuleEmptyContent, mi, -1, "tool message must carry exactly one tool result")
-	}
-	return m.Blocks[0], l.answer(m.Blocks[0], mi, 0)
 }
 
 // dangling returns the first open tool call of m, when an assistant message, that was last
