@@ -79,13 +79,25 @@ func (m *Message) WithBlocks(b []*Block) *Message {
 	return nm
 }
 
+// withBlocks is WithBlocks without the memo. A tool message is its result block's message or
+// item; a Responses assistant message (a run of items) or item without role is one item per
+// block; an OpenAI message splits calls from parts; any other gets the blocks as its content.
 func (m *Message) withBlocks(b []*Block) *Message {
 	nm := &Message{Role: m.Role, Blocks: b, f: m.f, contentArr: m.contentArr, callsArr: m.callsArr, itemsArr: m.itemsArr, hasContent: true}
-	switch m.f {
-	case OpenAI:
+	result := m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult
+	switch {
+	case result && m.f == OpenAI:
+		return m.withResult(nm, b[0], "role", "content", "tool_call_id")
+	case result && m.f == Responses:
+		return m.withResult(nm, b[0], "type", "output", "call_id")
+	case m.f == OpenAI:
 		return m.openAIWithBlocks(nm, b)
-	case Responses:
-		return m.responsesWithBlocks(nm, b)
+	case m.isItem() && len(b) == 1 && b[0].obj != nil:
+		nm.obj, nm.itemsArr = b[0].obj, nil
+		return nm
+	case m.itemsArr != nil || m.isItem():
+		nm.obj, nm.itemsArr = itemRun(m.itemsArr, b)
+		return nm
 	}
 	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentRaw(), m.contentArr, b)
 	return nm
@@ -137,10 +149,9 @@ func (o *object) withContent(key string, cur []byte, arr *array, b []*Block) (ob
 	return obj, false
 }
 
+// openAIWithBlocks is withBlocks for an OpenAI message other than a tool message's result:
+// its tool calls go to "tool_calls", the other blocks to "content".
 func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
-	if m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult {
-		return m.withResult(nm, b[0], "role", "content", "tool_call_id")
-	}
 	var parts, calls []*Block
 	for _, x := range b {
 		if x.Kind == KindToolUse {

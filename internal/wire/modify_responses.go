@@ -41,24 +41,6 @@ func newItemMessage(role Role, text string) *Message {
 	return &Message{Role: role, Blocks: []*Block{part}, f: Responses, obj: obj, constructed: true, hasContent: true, contentArr: arr}
 }
 
-// responsesWithBlocks is withBlocks for Responses: a tool message is its result block's
-// item, an assistant message (a run of items) or an item without role is one item per
-// block, any other message gets the blocks as its content.
-func (m *Message) responsesWithBlocks(nm *Message, b []*Block) *Message {
-	switch {
-	case m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult:
-		return m.withResult(nm, b[0], "type", "output", "call_id")
-	case m.isItem() && len(b) == 1 && b[0].obj != nil:
-		nm.obj, nm.itemsArr = b[0].obj, nil
-		return nm
-	case m.itemsArr != nil || m.isItem():
-		nm.obj, nm.itemsArr = itemRun(m.itemsArr, b)
-		return nm
-	}
-	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentRaw(), m.contentArr, b)
-	return nm
-}
-
 // isItem reports a Responses message that stands for an input item other than a message (a
 // message without role whose one block is the item).
 func (m *Message) isItem() bool {
