@@ -28,6 +28,7 @@ func TestMalformedInputTypedErrors(t *testing.T) {
 		{"invalid utf8 in unknown member", OpenAI, "{\"x\":[\"\xc3\x28\"]}", true, 7, ""},
 		{"deep nesting", Anthropic, `{"metadata":` + deep + `}`, true, -1, ""},
 		{"deep nesting in input", Anthropic, `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"b","input":` + deep + `}]}]}`, true, -1, ""},
+		{"bad cache_control", OpenAI, `{"messages":[{"role":"user","content":"a","cache_control":x}]}`, true, 58, ""},
 		{"missing colon", Anthropic, `{"model" "x"}`, true, 9, ""},
 		{"not an object", Anthropic, `[1,2]`, false, 0, "$"},
 		{"messages not array", Anthropic, `{"messages":{}}`, false, 12, "messages"},

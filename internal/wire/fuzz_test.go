@@ -80,6 +80,7 @@ var fuzzSeeds = []string{
 	anthropicSample, openAISample, `{}`, `{"messages":[]}`, `[]`, `{"a":`, "{\"s\":\"\xff\"}",
 	`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"a"}]}]}]}`,
 	`{"messages":[{"role":"tool","tool_call_id":"c","content":null}]}`,
+	`{"messages":[{"role":"user","content":"a","cache_control":{"type":"ephemeral"}}]}`,
 }
 
 // FuzzParseAnthropic fuzzes Parse for the Anthropic format.

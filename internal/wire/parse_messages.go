@@ -54,7 +54,9 @@ func (p *parser) message(i, depth int, path jpath) (*Message, int, error) {
 			return e, err
 		case keyIs(d, ks, ke, "cache_control"):
 			e, err := scanValue(d, vs, depth)
-			cc = d[vs:e:e]
+			if err == nil {
+				cc = d[vs:e:e]
+			}
 			return e, err
 		}
 		return scanValue(d, vs, depth)
