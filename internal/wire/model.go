@@ -421,19 +421,9 @@ func (b *Block) ResultText() string {
 	return bodyString(b.AppendResultText(nil))
 }
 
-// AppendResultText appends ResultText to dst, decoding the parts straight into it.
+// AppendResultText appends ResultText to dst.
 func (b *Block) AppendResultText(dst []byte) []byte {
-	first := true
-	for _, c := range b.Content {
-		if c.Kind != KindText {
-			continue
-		}
-		if !first {
-			dst = append(dst, '\n')
-		}
-		first = false
-		dst = appendText(dst, c.text, c.textEsc)
-	}
+	b.eachResultPart(func(part string) { dst = append(dst, part...) })
 	return dst
 }
 
