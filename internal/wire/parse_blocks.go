@@ -144,6 +144,15 @@ func (p *parser) str(fs *fields, f int, strict bool) (string, bool, error) {
 	return s, ok, err
 }
 
+// must is str of a field that must be a string when present; the first error is kept in *err.
+func (p *parser) must(fs *fields, f int, err *error) string {
+	s, _, e := p.str(fs, f, true)
+	if *err == nil {
+		*err = e
+	}
+	return s
+}
+
 // block parses the block object at d[i] == '{', element bi of the list at path list (the
 // block's own path is built only for errors and nested content). On a *SchemaError the
 // returned end offset is valid and the block is a KindUnknown block holding the raw bytes.
@@ -184,33 +193,19 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 	b.Type = typ
 	b.Kind = kindOf(p.f, typ)
 	b.CacheControl, _ = p.value(&fs, mfCacheControl)
+	var ferr error // the first field error
 	switch b.Kind {
 	case KindText:
-		s, escaped, _, err := p.lit(&fs, mfText, true)
-		if b.setText(s, escaped); err != nil {
-			return fail(err)
-		}
+		b.text, b.textEsc, _, ferr = p.lit(&fs, mfText, true)
 	case KindThinking:
-		s, escaped, _, err := p.lit(&fs, mfThinking, true)
-		if b.setText(s, escaped); err != nil {
-			return fail(err)
-		}
-		if b.Signature, _, err = p.str(&fs, mfSignature, true); err != nil {
-			return fail(err)
-		}
+		b.text, b.textEsc, _, ferr = p.lit(&fs, mfThinking, true)
+		b.Signature = p.must(&fs, mfSignature, &ferr)
 	case KindToolUse, KindServerToolUse:
-		if b.ID, _, err = p.str(&fs, mfID, true); err != nil {
-			return fail(err)
-		}
-		if b.Name, _, err = p.str(&fs, mfName, true); err != nil {
-			return fail(err)
-		}
+		b.ID, b.Name = p.must(&fs, mfID, &ferr), p.must(&fs, mfName, &ferr)
 		b.Input, _ = p.value(&fs, mfInput)
 	case KindToolResult, KindWebSearchToolResult:
-		if b.ID, _, err = p.str(&fs, mfToolUseID, true); err != nil {
-			return fail(err)
-		}
-		if b.Kind == KindWebSearchToolResult {
+		b.ID = p.must(&fs, mfToolUseID, &ferr)
+		if ferr != nil || b.Kind == KindWebSearchToolResult {
 			break
 		}
 		if v, off := p.value(&fs, mfIsError); v != nil {
@@ -237,6 +232,9 @@ func (p *parser) block(i, depth int, list *jpath, bi int) (*Block, int, error) {
 				return fail(p.schemaErr(off, list.at(bi).key("content"), "expected string or array, found %s", jsonType(v[0])))
 			}
 		}
+	}
+	if ferr != nil {
+		return fail(ferr)
 	}
 	return b, end, nil
 }

@@ -105,25 +105,18 @@ func (p *parser) toolCall(i, depth int, path jpath) (*Block, int, error) {
 		return nil, 0, err
 	}
 	b.obj = obj
-	if b.ID, _, err = p.str(&call, mfID, true); err != nil {
-		return nil, 0, err
-	}
-	if b.Type, _, err = p.str(&call, mfType, true); err != nil {
-		return nil, 0, err
-	}
-	if f, off := p.value(&call, mfFunction); f != nil {
+	b.ID, b.Type = p.must(&call, mfID, &err), p.must(&call, mfType, &err)
+	if f, off := p.value(&call, mfFunction); f != nil && err == nil {
 		if f[0] != '{' {
 			return nil, 0, p.schemaErr(off, fnPath, "expected object, found %s", jsonType(f[0]))
 		}
-		if b.Name, _, err = p.str(&fn, mfName, true); err != nil {
-			return nil, 0, err
-		}
+		b.Name = p.must(&fn, mfName, &err)
 		if a, _ := p.value(&fn, mfArguments); a != nil {
 			b.Input = p.input(a)
 		}
 	}
 	b.CacheControl, _ = p.value(&call, mfCacheControl)
-	return b, end, nil
+	return b, end, err
 }
 
 // input is a tool call's input value v: a string's decoded bytes, any other value's raw bytes.
@@ -131,8 +124,7 @@ func (p *parser) input(v []byte) []byte {
 	if v[0] != '"' {
 		return v
 	}
-	s := p.text(v)
-	return unsafe.Slice(unsafe.StringData(s), len(s))
+	return strBytes(p.text(v))
 }
 
 func (p *parser) tool(i, depth int, path jpath) (*Tool, int, error) {
