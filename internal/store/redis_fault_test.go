@@ -241,7 +241,7 @@ func TestRedisKilledMidCommitLeavesNoPartialState(t *testing.T) {
 			id := fmt.Sprintf("victim-%d", w)
 			snap, err := s.Load(context.Background(), id)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: load after restart: %v; server log:\n%s", id, err, srv.LogTail())
 			}
 			if snap.Version < acked[w] || snap.Version > attempted[w] {
 				t.Fatalf("%s: version %d after restart; acknowledged %d, attempted %d", id, snap.Version, acked[w], attempted[w])

@@ -129,7 +129,7 @@ func (s *Server) start() error {
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("redis-server on port %d exited during startup: %s", s.Port, s.logTail())
+			return fmt.Errorf("redis-server on port %d exited during startup: %s", s.Port, s.LogTail())
 		default:
 		}
 		if r, err := Do(s.Addr, "PING"); err == nil && r == "PONG" {
@@ -137,13 +137,14 @@ func (s *Server) start() error {
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
-			return fmt.Errorf("redis-server on port %d not ready after 10s: %s", s.Port, s.logTail())
+			return fmt.Errorf("redis-server on port %d not ready after 10s: %s", s.Port, s.LogTail())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-func (s *Server) logTail() string {
+// LogTail returns the end of the server's log file, for failure messages.
+func (s *Server) LogTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.Dir, "redis-"+strconv.Itoa(s.Port)+".log"))
 	if len(b) > 2000 {
 		b = b[len(b)-2000:]
@@ -154,8 +155,8 @@ func (s *Server) logTail() string {
 // URL returns redis://127.0.0.1:PORT for store.Open and go-redis.
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
-// Kill sends SIGKILL (no shutdown save, no AOF rewrite) and waits for the process to exit.
-// Killing a stopped server is a no-op.
+// Kill sends SIGKILL (no shutdown save) to the server and any child it forked (an AOF
+// rewrite), and waits for the server to exit. Killing a stopped server is a no-op.
 func (s *Server) Kill() {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done
@@ -164,7 +165,7 @@ func (s *Server) Kill() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Kill()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its process group (Setpgid)
 	<-done
 }
 
