@@ -54,18 +54,10 @@ func (p *parser) toolHomes(tools, prevTools []*Tool) []*backing {
 	for i, t := range tools {
 		homes[i] = p.home
 		if i < len(prevTools) && t == prevTools[i] {
-			homes[i] = p.prev.toolHome(i)
+			homes[i] = p.prev.toolHomes[i] // a parsed request has one home per parsed tool
 		}
 	}
 	return homes
-}
-
-// toolHome returns the backing of r's tool i (nil when unknown).
-func (r *Request) toolHome(i int) *backing {
-	if i < len(r.toolHomes) {
-		return r.toolHomes[i]
-	}
-	return nil
 }
 
 // countRetained computes RetainedBytes for a request just parsed by a parse whose memory is
