@@ -396,57 +396,36 @@ func hex4(b []byte) int {
 }
 
 // appendQuoted appends s as a JSON string literal. Invalid UTF-8 becomes U+FFFD.
-func appendQuoted[T string | []byte](dst []byte, s T) []byte {
+func appendQuoted(dst []byte, s string) []byte {
 	dst, _ = appendQuotedCheck(dst, s)
 	return dst
 }
 
 // appendQuotedCheck is appendQuoted also reporting whether invalid UTF-8 was replaced (so
 // the literal does not decode to s).
-func appendQuotedCheck[T string | []byte](dst []byte, s T) ([]byte, bool) {
+func appendQuotedCheck(dst []byte, s string) ([]byte, bool) {
 	dst = append(dst, '"')
+	b := strBytes(s) // read only
 	replaced := false
 	start := 0
-	for i := 0; i < len(s); {
-		if i+8 <= len(s) {
-			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-			if specialMask(x) == 0 {
-				i += 8
-				continue
-			}
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if strPlain[c] {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
+	for i := skipPlain(b, 0); i < len(b); i = skipPlain(b, i) {
+		if c := b[i]; c < utf8.RuneSelf {
+			dst = append(dst, b[start:i]...)
 			dst = jsonesc.AppendEscapedASCII(dst, c)
 			i++
 			start = i
 			continue
 		}
-		var r rune
-		var size int
-		switch v := any(s).(type) {
-		case string:
-			r, size = utf8.DecodeRuneInString(v[i:])
-		case []byte:
-			r, size = utf8.DecodeRune(v[i:])
-		}
+		r, size := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
+			dst = append(dst, b[start:i]...)
 			dst = append(dst, `\ufffd`...)
 			replaced = true
-			i++
-			start = i
-			continue
+			start = i + 1
 		}
 		i += size
 	}
-	dst = append(dst, s[start:]...)
+	dst = append(dst, b[start:]...)
 	return append(dst, '"'), replaced
 }
 
