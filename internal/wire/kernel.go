@@ -67,52 +67,47 @@ func decodeRunGo(dst, src []byte) (n, m int) {
 		if i >= len(src) {
 			return i, j
 		}
-		switch c := src[i]; {
-		case c == '\\':
-			if i+1 >= len(src) || escDecode[src[i+1]] == 0 {
-				return i, j
-			}
-			dst[j] = escDecode[src[i+1]]
-			i += 2
-			j++
-		case c >= utf8.RuneSelf:
-			size := utf8Size(src[i:])
-			if size == 0 {
-				return i, j
-			}
-			j += copy(dst[j:], src[i:i+size])
-			i += size
-		default: // '"' or a control character
+		size := handled(src, i)
+		switch {
+		case size == 0:
 			return i, j
+		case src[i] == '\\':
+			dst[j] = escDecode[src[i+1]]
+			j++
+		default:
+			j += copy(dst[j:], src[i:i+size])
 		}
+		i += size
 	}
 }
 
 // scanRunGo is the portable scanRun.
 func scanRunGo(src []byte) (n int, escaped bool) {
-	i := 0
-	for {
-		i = skipPlain(src, i)
-		if i >= len(src) {
+	for i := 0; ; {
+		if i = skipPlain(src, i); i >= len(src) {
 			return i, escaped
 		}
-		switch c := src[i]; {
-		case c == '\\':
-			if i+1 >= len(src) || escDecode[src[i+1]] == 0 {
-				return i, escaped
-			}
-			escaped = true
-			i += 2
-		case c >= utf8.RuneSelf:
-			size := utf8Size(src[i:])
-			if size == 0 {
-				return i, escaped
-			}
-			i += size
-		default:
+		size := handled(src, i)
+		if size == 0 {
 			return i, escaped
 		}
+		escaped = escaped || src[i] == '\\'
+		i += size
 	}
+}
+
+// handled returns the length of what the kernels handle at src[i], a byte skipPlain stops
+// at: a two-byte escape or a valid multi-byte UTF-8 sequence; 0 for anything else.
+func handled(src []byte, i int) int {
+	switch c := src[i]; {
+	case c == '\\':
+		if i+1 < len(src) && escDecode[src[i+1]] != 0 {
+			return 2
+		}
+	case c >= utf8.RuneSelf:
+		return utf8Size(src[i:])
+	}
+	return 0
 }
 
 // utf8Size returns the length of the valid multi-byte UTF-8 sequence at the start of s
