@@ -189,6 +189,9 @@ func validateAnthropic(r *Request) error {
 				if b.blank() && !finalAssistant {
 					return verr(RuleEmptyContent, mi, bi, "text content must contain non-whitespace text")
 				}
+				if finalAssistant && bi == len(m.Blocks)-1 && b.text != "" && strings.TrimRight(b.Text(), " \t\r\n") != b.Text() {
+					return verr(RuleEmptyContent, mi, bi, "final assistant content must not end with whitespace")
+				}
 			case KindToolUse, KindServerToolUse:
 				if !validCallID(b.ID) {
 					return verr(RuleCallID, mi, bi, "tool_use id %q must match [a-zA-Z0-9_-]+", b.ID)
@@ -218,11 +221,6 @@ func validateAnthropic(r *Request) error {
 						return verr(RuleEmptyContent, mi, bi, "tool_result content block %d is empty text", ci)
 					}
 				}
-			}
-		}
-		if finalAssistant && len(m.Blocks) > 0 {
-			if lb := m.Blocks[len(m.Blocks)-1]; lb.Kind == KindText && lb.text != "" && strings.TrimRight(lb.Text(), " \t\r\n") != lb.Text() {
-				return verr(RuleEmptyContent, mi, len(m.Blocks)-1, "final assistant content must not end with whitespace")
 			}
 		}
 		// Calls of the previous assistant message must all be answered here (a system message

@@ -51,6 +51,8 @@ func TestValidateAnthropic(t *testing.T) {
 		{"whitespace text", u(`[{"type":"text","text":" \n"}]`), RuleEmptyContent, 0},
 		{"empty user blocks", u(`[]`), RuleEmptyContent, 0},
 		{"prefill trailing space", u(`"hi"`) + "," + a(`"Sure "`), RuleEmptyContent, 1},
+		{"prefill trailing space in the last block", u(`"hi"`) + "," + a(`[{"type":"text","text":"a"},{"type":"text","text":"b "}]`), RuleEmptyContent, 1},
+		{"valid prefill trailing space before a call", u(`"hi"`) + "," + a(`[{"type":"text","text":"a "},`+use("t1")+`]`), "", 0},
 		{"web search without server use", u(`"hi"`) + "," + a(`[{"type":"web_search_tool_result","tool_use_id":"s1","content":[]}]`), RuleOrphanResult, 1},
 		{"thinking in user", u(`[{"type":"thinking","thinking":"x","signature":"s"}]`), RuleBlockPlacement, 0},
 		{"five cache markers", u(`[{"type":"text","text":"a",` + cc + `},{"type":"text","text":"b",` + cc + `},{"type":"text","text":"c",` + cc + `},{"type":"text","text":"d",` + cc + `},{"type":"text","text":"e",` + cc + `}]`), RuleCacheControl, 0},
