@@ -110,14 +110,12 @@ func validCallID(id string) bool {
 	return id != ""
 }
 
-func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
-
-// blank is isBlank(b.Text()), decoding a lazy text (into scratch memory) only when its first
-// character that is not white space is non-ASCII or a \u escape.
+// blank reports whether b.Text() is empty or white space, decoding a lazy text (into scratch
+// memory) only when its first character that is not white space is non-ASCII or a \u escape.
 func (b *Block) blank() bool {
 	s := b.text
 	if !b.textEsc {
-		return isBlank(s)
+		return strings.TrimSpace(s) == ""
 	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -127,7 +125,7 @@ func (b *Block) blank() bool {
 		case c == '\\' && s[i+1] == 'u' || c >= utf8.RuneSelf:
 			sp := getScratch()
 			defer putScratch(sp)
-			return isBlank(b.peekText(sp))
+			return strings.TrimSpace(b.peekText(sp)) == ""
 		default:
 			return false
 		}
