@@ -58,16 +58,6 @@ func (o *object) duplicate() string {
 	return ""
 }
 
-// lookup returns the last member named name (keys compared by their decoded text).
-func (o *object) lookup(name string) (found member, ok bool) {
-	o.walk(func(m member) {
-		if keyMatch(o.raw[m.k:m.ke], name) {
-			found, ok = m, true
-		}
-	})
-	return found, ok
-}
-
 // lastNamed returns the index in ms, the members of o, of the last one named name, or -1.
 func (o *object) lastNamed(ms []member, name string) int {
 	for i := len(ms) - 1; i >= 0; i-- {
@@ -80,17 +70,19 @@ func (o *object) lastNamed(ms []member, name string) int {
 
 // has reports whether the object has a member named name.
 func (o *object) has(name string) bool {
-	_, ok := o.lookup(name)
+	_, ok := o.get(name)
 	return ok
 }
 
-// get returns the raw value of the last member named name.
-func (o *object) get(name string) ([]byte, bool) {
-	m, ok := o.lookup(name)
-	if !ok {
-		return nil, false
-	}
-	return o.raw[m.v:m.e], true
+// get returns the raw value of the last member named name (keys compared by their decoded
+// text).
+func (o *object) get(name string) (val []byte, ok bool) {
+	o.walk(func(m member) {
+		if keyMatch(o.raw[m.k:m.ke], name) {
+			val, ok = o.raw[m.v:m.e], true
+		}
+	})
+	return val, ok
 }
 
 // with returns a copy of the object with member name set to the raw JSON value val, replaced
