@@ -101,36 +101,32 @@ func (o *object) withAt(name string, val []byte) (*object, member) {
 // (a subslice of o.raw right after a colon) is replaced without walking o; the member
 // returned then has its value offsets only.
 func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte) []byte) (*object, member) {
-	if lo, hi, ok := bodySpan(o.raw, cur); ok && bytes.HasSuffix(bytes.TrimRight(o.raw[:lo], " \t\r\n"), []byte(":")) {
-		return o.replace(member{v: lo, e: hi}, n, val)
-	}
-	var buf [8]member
-	ms := o.members(buf[:0])
-	if i := o.lastNamed(ms, name); i >= 0 {
-		return o.replace(ms[i], n, val)
-	}
-	// Append before the closing brace, after a comma when there are members.
-	pos, comma := bytes.LastIndexByte(o.raw, '}'), 0
-	if len(ms) > 0 {
-		pos, comma = ms[len(ms)-1].e, 1
-	}
-	m := member{k: pos + comma}
-	c, e := o.splice(pos, pos, comma+quotedCap(len(name))+1+n, func(dst []byte) []byte {
-		if comma > 0 {
-			dst = append(dst, ',')
+	lo, hi, ok := bodySpan(o.raw, cur)
+	m, ins := member{v: lo, e: hi}, val
+	if !ok || !bytes.HasSuffix(bytes.TrimRight(o.raw[:lo], " \t\r\n"), []byte(":")) {
+		var buf [8]member
+		ms := o.members(buf[:0])
+		if i := o.lastNamed(ms, name); i >= 0 {
+			m = ms[i]
+		} else {
+			// Append before the closing brace, after a comma when there are members.
+			pos, comma := bytes.LastIndexByte(o.raw, '}'), 0
+			if len(ms) > 0 {
+				pos, comma = ms[len(ms)-1].e, 1
+			}
+			m, n = member{k: pos + comma, v: pos, e: pos}, comma+quotedCap(len(name))+1+n
+			ins = func(dst []byte) []byte {
+				if comma > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(appendQuoted(dst, name), ':')
+				m.ke, m.v = len(dst)-1, len(dst)
+				return val(dst)
+			}
 		}
-		dst = append(appendQuoted(dst, name), ':')
-		m.ke, m.v = len(dst)-1, len(dst)
-		return val(dst)
-	})
-	m.e = e
-	return c, m
-}
-
-// replace returns a copy of o with the value of member m replaced by what val appends (at
-// most n bytes), and m in the copy.
-func (o *object) replace(m member, n int, val func(dst []byte) []byte) (*object, member) {
-	c, e := o.splice(m.v, m.e, n, val)
+	}
+	// raw[m.v:m.e] is replaced (empty when appending; ins then writes the key first).
+	c, e := o.splice(m.v, m.e, n, ins)
 	m.e = e
 	return c, m
 }
