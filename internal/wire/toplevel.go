@@ -14,15 +14,12 @@ func TopLevel(body []byte, names ...string) ([][]byte, error) {
 	}
 	end, err := scanObject(body, i, 1, func(ks, ke, vs int) (int, error) {
 		ve, err := scanValue(body, vs, 1)
-		if err != nil {
-			return 0, err
-		}
 		for n, name := range names {
-			if keyIs(body, ks, ke, name) {
+			if err == nil && keyIs(body, ks, ke, name) {
 				out[n] = body[vs:ve:ve]
 			}
 		}
-		return ve, nil
+		return ve, err
 	})
 	if err != nil {
 		return nil, err
