@@ -128,13 +128,12 @@ func (b *Block) contentRaw() []byte {
 	return nil
 }
 
-// withContent returns o with member key, whose value is cur when known (see withValueAt),
+// withContent returns o with member key, whose value is cur when known (see withAt),
 // set to the blocks b as a content value: a lone string-form text block as its string
 // (isString), else a list reusing arr's separators.
 func (o *object) withContent(key string, cur []byte, arr *array, b []*Block) (obj *object, isString bool) {
 	if len(b) == 1 && b[0].obj == nil && b[0].str != nil && b[0].str[0] == '"' {
-		lit := b[0].str
-		obj, _ = o.withValueAt(key, cur, len(lit), func(dst []byte) []byte { return append(dst, lit...) })
+		obj, _ = o.withAt(key, cur, b[0].str)
 		return obj, true
 	}
 	n := 2
@@ -294,7 +293,7 @@ func (b *Block) setInput(input []byte) (*Block, error) {
 		if err := validJSON(input); err != nil {
 			return nil, err
 		}
-		obj, v := b.obj.withAt("input", input)
+		obj, v := b.obj.withAt("input", nil, input)
 		nb = b.clone(obj)
 		nb.Input = obj.raw[v.v:v.e]
 		return nb, nil
@@ -314,7 +313,7 @@ func (b *Block) WithCacheControl(raw []byte) *Block {
 		nb.CacheControl = nil
 		return nb
 	}
-	obj, v := b.objectForm().withAt("cache_control", raw)
+	obj, v := b.objectForm().withAt("cache_control", nil, raw)
 	nb := b.clone(obj)
 	nb.CacheControl = obj.raw[v.v:v.e]
 	return nb

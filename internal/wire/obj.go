@@ -88,18 +88,18 @@ func (o *object) get(name string) (val []byte, ok bool) {
 // with returns a copy of the object with member name set to the raw JSON value val, replaced
 // in place or appended at the end; all other bytes are kept.
 func (o *object) with(name string, val []byte) *object {
-	c, _ := o.withAt(name, val)
+	c, _ := o.withAt(name, nil, val)
 	return c
 }
 
-// withAt is with, also returning the member set in the copy.
-func (o *object) withAt(name string, val []byte) (*object, member) {
-	return o.withValueAt(name, nil, len(val), func(dst []byte) []byte { return append(dst, val...) })
+// withAt is with, also returning the member set in the copy. A known current value cur (a
+// subslice of o.raw right after a colon) is replaced without walking o; the member returned
+// then has its value offsets only.
+func (o *object) withAt(name string, cur, val []byte) (*object, member) {
+	return o.withValueAt(name, cur, len(val), func(dst []byte) []byte { return append(dst, val...) })
 }
 
-// withValueAt is withAt for the value val appends (about n bytes). A known current value cur
-// (a subslice of o.raw right after a colon) is replaced without walking o; the member
-// returned then has its value offsets only.
+// withValueAt is withAt for the value val appends (about n bytes).
 func (o *object) withValueAt(name string, cur []byte, n int, val func(dst []byte) []byte) (*object, member) {
 	lo, hi, ok := bodySpan(o.raw, cur)
 	m, ins := member{v: lo, e: hi}, val
