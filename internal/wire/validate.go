@@ -57,28 +57,7 @@ func Validate(r *Request) error {
 	if len(r.Messages) == 0 {
 		return verr(RuleNoMessages, -1, -1, "messages must not be empty")
 	}
-	if err := validateCacheControl(r); err != nil {
-		return err
-	}
-	if r.Format == OpenAI || r.Format == Responses {
-		return validateChat(r)
-	}
-	return validateAnthropic(r)
-}
-
-func countCC(b *Block) int {
-	n := 0
-	if b.CacheControl != nil {
-		n++
-	}
-	for _, c := range b.Content {
-		n += countCC(c)
-	}
-	return n
-}
-
-func validateCacheControl(r *Request) error {
-	n := 0
+	n := 0 // cache_control markers so far
 	for _, t := range r.Tools {
 		if t.CacheControl != nil {
 			n++
@@ -98,7 +77,21 @@ func validateCacheControl(r *Request) error {
 	if n > MaxCacheControl {
 		return verr(RuleCacheControl, -1, -1, "more than %d cache_control markers", MaxCacheControl)
 	}
-	return nil
+	if r.Format == OpenAI || r.Format == Responses {
+		return validateChat(r)
+	}
+	return validateAnthropic(r)
+}
+
+func countCC(b *Block) int {
+	n := 0
+	if b.CacheControl != nil {
+		n++
+	}
+	for _, c := range b.Content {
+		n += countCC(c)
+	}
+	return n
 }
 
 func validCallID(id string) bool {
