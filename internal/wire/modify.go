@@ -87,19 +87,18 @@ func (m *Message) withBlocks(b []*Block) *Message {
 	result := m.Role == RoleTool && len(b) == 1 && b[0].Kind == KindToolResult
 	switch {
 	case result && m.f == OpenAI:
-		return m.withResult(nm, b[0], "role", "content", "tool_call_id")
+		m.withResult(nm, b[0], "role", "content", "tool_call_id")
 	case result && m.f == Responses:
-		return m.withResult(nm, b[0], "type", "output", "call_id")
+		m.withResult(nm, b[0], "type", "output", "call_id")
 	case m.f == OpenAI:
-		return m.openAIWithBlocks(nm, b)
+		m.openAIWithBlocks(nm, b)
 	case m.isItem() && len(b) == 1 && b[0].obj != nil:
 		nm.obj, nm.itemsArr = b[0].obj, nil
-		return nm
 	case m.itemsArr != nil || m.isItem():
 		nm.obj, nm.itemsArr = itemRun(m.itemsArr, b)
-		return nm
+	default:
+		nm.obj, nm.StringContent = m.obj.withContent("content", m.contentRaw(), m.contentArr, b)
 	}
-	nm.obj, nm.StringContent = m.obj.withContent("content", m.contentRaw(), m.contentArr, b)
 	return nm
 }
 
@@ -149,8 +148,8 @@ func (o *object) withContent(key string, cur []byte, arr *array, b []*Block) (ob
 }
 
 // openAIWithBlocks is withBlocks for an OpenAI message other than a tool message's result:
-// its tool calls go to "tool_calls", the other blocks to "content".
-func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
+// its tool calls go to "tool_calls", the other blocks to "content" of nm.
+func (m *Message) openAIWithBlocks(nm *Message, b []*Block) {
 	var parts, calls []*Block
 	for _, x := range b {
 		if x.Kind == KindToolUse {
@@ -187,13 +186,12 @@ func (m *Message) openAIWithBlocks(nm *Message, b []*Block) *Message {
 		obj = obj.without("tool_calls")
 	}
 	nm.obj = obj
-	return nm
 }
 
 // withResult makes nm the tool message of result r: r's own object when it is a whole
 // message (it has the member whole), else m's object with the result's content and id
 // written to contentKey and idKey.
-func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey string) *Message {
+func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey string) {
 	if r.obj != nil && r.obj.has(whole) {
 		nm.obj = r.obj
 	} else {
@@ -203,7 +201,6 @@ func (m *Message) withResult(nm *Message, r *Block, whole, contentKey, idKey str
 		}
 	}
 	nm.StringContent = r.ContentString
-	return nm
 }
 
 // clone returns a shallow copy of b with obj replaced.
