@@ -258,11 +258,10 @@ func (b *Block) withResultText(text string) *Block {
 // Responses the arguments or custom input text, written as a string), or b itself for other
 // blocks or an unusable input (setInput reports that error).
 func (b *Block) WithInput(input []byte) *Block {
-	nb, err := b.setInput(input)
-	if err != nil {
-		return b
+	if nb, err := b.setInput(input); err == nil {
+		return nb
 	}
-	return nb
+	return b
 }
 
 // setInput is WithInput returning an error instead of ignoring an unusable input.
