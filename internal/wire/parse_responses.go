@@ -360,26 +360,18 @@ func (p *parser) outputItem(it *fields, obj *object, depth int, path jpath, typ 
 	return m, nil
 }
 
-// itemContent parses the content member f of the item: a string is one string-form text
-// block, an array its parts, null (when nullable) no blocks; present: the member is there.
+// itemContent parses the content member f of the item as content does (null allowed when
+// nullable; a string is not scanned again); present: the member is there.
 func (p *parser) itemContent(it *fields, depth int, path jpath, f int, nullable bool) (blocks []*Block, arr *array, str, present bool, err error) {
-	key := fieldNames[f]
 	v, off := p.value(it, f)
-	if v == nil {
-		return nil, nil, false, false, nil
-	}
 	switch {
+	case v == nil:
+		return nil, nil, false, false, nil
 	case v[0] == '"':
 		return p.blockSlice([]*Block{p.textBlock(v, it.esc&(1<<f) != 0)}), nil, true, true, nil
-	case v[0] == '[':
-		blocks, arr, _, err := p.blockList(off, depth+1, path.key(key), true)
-		return blocks, arr, false, true, err
-	case v[0] == 'n' && nullable:
-		return nil, nil, false, true, nil
-	case nullable:
-		return nil, nil, false, false, p.wrongType(off, depth, path.key(key), "string, array or null")
 	}
-	return nil, nil, false, false, p.wrongType(off, depth, path.key(key), "string or array")
+	blocks, arr, str, _, err = p.content(off, depth, path.key(fieldNames[f]), nullable)
+	return blocks, arr, str, true, err
 }
 
 // outputFailed reports whether a tool output's text shows a non-zero exit code as Codex CLI
