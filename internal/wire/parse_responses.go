@@ -196,8 +196,13 @@ func (p *parser) responsesItem(i, depth int, path jpath) (*Block, *Message, int,
 			b, err := p.assistantItem(it, obj, depth, path, typ)
 			return b, nil, end, err
 		}
-		m, err := p.messageItem(it, obj, depth, path, Role(role))
-		return nil, m, end, err
+		m := p.newMessage() // a user, system or developer message (or one of an unknown role)
+		m.Role, m.obj = Role(role), obj
+		m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(it, depth, path, mfContent, false)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		return nil, m, end, nil
 	}
 	if !hasType {
 		return nil, nil, 0, p.schemaErr(i, path, "input item has no \"type\"")
@@ -326,18 +331,6 @@ func (p *parser) callID(it *fields, b *Block, orID bool) (err error) {
 		b.ID, _, _ = p.str(it, mfID, false)
 	}
 	return err
-}
-
-// messageItem parses a user, system or developer message item (or one of an unknown role).
-func (p *parser) messageItem(it *fields, obj *object, depth int, path jpath, role Role) (*Message, error) {
-	m := p.newMessage()
-	m.Role, m.obj = role, obj
-	var err error
-	m.Blocks, m.contentArr, m.StringContent, m.hasContent, err = p.itemContent(it, depth, path, mfContent, false)
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 // outputItem parses a tool output item into a tool message with one KindToolResult block
