@@ -53,17 +53,14 @@ type pathPart struct {
 
 func root(key string) jpath { return jpath{}.key(key) }
 
-func (p jpath) key(k string) jpath {
-	if p.n < len(p.parts) {
-		p.parts[p.n] = pathPart{key: k, idx: -1}
-		p.n++
-	}
-	return p
-}
+func (p jpath) key(k string) jpath { return p.add(pathPart{key: k, idx: -1}) }
 
-func (p jpath) at(i int) jpath {
+func (p jpath) at(i int) jpath { return p.add(pathPart{idx: i}) }
+
+// add returns p with part x appended (the parts past the first 8 are left out).
+func (p jpath) add(x pathPart) jpath {
 	if p.n < len(p.parts) {
-		p.parts[p.n] = pathPart{idx: i}
+		p.parts[p.n] = x
 		p.n++
 	}
 	return p
