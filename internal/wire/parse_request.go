@@ -57,13 +57,9 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 	case keyIs(d, ks, ke, "stream"):
 		// OpenAI documents stream as "boolean or null" (null: the default, false);
 		// Anthropic as a boolean.
-		if vs < len(d) && (d[vs] == 't' || d[vs] == 'f' || d[vs] == 'n' && p.f != Anthropic) {
-			e, err := scanValue(d, vs, 1)
-			if err != nil {
-				return 0, err
-			}
-			r.Stream = d[vs] == 't'
-			return e, nil
+		if c := d[vs]; c == 't' || c == 'f' || c == 'n' && p.f != Anthropic {
+			r.Stream = c == 't'
+			return scanValue(d, vs, 1)
 		}
 		if p.f != Anthropic {
 			return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
