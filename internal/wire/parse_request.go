@@ -134,10 +134,10 @@ func fillResultNames(msgs []*Message, reused int) {
 	if reused > 0 && (len(msgs)-reused)*8 < len(msgs) {
 		// Few new messages after a shared prefix: look each result's call up backwards
 		// (usually in the message just before) instead of indexing every call.
-		for _, m := range msgs[reused:] {
-			for _, b := range m.Blocks {
+		for mi := reused; mi < len(msgs); mi++ {
+			for bi, b := range msgs[mi].Blocks {
 				if (b.Kind == KindToolResult || b.Kind == KindWebSearchToolResult) && b.Name == "" {
-					b.Name = nearestCallName(msgs, b)
+					b.Name = nearestCallName(msgs[:mi+1], bi, b.ID)
 				}
 			}
 		}
@@ -197,22 +197,19 @@ func (x *callIndex) name(id string) string {
 	return x.byID[id]
 }
 
-// nearestCallName returns the name of the last tool call with the id of result b before
-// it in msgs ("" when there is none), as fillResultNames' index would.
-func nearestCallName(msgs []*Message, res *Block) string {
-	if res.ID == "" {
+// nearestCallName returns the name of the last tool call with this id before block bi of the
+// last message of msgs ("" when there is none), as fillResultNames' index would.
+func nearestCallName(msgs []*Message, bi int, id string) string {
+	if id == "" {
 		return ""
 	}
-	seen := false
 	for i := len(msgs) - 1; i >= 0; i-- {
 		bs := msgs[i].Blocks
+		if i == len(msgs)-1 {
+			bs = bs[:bi]
+		}
 		for j := len(bs) - 1; j >= 0; j-- {
-			b := bs[j]
-			if b == res {
-				seen = true
-				continue
-			}
-			if seen && (b.Kind == KindToolUse || b.Kind == KindServerToolUse) && b.ID == res.ID {
+			if b := bs[j]; (b.Kind == KindToolUse || b.Kind == KindServerToolUse) && b.ID == id {
 				return b.Name
 			}
 		}
