@@ -36,7 +36,7 @@ func (p *parser) list(i, depth int, fn elemFunc) (*array, int, error) {
 // Only its request keeps it (later requests share the elements, not the array): its spans get
 // an allocation of their own, which the request counts (countRetained).
 func (p *parser) topList(vs int, key string, fn func(idx, es int, path jpath) (int, error)) (*array, int, error) {
-	if vs >= len(p.d) || p.d[vs] != '[' {
+	if p.d[vs] != '[' {
 		return nil, 0, p.wrongType(vs, 1, root(key), "array")
 	}
 	return p.listOf(vs, 2, func(idx, es int) (int, error) {
@@ -54,23 +54,19 @@ func (p *parser) listOf(i, depth int, fn elemFunc, own bool) (*array, int, error
 	base := len(p.spanStack)
 	end, err := scanArray(p.d, i, depth, func(idx, es int) (int, error) {
 		e, err := fn(idx, es)
-		if err != nil {
-			return 0, err
-		}
 		p.spanStack = append(p.spanStack, span{s: es - i, e: e - i})
-		return e, nil
+		return e, err
 	})
-	if err != nil {
-		p.spanStack = p.spanStack[:base]
+	sp := p.spanStack[base:] // still there until the next push
+	p.spanStack = p.spanStack[:base]
+	switch {
+	case err != nil:
 		return nil, 0, err
-	}
-	sp := p.spanStack[base:]
-	if own && len(sp) > 0 {
+	case own && len(sp) > 0:
 		a.spans = slices.Clone(sp)
-	} else if len(sp) > 0 {
+	case len(sp) > 0:
 		a.spans = slabCopy(p, &p.spanSlab, sp, 1024)
 	}
-	p.spanStack = p.spanStack[:base]
 	a.raw = p.d[i:end:end]
 	return a, end, nil
 }
