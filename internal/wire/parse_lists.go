@@ -78,31 +78,22 @@ func (p *parser) blockList(i, depth int, path jpath, strict bool) ([]*Block, *ar
 	base := len(p.blkStack)
 	var deferred error
 	arr, end, err := p.list(i, depth, func(idx, es int) (int, error) {
-		if p.d[es] != '{' {
-			e, err := scanValue(p.d, es, depth)
-			if err != nil {
-				return 0, err
-			}
+		var b *Block
+		var e int
+		var err error
+		if p.d[es] == '{' {
+			b, e, err = p.block(es, depth+1, &path, idx)
+		} else if e, err = scanValue(p.d, es, depth); err == nil {
+			b = &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown}
 			if deferred == nil {
-				deferred = p.schemaErr(es, path.at(idx), "content block must be an object, found %s", jsonType(p.d[es]))
+				err = p.schemaErr(es, path.at(idx), "content block must be an object, found %s", jsonType(p.d[es]))
 			}
-			if strict {
-				return 0, deferred
-			}
-			p.blkStack = append(p.blkStack, &Block{f: p.f, str: p.d[es:e:e], Kind: KindUnknown})
-			return e, nil
 		}
-		b, e, err := p.block(es, depth+1, &path, idx)
-		if err != nil {
-			if !isSchema(err) {
-				return 0, err
-			}
-			if deferred == nil {
-				deferred = err
-			}
-			if strict {
-				return 0, err
-			}
+		if err != nil && (strict || !isSchema(err)) {
+			return 0, err
+		}
+		if deferred == nil {
+			deferred = err
 		}
 		p.blkStack = append(p.blkStack, b)
 		return e, nil
