@@ -3,7 +3,6 @@ package wire
 import (
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 func (p *parser) schemaErr(off int, path jpath, format string, args ...any) error {
@@ -74,9 +73,7 @@ func (p jpath) String() string {
 	var b []byte
 	for _, x := range p.parts[:p.n] {
 		if x.idx >= 0 {
-			b = append(b, '[')
-			b = strconv.AppendInt(b, int64(x.idx), 10)
-			b = append(b, ']')
+			b = fmt.Appendf(b, "[%d]", x.idx)
 			continue
 		}
 		if len(b) > 0 {
