@@ -15,7 +15,6 @@ func (p *parser) request() (*Request, error) {
 		return nil, p.schemaErr(i, jpath{}, "request body must be a JSON object, found %s", jsonType(d[i]))
 	}
 	r := &Request{Format: p.f, body: d}
-	var err error
 	obj, end, err := p.objectAt(i, 1, func(ks, ke, vs int) (int, error) {
 		ve, err := p.topMember(r, ks, ke, vs)
 		r.members = append(r.members, member{k: ks - i, ke: ke - i, v: vs - i, e: ve - i})
@@ -27,8 +26,7 @@ func (p *parser) request() (*Request, error) {
 	if j := skipWS(d, end); j != len(d) {
 		return nil, synErr(j, "unexpected data after top-level value")
 	}
-	r.obj = obj
-	r.objEnd = end
+	r.obj, r.objEnd = obj, end
 	fillResultNames(r.Messages, r.reused)
 	if p.prev != nil {
 		p.keep(r.detach(p.prev))
