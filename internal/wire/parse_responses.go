@@ -30,7 +30,8 @@ func responsesPartKind(typ string) Kind {
 func (p *parser) responsesInput(r *Request, vs int) (int, error) {
 	d := p.d
 	r.Messages, r.msgsArr, r.inputStr, r.reused = nil, nil, false, 0
-	if vs < len(d) && d[vs] == '"' {
+	switch d[vs] {
+	case '"':
 		e, _, err := scanString(d, vs)
 		if err != nil {
 			return 0, err
@@ -38,11 +39,10 @@ func (p *parser) responsesInput(r *Request, vs int) (int, error) {
 		r.Messages, r.inputStr = []*Message{p.inputStringMessage(d[vs:e])}, true
 		r.msgHomes = p.messageHomes(0, 1)
 		return e, nil
+	case '[':
+		return p.responsesItems(r, vs)
 	}
-	if vs >= len(d) || d[vs] != '[' {
-		return 0, p.wrongType(vs, 1, root("input"), "string or array")
-	}
-	return p.responsesItems(r, vs)
+	return 0, p.wrongType(vs, 1, root("input"), "string or array")
 }
 
 // inputStringMessage is the user message a string input stands for: the item
