@@ -15,18 +15,18 @@ func (p *parser) message(i, depth int, path jpath) (*Message, int, error) {
 	defer func() { p.blkStack = p.blkStack[:base] }()
 	obj, end, err := p.objectAt(i, depth, func(ks, ke, vs int) (int, error) {
 		switch {
-		case keyIs(d, ks, ke, "role"):
+		case keyMatch(d[ks:ke], "role"):
 			r, e, err := p.stringAt(vs, depth, path.key("role"))
 			m.Role, roleSeen = Role(r), true
 			return e, err
-		case keyIs(d, ks, ke, "content"):
+		case keyMatch(d[ks:ke], "content"):
 			m.hasContent = true
 			var e int
 			var err error
 			parts, m.contentArr, m.StringContent, e, err = p.content(vs, depth, path.key("content"), openAI)
 			return e, err
 		case !openAI:
-		case keyIs(d, ks, ke, "tool_calls"):
+		case keyMatch(d[ks:ke], "tool_calls"):
 			p.blkStack = p.blkStack[:base]
 			switch d[vs] {
 			case '[':
@@ -48,11 +48,11 @@ func (p *parser) message(i, depth int, path jpath) (*Message, int, error) {
 				return scanLiteral(d, vs, "null")
 			}
 			return 0, p.wrongType(vs, depth, path.key("tool_calls"), "array or null")
-		case keyIs(d, ks, ke, "tool_call_id"):
+		case keyMatch(d[ks:ke], "tool_call_id"):
 			id, e, err := p.stringAt(vs, depth, path.key("tool_call_id"))
 			toolCallID = id
 			return e, err
-		case keyIs(d, ks, ke, "cache_control"):
+		case keyMatch(d[ks:ke], "cache_control"):
 			e, err := scanValue(d, vs, depth)
 			if err == nil {
 				cc = d[vs:e:e]

@@ -48,11 +48,11 @@ func (p *parser) request() (*Request, error) {
 func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 	d := p.d
 	switch {
-	case keyIs(d, ks, ke, "model"):
+	case keyMatch(d[ks:ke], "model"):
 		m, e, err := p.stringAt(vs, 1, root("model"))
 		r.Model = m
 		return e, err
-	case keyIs(d, ks, ke, "stream"):
+	case keyMatch(d[ks:ke], "stream"):
 		// OpenAI documents stream as "boolean or null" (null: the default, false);
 		// Anthropic as a boolean.
 		if c := d[vs]; c == 't' || c == 'f' || c == 'n' && p.f != Anthropic {
@@ -63,9 +63,9 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 			return 0, p.wrongType(vs, 1, root("stream"), "boolean or null")
 		}
 		return 0, p.wrongType(vs, 1, root("stream"), "boolean")
-	case p.f == Responses && keyIs(d, ks, ke, "input"):
+	case p.f == Responses && keyMatch(d[ks:ke], "input"):
 		return p.responsesInput(r, vs)
-	case p.f != Responses && keyIs(d, ks, ke, "messages"):
+	case p.f != Responses && keyMatch(d[ks:ke], "messages"):
 		var prev []*Message
 		if p.prev != nil {
 			prev = p.prev.origMessages
@@ -89,7 +89,7 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 		}
 		r.msgsArr, r.msgHomes = arr, p.messageHomes(r.reused, len(r.Messages))
 		return end, nil
-	case keyIs(d, ks, ke, "tools"):
+	case keyMatch(d[ks:ke], "tools"):
 		var prev []*Tool
 		if p.prev != nil {
 			prev = p.prev.origTools
@@ -109,7 +109,7 @@ func (p *parser) topMember(r *Request, ks, ke, vs int) (int, error) {
 		}
 		r.toolsArr, r.toolHomes = arr, p.toolHomes(r.Tools, prev)
 		return end, nil
-	case p.f == Anthropic && keyIs(d, ks, ke, "system"):
+	case p.f == Anthropic && keyMatch(d[ks:ke], "system"):
 		if pr := p.prev; pr != nil && len(pr.origSystem) > 0 {
 			if raw, ok := pr.systemRaw(); ok && len(d)-vs >= len(raw) && bytes.Equal(d[vs:vs+len(raw)], raw) {
 				r.System, r.sysArr, r.sysStr, r.sysHome = pr.origSystem, pr.sysArr, pr.sysStr, pr.sysHome

@@ -56,9 +56,7 @@ func (p *parser) inputStringMessage(lit []byte) *Message {
 	raw = append(raw, '}')
 	e := len(raw) - 1 // the end of lit
 	m := &Message{Role: RoleUser, StringContent: true, f: p.f, obj: &object{raw: raw}, hasContent: true}
-	c := &Block{f: p.f, Kind: KindText, Type: "text", str: raw[len(prefix):e:e]}
-	c.setText(lazyText(c.str))
-	m.Blocks = []*Block{c}
+	m.Blocks = []*Block{stringBlock(p.f, raw[len(prefix):e:e])}
 	p.keep(cap(raw) + int(unsafe.Sizeof(Message{})+unsafe.Sizeof(Block{})+unsafe.Sizeof(object{})))
 	return m
 }
@@ -258,7 +256,7 @@ func (p *parser) partsText(i, depth int) (string, bool) {
 		var text string
 		var esc, has bool
 		e, err := scanObject(d, es, depth+1, func(ks, ke, vs int) (int, error) {
-			if d[vs] != '"' || !keyIs(d, ks, ke, "text") {
+			if d[vs] != '"' || !keyMatch(d[ks:ke], "text") {
 				return scanValue(d, vs, depth+1)
 			}
 			e, x, err := scanString(d, vs)
@@ -299,9 +297,8 @@ func (p *parser) modelItem(it *fields, obj *object, depth int, typ string) (*Blo
 		}
 	case "function_call", "custom_tool_call":
 		b.Kind = KindToolUse
-		if err = p.callID(it, b, false); err == nil {
-			b.Name, _, err = p.str(it, mfName, true)
-		}
+		err = p.callID(it, b, false)
+		b.Name = p.must(it, mfName, &err)
 		key := mfArguments
 		if typ == "custom_tool_call" {
 			key = mfInput

@@ -68,10 +68,6 @@ func (p *parser) textBlock(lit []byte, esc bool) *Block {
 	return c
 }
 
-func keyIs(d []byte, ks, ke int, name string) bool {
-	return keyMatch(d[ks:ke], name)
-}
-
 // keyMatch reports whether the validated string literal lit decodes to name (without
 // decoding it unless it holds an escape).
 func keyMatch(lit []byte, name string) bool {

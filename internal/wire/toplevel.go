@@ -15,7 +15,7 @@ func TopLevel(body []byte, names ...string) ([][]byte, error) {
 	end, err := scanObject(body, i, 1, func(ks, ke, vs int) (int, error) {
 		ve, err := scanValue(body, vs, 1)
 		for n, name := range names {
-			if err == nil && keyIs(body, ks, ke, name) {
+			if err == nil && keyMatch(body[ks:ke], name) {
 				out[n] = body[vs:ve:ve]
 			}
 		}
