@@ -9,7 +9,7 @@ import (
 // ones are gathered into one buffer).
 const minSegment = 256
 
-// encoder writes a serialized request into one buffer (appendTo) or as Segments that
+// encoder writes a serialized request into one buffer (Bytes) or as Segments that
 // reference unchanged bytes where they already are.
 type encoder struct {
 	buf  []byte   // everything written, or (segmenting) the pieces shorter than minSegment

@@ -9,15 +9,12 @@ import (
 )
 
 // encoded returns r serialized, after checking that every way of serializing it agrees:
-// Bytes, appendTo after a prefix, and the concatenated Segments; that Bytes fits its size
+// Bytes and the concatenated Segments; that Bytes fits its size
 // hint (no second allocation); and that segments of an unmodified part alias the parsed
 // bytes instead of copying them.
 func encoded(t testing.TB, r *Request) []byte {
 	t.Helper()
 	out := r.Bytes()
-	if got := r.appendTo([]byte("prefix")); string(got) != "prefix"+string(out) {
-		t.Fatalf("appendTo differs from Bytes:\n%s\n%s", got, out)
-	}
 	segs := r.Segments()
 	if got := segs.Bytes(); !bytes.Equal(got, out) {
 		t.Fatalf("Segments differ from Bytes:\n%s\n%s", got, out)

@@ -18,8 +18,9 @@ func (r *Request) Bytes() []byte {
 	if !r.modified() {
 		return r.body
 	}
-	b := r.appendTo(noZeroBytes(r.sizeHint())) // every byte below len is written
-	return b[:len(b):len(b)]
+	e := &encoder{buf: noZeroBytes(r.sizeHint())} // every byte below len is written
+	r.encode(e)
+	return e.buf[:len(e.buf):len(e.buf)]
 }
 
 // Segments returns Bytes() as segments that reference the unchanged bytes (the parsed body's
@@ -77,16 +78,6 @@ func growth[T any](cur, orig []*T, size func(*T) int) int {
 		d -= size(x)
 	}
 	return d
-}
-
-// appendTo appends the serialized request to dst.
-func (r *Request) appendTo(dst []byte) []byte {
-	if !r.modified() {
-		return append(dst, r.body...)
-	}
-	e := &encoder{buf: dst}
-	r.encode(e)
-	return e.buf
 }
 
 // encode writes the serialized modified request.

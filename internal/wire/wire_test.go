@@ -191,9 +191,6 @@ func TestRoundTripUnmodified(t *testing.T) {
 			if r.modified() || !bytes.Equal(out, body) || &out[0] != &body[0] {
 				t.Fatalf("unmodified request must return the input slice itself")
 			}
-			if got := r.appendTo([]byte("x")); string(got) != "x"+tc.body {
-				t.Fatalf("appendTo: %s", got)
-			}
 			// Re-emitting every list with the same elements yields identical bytes.
 			msgs := make([]*Message, len(r.Messages))
 			for i, m := range r.Messages {
