@@ -39,25 +39,6 @@ func (o *object) each(fn func(key, value []byte)) {
 	o.walk(func(m member) { fn(o.raw[m.k:m.ke:m.ke], o.raw[m.v:m.e:m.e]) })
 }
 
-// duplicate returns the decoded name of the first member whose name an earlier member has
-// ("" for none).
-func (o *object) duplicate() string {
-	if o == nil {
-		return ""
-	}
-	var buf [8]member
-	ms := o.members(buf[:0])
-	for i, mi := range ms {
-		ki := o.raw[mi.k:mi.ke]
-		for _, mj := range ms[:i] {
-			if kj := o.raw[mj.k:mj.ke]; bytes.Equal(ki, kj) || (hasBackslash(ki) || hasBackslash(kj)) && unquote(ki) == unquote(kj) {
-				return unquote(ki)
-			}
-		}
-	}
-	return ""
-}
-
 // lastNamed returns the index in ms, the members of o, of the last one named name, or -1.
 func (o *object) lastNamed(ms []member, name string) int {
 	for i := len(ms) - 1; i >= 0; i-- {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"slices"
 	"strconv"
 )
@@ -208,7 +209,15 @@ func (r *Request) WithTools(t []*Tool) *Request {
 // than once ("" when every name is unique). Parse and Field read the last such member, but
 // the body re-encoded from the request keeps every copy.
 func (r *Request) DuplicateField() string {
-	return r.obj.duplicate()
+	for i, mi := range r.members {
+		ki := r.obj.raw[mi.k:mi.ke]
+		for _, mj := range r.members[:i] {
+			if kj := r.obj.raw[mj.k:mj.ke]; bytes.Equal(ki, kj) || (hasBackslash(ki) || hasBackslash(kj)) && unquote(ki) == unquote(kj) {
+				return unquote(ki)
+			}
+		}
+	}
+	return ""
 }
 
 // Field returns the raw value of the top-level member key (the last one when duplicated).
