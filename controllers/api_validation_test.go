@@ -131,11 +131,9 @@ func wantEditable(t *testing.T, c client.Client, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
 	p := &condensev1.PruningPolicy{}
-	if err := get(ctx, c, ns, name, p); err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.Proxy.Replicas = new(ptr.Deref(p.Spec.Proxy.Replicas, 2) + 1)
-	if err := c.Update(ctx, p); err != nil {
+	if err := update(ctx, c, ns, name, p, func() {
+		p.Spec.Proxy.Replicas = new(ptr.Deref(p.Spec.Proxy.Replicas, 2) + 1)
+	}); err != nil {
 		t.Errorf("%s: spec update rejected: %v", name, err)
 	}
 	p.Status.Sessions++
@@ -172,11 +170,7 @@ func testSessionNames(t *testing.T, c client.Client) {
 	}
 	// Accepted sessions stay editable.
 	s := &condensev1.AgentSession{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: nameOf(247)}, s); err != nil {
-		t.Fatal(err)
-	}
-	s.Spec.Owner = "alice"
-	if err := c.Update(ctx, s); err != nil {
+	if err := update(ctx, c, ns, nameOf(247), s, func() { s.Spec.Owner = "alice" }); err != nil {
 		t.Errorf("update of a valid session: %v", err)
 	}
 }
@@ -203,11 +197,7 @@ func testRedisSwitchToExternal(t *testing.T, c client.Client) {
 
 	// Read, modify, write: the object read back holds what the defaults stored.
 	p := &condensev1.PruningPolicy{}
-	if err := get(ctx, c, ns, "by-update", p); err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.Redis.External = external.DeepCopy()
-	if err := c.Update(ctx, p); err != nil {
+	if err := update(ctx, c, ns, "by-update", p, func() { p.Spec.Redis.External = external.DeepCopy() }); err != nil {
 		t.Errorf("update to redis.external rejected: %v", err)
 	}
 	// A merge patch, as kubectl apply sends when redis.external is added to the manifest.
@@ -305,11 +295,7 @@ func testManagedRedisStorage(t *testing.T, c client.Client) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		u := policyObject(ns, tc.name, nil)
-		if err := get(ctx, c, ns, tc.name, u); err != nil {
-			t.Fatal(err)
-		}
-		u.Object["spec"] = tc.to
-		err := c.Update(ctx, u)
+		err := update(ctx, c, ns, tc.name, u, func() { u.Object["spec"] = tc.to })
 		switch {
 		case tc.want != "":
 			wantInvalid(t, tc.name, err, tc.want)
@@ -366,13 +352,9 @@ func testInvalidSpecKeepsChildren(t *testing.T, c client.Client) {
 		err := get(ctx, c, ns, "was-valid-proxy-config", &cm)
 		return err == nil, fmt.Sprint(err)
 	})
-	if err := get(ctx, c, ns, "was-valid", p); err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.ProtectedTools = []string{""}
-	wantInvalid(t, "empty protectedTools entry", c.Update(ctx, p), "spec.protectedTools[0] in body should be at least 1 chars long")
-	p.Spec.ProtectedTools = []string{"  "}
-	if err := c.Update(ctx, p); err != nil {
+	wantInvalid(t, "empty protectedTools entry", update(ctx, c, ns, "was-valid", p, func() { p.Spec.ProtectedTools = []string{""} }),
+		"spec.protectedTools[0] in body should be at least 1 chars long")
+	if err := update(ctx, c, ns, "was-valid", p, func() { p.Spec.ProtectedTools = []string{"  "} }); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "Ready=False InvalidSpec", func() (bool, string) {

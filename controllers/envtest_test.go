@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -232,6 +233,18 @@ func isControlledBy(obj client.Object, owner client.Object) bool {
 
 func get(ctx context.Context, c client.Client, ns, name string, obj client.Object) error {
 	return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+}
+
+// update reads ns/name into obj, applies change and writes it back, reading afresh and trying
+// again while the controllers' own writes make the update conflict; it returns the last error.
+func update(ctx context.Context, c client.Client, ns, name string, obj client.Object, change func()) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(ctx, c, ns, name, obj); err != nil {
+			return err
+		}
+		change()
+		return c.Update(ctx, obj)
+	})
 }
 
 func testChildren(t *testing.T, c client.Client) {
